@@ -1,0 +1,103 @@
+"""Bounded, lossless memory for LangChain: windowed buffers, rolling summaries, client facts.
+
+Quick start::
+
+    from langchain_rolling_memory import RollingSummaryChatMessageHistory, open_store
+
+    store = open_store("sqlite:///memory.db")
+    history = RollingSummaryChatMessageHistory("session-1", summarizer=model, store=store)
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from langchain_rolling_memory.engine import (
+    SUMMARY_MESSAGE_ID,
+    CompactionResult,
+    Compactor,
+    summary_message,
+)
+from langchain_rolling_memory.errors import (
+    ConfigurationError,
+    FactError,
+    InvalidIdError,
+    MissingCredentialsError,
+    MissingExtraError,
+    OwnershipError,
+    RollingMemoryError,
+    SchemaVersionError,
+    StoreError,
+    SummarizerError,
+)
+from langchain_rolling_memory.history import (
+    RollingSummaryChatMessageHistory,
+    WindowedChatMessageHistory,
+)
+from langchain_rolling_memory.ids import validate_id
+from langchain_rolling_memory.policy import (
+    FoldPolicy,
+    WindowPolicy,
+    count_tokens,
+    fold_cut,
+    window_cut,
+)
+from langchain_rolling_memory.prompts import SummaryPrompt, clean_summary, default_prompt
+from langchain_rolling_memory.stores import (
+    Fact,
+    InMemoryRollingStore,
+    RollingStore,
+    SQLiteRollingStore,
+    StoredMessage,
+    SummaryRecord,
+    open_store,
+)
+from langchain_rolling_memory.summarizers import (
+    Summarizer,
+    SummaryResult,
+    as_summarizer,
+    chat_model_summarizer,
+)
+
+try:
+    __version__ = version("langchain-rolling-memory")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0"
+
+__all__ = [
+    "SUMMARY_MESSAGE_ID",
+    "CompactionResult",
+    "Compactor",
+    "ConfigurationError",
+    "Fact",
+    "FactError",
+    "FoldPolicy",
+    "InMemoryRollingStore",
+    "InvalidIdError",
+    "MissingCredentialsError",
+    "MissingExtraError",
+    "OwnershipError",
+    "RollingMemoryError",
+    "RollingStore",
+    "RollingSummaryChatMessageHistory",
+    "SQLiteRollingStore",
+    "SchemaVersionError",
+    "StoreError",
+    "StoredMessage",
+    "Summarizer",
+    "SummarizerError",
+    "SummaryPrompt",
+    "SummaryRecord",
+    "SummaryResult",
+    "WindowPolicy",
+    "WindowedChatMessageHistory",
+    "__version__",
+    "as_summarizer",
+    "chat_model_summarizer",
+    "clean_summary",
+    "count_tokens",
+    "default_prompt",
+    "fold_cut",
+    "open_store",
+    "summary_message",
+    "validate_id",
+    "window_cut",
+]

@@ -1,0 +1,82 @@
+"""The exceptions this package raises; nothing else lives here.
+
+Every exception subclasses the builtin a caller would already catch::
+
+    RollingMemoryError                      base of everything raised on purpose
+    ├── InvalidIdError(ValueError)          a client_id or session_id that is not allowed
+    ├── ConfigurationError(ValueError)      bad settings (limits, URLs, prompts)
+    ├── FactError(ValueError)               a fact refused: too long, too many, filtered
+    ├── OwnershipError(PermissionError)     a session used with a client that does not own it
+    ├── MissingExtraError(ImportError)      an optional dependency is not installed
+    ├── MissingCredentialsError(RuntimeError)  a provider key is not set
+    ├── SummarizerError(RuntimeError)       the summarizer failed or returned nothing usable
+    └── StoreError(RuntimeError)            a backend could not do what was asked
+        └── SchemaVersionError              the store was written by a newer version
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "FactError",
+    "InvalidIdError",
+    "MissingCredentialsError",
+    "MissingExtraError",
+    "OwnershipError",
+    "RollingMemoryError",
+    "SchemaVersionError",
+    "StoreError",
+    "SummarizerError",
+]
+
+
+class RollingMemoryError(Exception):
+    """Base class of every exception this package raises on purpose."""
+
+
+class InvalidIdError(RollingMemoryError, ValueError):
+    """A `client_id` or `session_id` is empty, too long or has forbidden characters."""
+
+
+class ConfigurationError(RollingMemoryError, ValueError):
+    """A setting is out of range or inconsistent with another one."""
+
+
+class FactError(RollingMemoryError, ValueError):
+    """A fact was refused before it was stored (length, count, filter)."""
+
+
+class OwnershipError(RollingMemoryError, PermissionError):
+    """A session was used with a `client_id` other than the one that owns it."""
+
+
+class MissingExtraError(RollingMemoryError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+
+class MissingCredentialsError(RollingMemoryError, RuntimeError):
+    """A provider key is not set; the message names the environment variable."""
+
+
+class SummarizerError(RollingMemoryError, RuntimeError):
+    """The summarizer raised, timed out or returned nothing usable."""
+
+
+class StoreError(RollingMemoryError, RuntimeError):
+    """A backend could not complete an operation."""
+
+
+class SchemaVersionError(StoreError):
+    """The store was created by a newer version of this package."""
+
+
+def require(module: str, extra: str, *, feature: str) -> None:
+    """Raise `MissingExtraError` naming `extra` if `module` cannot be imported."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        msg = (
+            f"{feature} needs the optional dependency {module!r}, which is not installed; "
+            f"install it with: pip install 'langchain-rolling-memory[{extra}]'"
+        )
+        raise MissingExtraError(msg)

@@ -1,0 +1,350 @@
+"""Drop-in chat histories for `RunnableWithMessageHistory`: a window and a rolling summary.
+
+Adapters only: they append to a store, ask the engine for the view and cache it. The view a
+history object returns changes only with that object's own `add_messages` (or `clear`),
+because `RunnableWithMessageHistory` reads it at the start and the end of a call and slices
+the input by its length.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import BaseMessage
+
+from langchain_rolling_memory.engine import Compactor, ErrorCallback, SessionState
+from langchain_rolling_memory.ids import validate_id
+from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, WindowPolicy, count_tokens
+from langchain_rolling_memory.stores.base import RollingStore, StoredMessage
+from langchain_rolling_memory.stores.memory import InMemoryRollingStore
+from langchain_rolling_memory.summarizers.base import SummarizerLike, as_summarizer
+
+__all__ = ["RollingSummaryChatMessageHistory", "WindowedChatMessageHistory"]
+
+
+def _messages_only(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    if isinstance(messages, BaseMessage) or not isinstance(messages, Sequence):
+        msg = f"add_messages takes a sequence of BaseMessage, got {type(messages).__name__}"
+        raise TypeError(msg)
+    bad = [m for m in messages if not isinstance(m, BaseMessage)]
+    if bad:
+        msg = f"add_messages takes BaseMessage objects only, got {type(bad[0]).__name__}: {bad[0]!r:.80}"
+        raise TypeError(msg)
+    return list(messages)
+
+
+class _StoredHistory(BaseChatMessageHistory):
+    """Shared plumbing: ids, store, token counts on write, the cached view, the transcript."""
+
+    def __init__(
+        self,
+        session_id: str | None = None,
+        *,
+        store: RollingStore | None = None,
+        client_id: str | None = None,
+        token_counter: TokenCounter = count_tokens,
+    ) -> None:
+        super().__init__()
+        self.session_id = validate_id(session_id if session_id is not None else uuid.uuid4().hex)
+        self.client_id = None if client_id is None else validate_id(client_id, kind="client_id")
+        self.store: RollingStore = store if store is not None else InMemoryRollingStore()
+        self.token_counter = token_counter
+        self._view: list[BaseMessage] | None = None
+
+    # The view -------------------------------------------------------------
+
+    def _load_view(self) -> list[BaseMessage]:
+        raise NotImplementedError
+
+    async def _aload_view(self) -> list[BaseMessage]:
+        raise NotImplementedError
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """The view: stable until this object's next `add_messages` or `clear`."""
+        if self._view is None:
+            self._view = self._load_view()
+        return list(self._view)
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        if self._view is None:
+            self._view = await self._aload_view()
+        return list(self._view)
+
+    # Writing --------------------------------------------------------------
+
+    def _counts(self, messages: Sequence[BaseMessage]) -> list[int | None]:
+        return [self.token_counter([m]) for m in messages]
+
+    def _after_append(self) -> list[BaseMessage]:
+        return self._load_view()
+
+    async def _aafter_append(self) -> list[BaseMessage]:
+        return await self._aload_view()
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Store the messages in the transcript, then refresh the view.
+
+        The messages are stored before anything else happens, so whatever fails afterwards
+        (summarizer, network) they are in the transcript once this returns or raises.
+        """
+        batch = _messages_only(messages)
+        if batch:
+            self.store.append(
+                self.session_id, batch, client_id=self.client_id, token_counts=self._counts(batch)
+            )
+        self._view = self._after_append()
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        batch = _messages_only(messages)
+        if batch:
+            await self.store.aappend(
+                self.session_id, batch, client_id=self.client_id, token_counts=self._counts(batch)
+            )
+        self._view = await self._aafter_append()
+
+    def clear(self) -> None:
+        """Delete the session: transcript, summary and state."""
+        self.store.clear_session(self.session_id)
+        self._view = []
+
+    async def aclear(self) -> None:
+        await self.store.aclear_session(self.session_id)
+        self._view = []
+
+    @property
+    def transcript(self) -> list[BaseMessage]:
+        """Every message ever added to the session, in order (never changed by compaction)."""
+        return self.store.transcript(self.session_id)
+
+    async def atranscript(self) -> list[BaseMessage]:
+        return await self.store.atranscript(self.session_id)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(session_id={self.session_id!r}, store={type(self.store).__name__})"
+
+
+class WindowedChatMessageHistory(_StoredHistory):
+    """The last messages word for word, cut so that a tool call never loses its results.
+
+    The store keeps the whole transcript (`.transcript`); `.messages` is the window.
+
+    Args:
+        session_id: the conversation (a new uuid if omitted).
+        store: a `RollingStore` (default: a fresh in-memory store).
+        client_id: the person the session belongs to (optional).
+        max_messages: most messages in the window (None: no count limit).
+        max_tokens: most tokens in the window (None: no token limit).
+        token_counter: counts a message's tokens when it is stored.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> history = WindowedChatMessageHistory("s1", max_messages=2)
+        >>> history.add_messages([HumanMessage("a"), AIMessage("b"), HumanMessage("c")])
+        >>> [m.content for m in history.messages], len(history.transcript)
+        (['b', 'c'], 3)
+    """
+
+    _PAGE = 200
+
+    def __init__(
+        self,
+        session_id: str | None = None,
+        *,
+        store: RollingStore | None = None,
+        client_id: str | None = None,
+        max_messages: int | None = 20,
+        max_tokens: int | None = None,
+        token_counter: TokenCounter = count_tokens,
+    ) -> None:
+        self.policy = WindowPolicy(max_messages=max_messages, max_tokens=max_tokens)
+        super().__init__(session_id, store=store, client_id=client_id, token_counter=token_counter)
+
+    def _counts_of(self, rows: Sequence[StoredMessage]) -> list[int]:
+        return [r.tokens if r.tokens is not None else self.token_counter([r.message]) for r in rows]
+
+    def _limit(self) -> int:
+        return self.policy.max_messages if self.policy.max_messages is not None else self._PAGE
+
+    def _enough(self, rows: list[StoredMessage], fetched: int, limit: int) -> bool:
+        """True once the rows read cover the window (or the session has no more)."""
+        if fetched < limit or self.policy.max_messages is not None:
+            return True
+        return sum(self._counts_of(rows)) > (self.policy.max_tokens or 0)
+
+    def _cut(self, rows: list[StoredMessage]) -> list[BaseMessage]:
+        messages = [r.message for r in rows]
+        counts = self._counts_of(rows) if self.policy.max_tokens is not None else None
+        return messages[self.policy.cut(messages, counts) :]
+
+    def _load_view(self) -> list[BaseMessage]:
+        limit = self._limit()
+        rows = self.store.read(self.session_id, limit=limit)
+        fetched = len(rows)
+        while not self._enough(rows, fetched, limit) and rows:
+            older = self.store.read(self.session_id, limit=limit + len(rows))
+            fetched = len(older) - len(rows)
+            rows = older
+        return self._cut(rows)
+
+    async def _aload_view(self) -> list[BaseMessage]:
+        limit = self._limit()
+        rows = await self.store.aread(self.session_id, limit=limit)
+        fetched = len(rows)
+        while not self._enough(rows, fetched, limit) and rows:
+            older = await self.store.aread(self.session_id, limit=limit + len(rows))
+            fetched = len(older) - len(rows)
+            rows = older
+        return self._cut(rows)
+
+
+class RollingSummaryChatMessageHistory(_StoredHistory):
+    """The last turns verbatim, the older ones folded by a summarizer, nothing lost.
+
+    `.messages` is the summary (as one framed message) then the unsummarized messages;
+    `.summary` is the summary text; `.transcript` is every message ever added.
+
+    When the unsummarized messages exceed `max_turns` (or `max_tokens`), all but the last
+    `keep_last` (or `keep_tokens` worth) are folded into the summary in one call, so the
+    summarizer runs about once every ``max_turns - keep_last + 1`` messages.
+
+    Args:
+        session_id: the conversation (a new uuid if omitted).
+        summarizer: ``(previous_summary, messages) -> str`` (sync or async), a chat model,
+            or a `Summarizer`.
+        store: a `RollingStore` (default: a fresh in-memory store).
+        client_id: the person the session belongs to (optional).
+        max_turns, keep_last: the count policy (hysteresis).
+        max_tokens, keep_tokens: the token policy (trigger and kept budget).
+        hard_cap: unsummarized messages allowed before the view falls back to a window
+            (default ``3 * max_turns``), while compaction is failing.
+        token_counter: counts a message's tokens when it is stored.
+        language, max_words: prompt language and word cap (chat-model summarizers) and the
+            cap applied when cleaning any summary.
+        timeout: seconds a summarizer call may take.
+        background: compact in a worker (thread, or task for async) instead of inline.
+        on_error: ``(session_id, exception)`` callback for failed compactions.
+        compactor: a ready `Compactor` (overrides the settings above).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> history = RollingSummaryChatMessageHistory(
+        ...     "s1", summarizer=lambda previous, msgs: f"{len(msgs)} messages folded",
+        ...     max_turns=4, keep_last=2)
+        >>> history.add_messages([HumanMessage("a"), AIMessage("b"), HumanMessage("c"),
+        ...                       AIMessage("d"), HumanMessage("e")])
+        >>> history.summary, len(history.messages), len(history.transcript)
+        ('3 messages folded', 3, 5)
+    """
+
+    def __init__(
+        self,
+        session_id: str | None = None,
+        *,
+        summarizer: SummarizerLike | None = None,
+        store: RollingStore | None = None,
+        client_id: str | None = None,
+        max_turns: int | None = 12,
+        keep_last: int = 6,
+        max_tokens: int | None = None,
+        keep_tokens: int | None = None,
+        hard_cap: int | None = None,
+        token_counter: TokenCounter = count_tokens,
+        language: str = "en",
+        max_words: int = 120,
+        timeout: float | None = 60.0,
+        background: bool = False,
+        on_error: ErrorCallback | None = None,
+        compactor: Compactor | None = None,
+        **compactor_options: Any,
+    ) -> None:
+        super().__init__(session_id, store=store, client_id=client_id, token_counter=token_counter)
+        if compactor is None:
+            if summarizer is None:
+                msg = "RollingSummaryChatMessageHistory needs summarizer= (a function, a chat model or a Summarizer)"
+                raise TypeError(msg)
+            policy = FoldPolicy(
+                max_turns=max_turns,
+                keep_last=keep_last,
+                max_tokens=max_tokens,
+                keep_tokens=keep_tokens,
+                hard_cap=hard_cap,
+            )
+            compactor = Compactor(
+                self.store,
+                as_summarizer(summarizer, language=language, max_words=max_words),
+                policy,
+                token_counter=token_counter,
+                max_words=max_words,
+                timeout=timeout,
+                on_error=on_error,
+                **compactor_options,
+            )
+        elif compactor.store is not self.store and store is not None:
+            msg = "compactor.store and store= must be the same store"
+            raise ValueError(msg)
+        else:
+            self.store = compactor.store
+        self.compactor = compactor
+        self.background = background
+        self._state: SessionState | None = None
+
+    @property
+    def summary(self) -> str:
+        """The current summary text ('' before the first compaction)."""
+        record = self.store.summary(self.session_id)
+        return record.text if record else ""
+
+    async def asummary(self) -> str:
+        record = await self.store.asummary(self.session_id)
+        return record.text if record else ""
+
+    def _load_view(self) -> list[BaseMessage]:
+        self._state = self.compactor.load(self.session_id)
+        return self.compactor.view(self._state)
+
+    async def _aload_view(self) -> list[BaseMessage]:
+        self._state = await self.compactor.aload(self.session_id)
+        return self.compactor.view(self._state)
+
+    def _after_append(self) -> list[BaseMessage]:
+        state = self.compactor.load(self.session_id)
+        if self.compactor.due(state) and not self.compactor.in_backoff(self.session_id):
+            if self.background:
+                self.compactor.schedule(self.session_id)
+            elif self.compactor.compact(self.session_id, state) is not None:
+                state = self.compactor.load(self.session_id)
+        self._state = state
+        return self.compactor.view(state)
+
+    async def _aafter_append(self) -> list[BaseMessage]:
+        state = await self.compactor.aload(self.session_id)
+        if self.compactor.due(state) and not self.compactor.in_backoff(self.session_id):
+            if self.background:
+                self.compactor.aschedule(self.session_id)
+            elif await self.compactor.acompact(self.session_id, state) is not None:
+                state = await self.compactor.aload(self.session_id)
+        self._state = state
+        return self.compactor.view(state)
+
+    def compact(self, *, force: bool = False) -> bool:
+        """Compact now if due (or, with `force`, fold every unsummarized message); True if a
+        summary was installed. The cached view is refreshed."""
+        done = self.compactor.compact(self.session_id, force=force) is not None
+        self._view = self._load_view()
+        return done
+
+    async def acompact(self, *, force: bool = False) -> bool:
+        done = await self.compactor.acompact(self.session_id, force=force) is not None
+        self._view = await self._aload_view()
+        return done
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait for this session's background compaction, if any (the view is not changed)."""
+        self.compactor.flush(self.session_id, timeout)
+
+    async def aflush(self, timeout: float | None = None) -> None:
+        await self.compactor.aflush(self.session_id, timeout)

@@ -1,0 +1,305 @@
+"""Where to cut a message list: pure functions, no I/O, no clock.
+
+Owns the count and token policies and the tool-pair rule; it does not store, summarize or
+decide *when* to run (that is the engine's job).
+
+A *cut* is an index ``c`` into a list of messages: ``messages[:c]`` is folded (or dropped
+from a window) and ``messages[c:]`` is kept. A cut is *tool-safe* when the kept part does
+not start with a `ToolMessage` and no `ToolMessage` in the kept part answers an
+`AIMessage` that was cut away (parallel tool calls included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately
+
+from langchain_rolling_memory.errors import ConfigurationError
+
+__all__ = [
+    "FoldPolicy",
+    "TokenCounter",
+    "WindowPolicy",
+    "count_tokens",
+    "fold_cut",
+    "is_tool_safe",
+    "tool_safe_cut",
+    "window_cut",
+]
+
+TokenCounter = Callable[[Sequence[BaseMessage]], int]
+"""Counts the tokens of a list of messages, like `count_tokens_approximately`."""
+
+
+def count_tokens(messages: Sequence[BaseMessage]) -> int:
+    """Default token counter: `langchain_core`'s `count_tokens_approximately`."""
+    return count_tokens_approximately(messages)
+
+
+def _unsafe_suffix(messages: Sequence[BaseMessage]) -> list[int]:
+    """For each cut c, the smallest index of an AIMessage answered by a ToolMessage at >= c."""
+    owner: dict[str, int] = {}
+    for i, message in enumerate(messages):
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                if call.get("id"):
+                    owner[str(call["id"])] = i
+    n = len(messages)
+    lowest = [n] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        lowest[i] = lowest[i + 1]
+        message = messages[i]
+        if isinstance(message, ToolMessage) and message.tool_call_id in owner:
+            lowest[i] = min(lowest[i], owner[message.tool_call_id])
+    return lowest
+
+
+def is_tool_safe(messages: Sequence[BaseMessage], cut: int) -> bool:
+    """True if cutting at `cut` keeps every tool call with its results."""
+    if cut <= 0 or cut >= len(messages):
+        return True
+    if isinstance(messages[cut], ToolMessage):
+        return False
+    return _unsafe_suffix(messages)[cut] >= cut
+
+
+def tool_safe_cut(messages: Sequence[BaseMessage], cut: int, *, keep_more: bool = True) -> int:
+    """Move `cut` to the nearest tool-safe cut.
+
+    Args:
+        messages: the list being cut.
+        cut: the wanted cut, clamped to ``[0, len(messages)]``.
+        keep_more: move towards the start (keep more messages) if True, towards the end
+            (keep fewer, so a hard limit holds) if False.
+    """
+    n = len(messages)
+    cut = max(0, min(cut, n))
+    lowest = _unsafe_suffix(messages)
+
+    def safe(c: int) -> bool:
+        if c <= 0 or c >= n:
+            return True
+        return not isinstance(messages[c], ToolMessage) and lowest[c] >= c
+
+    step = -1 if keep_more else 1
+    while not safe(cut):
+        cut += step
+    return cut
+
+
+def _suffix_within(token_counts: Sequence[int], budget: int) -> int:
+    """Smallest cut whose kept suffix fits in `budget` tokens."""
+    total = 0
+    cut = len(token_counts)
+    while cut > 0 and total + token_counts[cut - 1] <= budget:
+        total += token_counts[cut - 1]
+        cut -= 1
+    return cut
+
+
+def _last_human(messages: Sequence[BaseMessage]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            return i
+    return None
+
+
+def fold_cut(
+    messages: Sequence[BaseMessage],
+    *,
+    max_turns: int | None = 12,
+    keep_last: int = 6,
+    max_tokens: int | None = None,
+    keep_tokens: int | None = None,
+    token_counts: Sequence[int] | None = None,
+) -> int:
+    """How many leading unsummarized messages to fold now (0: no compaction is due).
+
+    Hysteresis: nothing happens until the messages exceed `max_turns` (or `max_tokens`);
+    then all but the last `keep_last` (or the last `keep_tokens` worth) are folded, so a
+    summary call happens about once every ``max_turns - keep_last + 1`` messages.
+    The cut is tool-safe and never folds the latest `HumanMessage`.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> msgs = [HumanMessage("a"), AIMessage("b"), HumanMessage("c"), AIMessage("d"),
+        ...         HumanMessage("e")]
+        >>> fold_cut(msgs, max_turns=4, keep_last=2)
+        3
+    """
+    n = len(messages)
+    target = 0
+    if max_turns is not None and n > max_turns:
+        target = n - keep_last
+    if max_tokens is not None:
+        if token_counts is None or len(token_counts) != n:
+            msg = (
+                f"token_counts must give one count per message, got "
+                f"{None if token_counts is None else len(token_counts)} for {n} messages"
+            )
+            raise ConfigurationError(msg)
+        if sum(token_counts) > max_tokens:
+            budget = keep_tokens if keep_tokens is not None else max_tokens // 2
+            target = max(target, _suffix_within(token_counts, budget))
+    if target <= 0:
+        return 0
+    human = _last_human(messages)
+    if human is not None:
+        target = min(target, human)
+    return tool_safe_cut(messages, target, keep_more=True)
+
+
+def window_cut(
+    messages: Sequence[BaseMessage],
+    *,
+    max_messages: int | None = 20,
+    max_tokens: int | None = None,
+    token_counts: Sequence[int] | None = None,
+) -> int:
+    """Where a plain window starts: the last messages within both limits, tool-safe.
+
+    The cut moves forward if needed, so the limits always hold (the window may be shorter
+    than `max_messages`, never longer).
+    """
+    n = len(messages)
+    cut = 0
+    if max_messages is not None:
+        cut = max(cut, n - max_messages)
+    if max_tokens is not None:
+        if token_counts is None or len(token_counts) != n:
+            msg = "token_counts must give one count per message when max_tokens is set"
+            raise ConfigurationError(msg)
+        cut = max(cut, _suffix_within(token_counts, max_tokens))
+    return tool_safe_cut(messages, cut, keep_more=False)
+
+
+@dataclass(frozen=True)
+class FoldPolicy:
+    """Limits of a rolling summary: when to compact and how much to keep.
+
+    Attributes:
+        max_turns: compact when the unsummarized messages exceed this count (None: never by count).
+        keep_last: messages kept verbatim after a compaction by count.
+        max_tokens: compact when the unsummarized messages exceed this many tokens.
+        keep_tokens: tokens kept verbatim after a compaction by tokens (default max_tokens // 2).
+        hard_cap: if compaction keeps failing and the unsummarized part exceeds this many
+            messages, the view falls back to a plain window of `max_turns` messages.
+    """
+
+    max_turns: int | None = 12
+    keep_last: int = 6
+    max_tokens: int | None = None
+    keep_tokens: int | None = None
+    hard_cap: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_turns is None and self.max_tokens is None:
+            msg = "set max_turns or max_tokens (or both), got neither"
+            raise ConfigurationError(msg)
+        if self.max_turns is not None:
+            if self.max_turns < 2:
+                msg = f"max_turns must be at least 2, got max_turns={self.max_turns!r}"
+                raise ConfigurationError(msg)
+            if not 1 <= self.keep_last < self.max_turns:
+                msg = (
+                    "keep_last must be at least 1 and smaller than max_turns, got "
+                    f"keep_last={self.keep_last!r}, max_turns={self.max_turns!r}"
+                )
+                raise ConfigurationError(msg)
+        if self.max_tokens is not None:
+            if self.max_tokens < 1:
+                msg = f"max_tokens must be positive, got max_tokens={self.max_tokens!r}"
+                raise ConfigurationError(msg)
+            if self.keep_tokens is not None and not 0 < self.keep_tokens < self.max_tokens:
+                msg = (
+                    "keep_tokens must be positive and smaller than max_tokens, got "
+                    f"keep_tokens={self.keep_tokens!r}, max_tokens={self.max_tokens!r}"
+                )
+                raise ConfigurationError(msg)
+        elif self.keep_tokens is not None:
+            msg = f"keep_tokens needs max_tokens, got keep_tokens={self.keep_tokens!r}"
+            raise ConfigurationError(msg)
+        if self.hard_cap is not None and self.max_turns is not None and self.hard_cap <= self.max_turns:
+            msg = (
+                f"hard_cap must be larger than max_turns, got hard_cap={self.hard_cap!r}, "
+                f"max_turns={self.max_turns!r}"
+            )
+            raise ConfigurationError(msg)
+
+    @property
+    def uses_tokens(self) -> bool:
+        return self.max_tokens is not None
+
+    @property
+    def cap(self) -> int:
+        """Unsummarized messages allowed in the view before it falls back to a window."""
+        if self.hard_cap is not None:
+            return self.hard_cap
+        return 3 * (self.max_turns if self.max_turns is not None else 20)
+
+    def cut(self, messages: Sequence[BaseMessage], token_counts: Sequence[int] | None = None) -> int:
+        """Number of leading messages to fold now; see `fold_cut`."""
+        return fold_cut(
+            messages,
+            max_turns=self.max_turns,
+            keep_last=self.keep_last,
+            max_tokens=self.max_tokens,
+            keep_tokens=self.keep_tokens,
+            token_counts=token_counts,
+        )
+
+    def fallback_cut(
+        self,
+        messages: Sequence[BaseMessage],
+        token_counts: Sequence[int] | None = None,
+        *,
+        backlog: bool = False,
+    ) -> int:
+        """Cut of the plain window used while compaction is failing (0 if under the cap).
+
+        `backlog` says that more unsummarized messages exist than `messages` holds.
+        """
+        over_count = backlog or len(messages) > self.cap
+        over_tokens = (
+            self.max_tokens is not None
+            and token_counts is not None
+            and sum(token_counts) > 3 * self.max_tokens
+        )
+        if not (over_count or over_tokens):
+            return 0
+        return window_cut(
+            messages,
+            max_messages=self.max_turns if self.max_turns is not None else None,
+            max_tokens=self.max_tokens,
+            token_counts=token_counts if self.max_tokens is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class WindowPolicy:
+    """Limits of a plain window: the last `max_messages`, within `max_tokens` if set."""
+
+    max_messages: int | None = 20
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_messages is None and self.max_tokens is None:
+            msg = "set max_messages or max_tokens (or both), got neither"
+            raise ConfigurationError(msg)
+        if self.max_messages is not None and self.max_messages < 1:
+            msg = f"max_messages must be at least 1, got max_messages={self.max_messages!r}"
+            raise ConfigurationError(msg)
+        if self.max_tokens is not None and self.max_tokens < 1:
+            msg = f"max_tokens must be positive, got max_tokens={self.max_tokens!r}"
+            raise ConfigurationError(msg)
+
+    def cut(self, messages: Sequence[BaseMessage], token_counts: Sequence[int] | None = None) -> int:
+        return window_cut(
+            messages,
+            max_messages=self.max_messages,
+            max_tokens=self.max_tokens,
+            token_counts=token_counts,
+        )

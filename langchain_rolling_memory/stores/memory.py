@@ -1,0 +1,175 @@
+"""In-process backend: the reference implementation of the store contract (no persistence)."""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from langchain_rolling_memory.errors import OwnershipError
+from langchain_rolling_memory.stores.base import Fact, RollingStore, Row, SessionInfo, SummaryRecord
+
+__all__ = ["InMemoryRollingStore"]
+
+
+@dataclass
+class _Session:
+    client_id: str | None
+    created_at: float
+    updated_at: float
+    rows: list[Row] = field(default_factory=list)
+    summary: SummaryRecord | None = None
+    state: str | None = None
+    lease: tuple[str, float] | None = None
+
+
+class InMemoryRollingStore(RollingStore):
+    """Keeps everything in dicts guarded by one lock; lost when the process ends.
+
+    Opened by ``open_store("memory://")``. Safe with several threads.
+    """
+
+    schemes = ("memory",)
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._lock = threading.RLock()
+        self._sessions: dict[str, _Session] = {}
+        self._facts: dict[str, dict[str, Fact]] = {}
+
+    def _session(self, session_id: str, client_id: str | None, now: float) -> _Session:
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._sessions[session_id] = _Session(client_id, now, now)
+        elif client_id is not None:
+            if session.client_id is None:
+                session.client_id = client_id
+            elif session.client_id != client_id:
+                msg = f"session {session_id!r} belongs to another client than {client_id!r}"
+                raise OwnershipError(msg)
+        return session
+
+    def _append(
+        self,
+        session_id: str,
+        client_id: str | None,
+        rows: Sequence[tuple[str, int | None]],
+        now: float,
+    ) -> list[int]:
+        with self._lock:
+            session = self._session(session_id, client_id, now)
+            start = len(session.rows) + 1
+            seqs = list(range(start, start + len(rows)))
+            session.rows.extend(
+                (seq, payload, tokens) for seq, (payload, tokens) in zip(seqs, rows, strict=True)
+            )
+            session.updated_at = now
+            return seqs
+
+    def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is None:
+                return []
+            rows = session.rows
+            start = bisect.bisect_right(rows, after_seq, key=lambda r: r[0]) if rows else 0
+            if limit is None:
+                return rows[start:]
+            if newest:
+                return rows[max(start, len(rows) - limit) :]
+            return rows[start : start + limit]
+
+    def _last_seq(self, session_id: str) -> int:
+        with self._lock:
+            session = self._sessions.get(session_id)
+            return session.rows[-1][0] if session and session.rows else 0
+
+    def _get_summary(self, session_id: str) -> SummaryRecord | None:
+        with self._lock:
+            session = self._sessions.get(session_id)
+            return session.summary if session else None
+
+    def _cas_summary(
+        self,
+        session_id: str,
+        text: str,
+        covered_seq: int,
+        meta: str,
+        expected_version: int,
+        now: float,
+    ) -> bool:
+        import json
+
+        with self._lock:
+            session = self._session(session_id, None, now)
+            current = session.summary.version if session.summary else 0
+            if current != expected_version:
+                return False
+            session.summary = SummaryRecord(text, covered_seq, current + 1, json.loads(meta), now)
+            return True
+
+    def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+        with self._lock:
+            session = self._session(session_id, None, now)
+            if session.lease and session.lease[0] != owner and session.lease[1] > now:
+                return False
+            session.lease = (owner, now + ttl)
+            return True
+
+    def _release(self, session_id: str, owner: str) -> None:
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session and session.lease and session.lease[0] == owner:
+                session.lease = None
+
+    def _get_session(self, session_id: str) -> SessionInfo | None:
+        with self._lock:
+            s = self._sessions.get(session_id)
+            return SessionInfo(session_id, s.client_id, s.created_at, s.updated_at) if s else None
+
+    def _list_sessions(self, client_id: str) -> list[str]:
+        with self._lock:
+            return sorted(sid for sid, s in self._sessions.items() if s.client_id == client_id)
+
+    def _get_state(self, session_id: str) -> str | None:
+        with self._lock:
+            session = self._sessions.get(session_id)
+            return session.state if session else None
+
+    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+        with self._lock:
+            session = self._session(session_id, client_id, now)
+            session.state = state
+            session.updated_at = now
+
+    def _delete_session(self, session_id: str) -> None:
+        with self._lock:
+            self._sessions.pop(session_id, None)
+
+    def _list_facts(self, client_id: str) -> list[Fact]:
+        with self._lock:
+            facts = self._facts.get(client_id, {}).values()
+            return sorted(facts, key=lambda f: (f.created_at, f.id))
+
+    def _put_fact(self, fact: Fact) -> None:
+        with self._lock:
+            self._facts.setdefault(fact.client_id, {})[fact.id] = replace(fact)
+
+    def _delete_fact(self, client_id: str, fact_id: str) -> bool:
+        with self._lock:
+            return self._facts.get(client_id, {}).pop(fact_id, None) is not None
+
+    def _delete_client(self, client_id: str) -> None:
+        with self._lock:
+            self._facts.pop(client_id, None)
+            for session_id in self._list_sessions(client_id):
+                del self._sessions[session_id]
+
+    def _purge(self, cutoff: float) -> int:
+        with self._lock:
+            old = [sid for sid, s in self._sessions.items() if s.updated_at < cutoff]
+            for sid in old:
+                del self._sessions[sid]
+            return len(old)
