@@ -80,8 +80,10 @@ def tool_safe_cut(messages: Sequence[BaseMessage], cut: int, *, keep_more: bool 
     lowest = _unsafe_suffix(messages)
 
     def safe(c: int) -> bool:
-        if c <= 0 or c >= n:
+        if c >= n or (c <= 0 and keep_more):
             return True
+        # Moving forward also skips tool results at the very start of a partial list
+        # (a window read from the end of a transcript), whose call is not in the list.
         return not isinstance(messages[c], ToolMessage) and lowest[c] >= c
 
     step = -1 if keep_more else 1
