@@ -1,0 +1,193 @@
+"""The pure cutting rules: table-driven cases and property tests over random conversations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.policy import (
+    FoldPolicy,
+    WindowPolicy,
+    fold_cut,
+    is_tool_safe,
+    tool_safe_cut,
+    window_cut,
+)
+
+
+def h(text: str = "q") -> HumanMessage:
+    return HumanMessage(text)
+
+
+def a(text: str = "r") -> AIMessage:
+    return AIMessage(text)
+
+
+def call(*ids: str) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "lookup", "args": {"i": i}, "id": i} for i in ids])
+
+
+def result(call_id: str) -> ToolMessage:
+    return ToolMessage(f"result {call_id}", tool_call_id=call_id)
+
+
+def chat(n: int) -> list[BaseMessage]:
+    return [h(str(i)) if i % 2 == 0 else a(str(i)) for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("n", "max_turns", "keep_last", "expected"),
+    [
+        pytest.param(4, 4, 2, 0, id="at-max-turns-nothing-is-due"),
+        pytest.param(5, 4, 2, 3, id="seeds-example-folds-the-three-oldest"),
+        pytest.param(13, 12, 6, 7, id="defaults-fold-all-but-six"),
+        pytest.param(12, 12, 6, 0, id="defaults-wait-until-twelve-is-exceeded"),
+        pytest.param(3, 2, 1, 2, id="keep-one-folds-up-to-the-latest-human"),
+    ],
+)
+def test_count_policy_hysteresis(n: int, max_turns: int, keep_last: int, expected: int) -> None:
+    assert fold_cut(chat(n), max_turns=max_turns, keep_last=keep_last) == expected
+
+
+def test_fold_never_folds_the_latest_human_message() -> None:
+    messages = [h(), a(), h(), a(), h("latest"), a(), a(), a()]
+    cut = fold_cut(messages, max_turns=4, keep_last=1)
+    assert cut == 4
+    assert messages[cut].content == "latest"
+
+
+def test_cut_moves_back_to_the_ai_message_of_a_tool_pair() -> None:
+    messages = [h(), a(), h(), call("c1"), result("c1"), a(), h()]
+    # keep_last=3 would start the kept part at the ToolMessage (index 4).
+    assert fold_cut(messages, max_turns=5, keep_last=3) == 3
+
+
+def test_parallel_tool_calls_stay_with_all_their_results() -> None:
+    messages = [h(), a(), h(), call("x", "y"), result("x"), result("y"), a(), h()]
+    cut = fold_cut(messages, max_turns=6, keep_last=3)
+    assert cut == 3
+    assert is_tool_safe(messages, cut)
+
+
+def test_token_policy_folds_down_to_keep_tokens() -> None:
+    messages = chat(10)
+    counts = [10] * 10
+    assert fold_cut(messages, max_turns=None, max_tokens=90, keep_tokens=30, token_counts=counts) == 7
+    assert fold_cut(messages, max_turns=None, max_tokens=100, keep_tokens=30, token_counts=counts) == 0
+
+
+def test_token_policy_needs_one_count_per_message() -> None:
+    with pytest.raises(ConfigurationError, match="one count per message"):
+        fold_cut(chat(3), max_turns=None, max_tokens=10, token_counts=[1, 2])
+
+
+def test_window_keeps_the_last_messages_and_skips_an_orphan_tool_result() -> None:
+    messages = [h(), call("c1"), result("c1"), a("done")]
+    assert window_cut(messages, max_messages=3) == 1
+    assert window_cut(messages, max_messages=2) == 3  # would start at the ToolMessage
+    # A partial read that starts with a tool result whose call is not in the list.
+    assert window_cut([result("c0"), a(), h()], max_messages=5) == 1
+
+
+def test_window_by_tokens_holds_the_budget() -> None:
+    messages = chat(6)
+    assert window_cut(messages, max_messages=None, max_tokens=25, token_counts=[10] * 6) == 4
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        pytest.param({"max_turns": 4, "keep_last": 4}, "keep_last must be", id="keep-equal-max"),
+        pytest.param({"max_turns": 4, "keep_last": 0}, "keep_last must be", id="keep-zero"),
+        pytest.param({"max_turns": None}, "set max_turns or max_tokens", id="no-limit"),
+        pytest.param({"max_tokens": 10, "keep_tokens": 10}, "keep_tokens must be", id="keep-tokens-too-big"),
+        pytest.param({"keep_tokens": 5}, "keep_tokens needs max_tokens", id="keep-tokens-alone"),
+        pytest.param({"max_turns": 6, "keep_last": 2, "hard_cap": 6}, "hard_cap must be larger", id="cap-too-small"),
+    ],
+)
+def test_bad_fold_settings_are_refused_with_the_values(kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(ConfigurationError, match=match):
+        FoldPolicy(**kwargs)  # type: ignore[arg-type]
+
+
+def test_bad_window_settings_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="max_messages must be at least 1"):
+        WindowPolicy(max_messages=0)
+
+
+def test_fallback_window_applies_only_beyond_the_cap() -> None:
+    policy = FoldPolicy(max_turns=4, keep_last=2, hard_cap=8)
+    assert policy.fallback_cut(chat(8)) == 0
+    assert policy.fallback_cut(chat(9)) == 5
+    # A backlog (more unsummarized messages than were read) always falls back.
+    assert policy.fallback_cut(chat(5), backlog=True) == 1
+
+
+# ---------------------------------------------------------------- properties
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[BaseMessage]:
+    """Random but well-formed conversations with single and parallel tool calls."""
+    messages: list[BaseMessage] = []
+    if draw(st.booleans()):
+        messages.append(SystemMessage("sys"))
+    counter = 0
+    for _ in range(draw(st.integers(0, 25))):
+        kind = draw(st.sampled_from(["human", "ai", "tools"]))
+        if kind == "human":
+            messages.append(h())
+        elif kind == "ai":
+            messages.append(a())
+        else:
+            ids = [f"c{counter + k}" for k in range(draw(st.integers(1, 3)))]
+            counter += len(ids)
+            messages.append(call(*ids))
+            messages.extend(result(i) for i in ids)
+    return messages
+
+
+def _pairs_intact(folded: Sequence[BaseMessage], kept: Sequence[BaseMessage]) -> bool:
+    folded_calls = {c["id"] for m in folded if isinstance(m, AIMessage) for c in m.tool_calls}
+    return not any(isinstance(m, ToolMessage) and m.tool_call_id in folded_calls for m in kept)
+
+
+@settings(max_examples=300, deadline=None)
+@given(conversations(), st.integers(2, 14), st.integers(1, 13))
+def test_fold_never_splits_a_tool_pair(messages: list[BaseMessage], max_turns: int, keep: int) -> None:
+    keep_last = min(keep, max_turns - 1)
+    cut = fold_cut(messages, max_turns=max_turns, keep_last=keep_last)
+    folded, kept = messages[:cut], messages[cut:]
+    assert folded + kept == messages  # nothing lost
+    assert _pairs_intact(folded, kept)
+    if cut:
+        assert not isinstance(kept[0], ToolMessage)
+        humans = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+        assert not humans or cut <= humans[-1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(conversations(), st.integers(1, 12), st.integers(0, 30))
+def test_window_never_starts_with_a_tool_result(messages: list[BaseMessage], size: int, start: int) -> None:
+    partial = messages[min(start, len(messages)) :]  # as read from the end of a transcript
+    cut = window_cut(partial, max_messages=size)
+    kept = partial[cut:]
+    assert len(kept) <= size
+    assert not kept or not isinstance(kept[0], ToolMessage)
+    assert _pairs_intact(partial[:cut], kept)
+
+
+@settings(max_examples=200, deadline=None)
+@given(conversations(), st.integers(0, 40), st.booleans())
+def test_tool_safe_cut_returns_a_safe_cut_in_the_asked_direction(
+    messages: list[BaseMessage], wanted: int, keep_more: bool
+) -> None:
+    cut = tool_safe_cut(messages, wanted, keep_more=keep_more)
+    wanted = min(wanted, len(messages))
+    assert (cut <= wanted) if keep_more else (cut >= wanted)
+    assert _pairs_intact(messages[:cut], messages[cut:])
