@@ -56,7 +56,8 @@ def test_seeds_example_folds_the_three_oldest_in_one_call() -> None:
     history.add_messages([HumanMessage("m5")])
     assert summarizer.calls == [("", ["m1", "m2", "m3"])]
     view = history.messages
-    assert view[0].id == SUMMARY_MESSAGE_ID and "summary 1" in view[0].text
+    assert view[0].id == SUMMARY_MESSAGE_ID
+    assert "summary 1" in view[0].text
     assert texts(view[1:]) == ["m4", "m5"]
     assert history.summary == "summary 1"
     assert texts(history.transcript) == ["m1", "m2", "m3", "m4", "m5"]
@@ -190,7 +191,11 @@ def test_a_failing_summarizer_loses_nothing_and_is_retried_after_backoff(store: 
 
 @pytest.mark.parametrize(
     "reply",
-    [pytest.param("", id="empty"), pytest.param("**Summary:**", id="title-only"), pytest.param("  ", id="blank")],
+    [
+        pytest.param("", id="empty"),
+        pytest.param("**Summary:**", id="title-only"),
+        pytest.param("  ", id="blank"),
+    ],
 )
 def test_an_unusable_reply_changes_nothing(reply: str, caplog: pytest.LogCaptureFixture) -> None:
     errors: list[BaseException] = []
@@ -218,7 +223,8 @@ def test_a_title_only_chat_model_reply_gets_a_strict_retry_then_fails_cleanly() 
     )
     for i in range(3):
         history.add_messages(turn(i))
-    assert history.summary == "" and len(errors) == 1
+    assert history.summary == ""
+    assert len(errors) == 1
     assert len(history.transcript) == 6
 
 
@@ -239,7 +245,12 @@ def test_a_summarizer_that_hangs_times_out_and_the_turn_returns() -> None:
         return "late summary"
 
     history = RollingSummaryChatMessageHistory(
-        "hang", summarizer=hanging, max_turns=4, keep_last=2, timeout=0.2, on_error=lambda s, e: errors.append(e)
+        "hang",
+        summarizer=hanging,
+        max_turns=4,
+        keep_last=2,
+        timeout=0.2,
+        on_error=lambda s, e: errors.append(e),
     )
     try:
         for i in range(3):
@@ -280,7 +291,8 @@ def test_a_backlog_is_folded_oldest_first_once_the_summarizer_recovers(store: Ro
     for i in range(10):
         history.add_messages(turn(i))
     record = store.summary("backlog")
-    assert record is not None and record.covered_seq > 0
+    assert record is not None
+    assert record.covered_seq > 0
     # Whatever is folded is a prefix of the transcript: no gap, nothing skipped.
     remaining = texts(history.transcript)[record.covered_seq :]
     assert texts(history.messages[1:])[-len(remaining) :] == remaining[-len(history.messages[1:]) :]
@@ -306,7 +318,8 @@ def test_bad_session_ids_are_refused(bad_id: str) -> None:
 
 def test_session_id_defaults_to_a_new_uuid() -> None:
     first, second = WindowedChatMessageHistory(), WindowedChatMessageHistory()
-    assert first.session_id != second.session_id and len(first.session_id) == 32
+    assert first.session_id != second.session_id
+    assert len(first.session_id) == 32
 
 
 def test_histories_can_be_subclassed_with_extra_keywords() -> None:
@@ -317,7 +330,8 @@ def test_histories_can_be_subclassed_with_extra_keywords() -> None:
 
     history = Tagged("sub", tag="x", summarizer=RecordingSummarizer(), max_turns=4, keep_last=2)
     history.add_messages(turn(0))
-    assert history.tag == "x" and len(history.messages) == 2
+    assert history.tag == "x"
+    assert len(history.messages) == 2
 
 
 # ---------------------------------------------------------------- windowed
@@ -348,7 +362,9 @@ def test_clear_deletes_the_session(store: RollingStore) -> None:
     for i in range(3):
         history.add_messages(turn(i))
     history.clear()
-    assert history.messages == [] and history.transcript == [] and history.summary == ""
+    assert history.messages == []
+    assert history.transcript == []
+    assert history.summary == ""
 
 
 # ---------------------------------------------------------------- view stability
@@ -366,7 +382,8 @@ def test_the_view_changes_only_with_this_objects_own_add_messages(store: Rolling
     assert store.summary("stable") is not None
     assert reader.messages == before
     reader.add_messages(turn(4))
-    assert reader.messages != before and reader.messages[0].id == SUMMARY_MESSAGE_ID
+    assert reader.messages != before
+    assert reader.messages[0].id == SUMMARY_MESSAGE_ID
 
 
 # ---------------------------------------------------------------- async
@@ -408,7 +425,9 @@ async def test_a_sync_summarizer_runs_off_the_event_loop() -> None:
         await asyncio.sleep(0.01)
         loop_ran.set()
 
-    history = RollingSummaryChatMessageHistory("sync-in-async", summarizer=summarizer, max_turns=4, keep_last=2)
+    history = RollingSummaryChatMessageHistory(
+        "sync-in-async", summarizer=summarizer, max_turns=4, keep_last=2
+    )
     await history.aadd_messages(turn(0) + turn(1))
     await asyncio.gather(history.aadd_messages(turn(2)), tick())
     assert await history.asummary() == "thread summary"
@@ -430,7 +449,8 @@ async def test_async_clear_and_window(store: RollingStore) -> None:
     await history.aadd_messages(turn(0) + turn(1))
     assert texts(await history.aget_messages()) == ["q1", "a1"]
     await history.aclear()
-    assert await history.aget_messages() == [] and store.transcript("aw") == []
+    assert await history.aget_messages() == []
+    assert store.transcript("aw") == []
 
 
 # ---------------------------------------------------------------- restart
@@ -453,8 +473,12 @@ def test_a_sqlite_session_reopened_in_a_new_process_is_the_same(tmp_path: Path) 
                            "transcript": [m.text for m in history.transcript]}}))
         """
     )
-    first = subprocess.run([sys.executable, "-c", script, "write"], capture_output=True, text=True, check=True)
-    second = subprocess.run([sys.executable, "-c", script, "read"], capture_output=True, text=True, check=True)
+    first = subprocess.run(
+        [sys.executable, "-c", script, "write"], capture_output=True, text=True, check=True
+    )
+    second = subprocess.run(
+        [sys.executable, "-c", script, "read"], capture_output=True, text=True, check=True
+    )
     assert first.stdout == second.stdout
     assert '"q0", "a0", "q1", "a1", "q2", "a2", "q3", "a3"' in second.stdout
     assert "|q0,a0,q1,a1" in second.stdout

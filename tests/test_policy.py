@@ -107,7 +107,9 @@ def test_window_by_tokens_holds_the_budget() -> None:
         pytest.param({"max_turns": None}, "set max_turns or max_tokens", id="no-limit"),
         pytest.param({"max_tokens": 10, "keep_tokens": 10}, "keep_tokens must be", id="keep-tokens-too-big"),
         pytest.param({"keep_tokens": 5}, "keep_tokens needs max_tokens", id="keep-tokens-alone"),
-        pytest.param({"max_turns": 6, "keep_last": 2, "hard_cap": 6}, "hard_cap must be larger", id="cap-too-small"),
+        pytest.param(
+            {"max_turns": 6, "keep_last": 2, "hard_cap": 6}, "hard_cap must be larger", id="cap-too-small"
+        ),
     ],
 )
 def test_bad_fold_settings_are_refused_with_the_values(kwargs: dict[str, object], match: str) -> None:

@@ -13,7 +13,11 @@ from langchain_rolling_memory.prompts import clean_summary, default_prompt, rend
     ("raw", "expected"),
     [
         pytest.param("Ana likes tea.", "Ana likes tea.", id="plain-text-unchanged"),
-        pytest.param("**Nouveau résumé :**\nLe client livre le samedi.", "Le client livre le samedi.", id="fr-bold-title"),
+        pytest.param(
+            "**Nouveau résumé :**\nLe client livre le samedi.",
+            "Le client livre le samedi.",
+            id="fr-bold-title",
+        ),
         pytest.param("Summary: Ana likes tea.", "Ana likes tea.", id="inline-label"),
         pytest.param("## Résumé\n\nAna aime le thé.", "Ana aime le thé.", id="markdown-heading"),
         pytest.param("# Summary of the conversation\nAna likes tea.", "Ana likes tea.", id="long-heading"),
@@ -25,7 +29,11 @@ from langchain_rolling_memory.prompts import clean_summary, default_prompt, rend
         pytest.param("« Ana aime le thé. »", "Ana aime le thé.", id="french-quotes"),
         pytest.param("**Summary:**", "", id="title-only-is-empty"),
         pytest.param("   \n  ", "", id="blank-is-empty"),
-        pytest.param("Summary of costs is due Friday.", "Summary of costs is due Friday.", id="word-summary-in-text-kept"),
+        pytest.param(
+            "Summary of costs is due Friday.",
+            "Summary of costs is due Friday.",
+            id="word-summary-in-text-kept",
+        ),
     ],
 )
 def test_clean_summary(raw: str, expected: str) -> None:
@@ -54,9 +62,12 @@ def test_prompts_exist_in_english_and_french_and_say_no_title() -> None:
 
 
 def test_update_prompt_carries_the_previous_summary_and_the_messages() -> None:
-    request = default_prompt("en").messages("Ana likes tea.", [HumanMessage("Now I prefer coffee")], max_words=50)
+    request = default_prompt("en").messages(
+        "Ana likes tea.", [HumanMessage("Now I prefer coffee")], max_words=50
+    )
     body = request[1].text
-    assert "Ana likes tea." in body and "User: Now I prefer coffee" in body
+    assert "Ana likes tea." in body
+    assert "User: Now I prefer coffee" in body
     assert "At most 50 words" in request[0].text
     first = default_prompt("en").messages("", [HumanMessage("hi")], max_words=50)
     assert "<summary>" not in first[1].text

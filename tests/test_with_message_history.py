@@ -166,7 +166,9 @@ def test_dict_input_with_output_key_and_rolling_summary_in_prompt(tmp_path: Any)
     prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("history"), ("human", "{question}")])
     chain = RunnableWithMessageHistory(
         prompt | model.runnable | RunnableLambda(lambda m: {"answer": m}),
-        lambda sid: RollingSummaryChatMessageHistory(sid, summarizer=summarize, store=store, max_turns=4, keep_last=2),
+        lambda sid: RollingSummaryChatMessageHistory(
+            sid, summarizer=summarize, store=store, max_turns=4, keep_last=2
+        ),
         input_messages_key="question",
         history_messages_key="history",
         output_messages_key="answer",
@@ -174,6 +176,7 @@ def test_dict_input_with_output_key_and_rolling_summary_in_prompt(tmp_path: Any)
     for i in range(4):
         chain.invoke({"question": f"q{i}"}, config=config("dict"))
     sent = model.prompts[-1]
-    assert sent[0].id == "rolling-memory-summary" and "q0" in sent[0].text
+    assert sent[0].id == "rolling-memory-summary"
+    assert "q0" in sent[0].text
     assert texts(sent[-1:]) == ["q3"]
     assert len(store.transcript("dict")) == 8
