@@ -8,7 +8,8 @@ Quick start::
     history = RollingSummaryChatMessageHistory("session-1", summarizer=model, store=store)
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _version
 
 from langchain_rolling_memory.engine import (
     SUMMARY_MESSAGE_ID,
@@ -58,8 +59,8 @@ from langchain_rolling_memory.summarizers import (
 )
 
 try:
-    __version__ = version("langchain-rolling-memory")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = _version("langchain-rolling-memory")
+except _PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
