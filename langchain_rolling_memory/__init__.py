@@ -10,6 +10,8 @@ Quick start::
 
 from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
 from importlib.metadata import version as _version
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from langchain_rolling_memory.engine import (
     SUMMARY_MESSAGE_ID,
@@ -58,6 +60,28 @@ from langchain_rolling_memory.summarizers import (
     chat_model_summarizer,
 )
 
+if _TYPE_CHECKING:
+    from langchain_rolling_memory.agents import RollingMemoryMiddleware
+
+# Names served on first access, so that importing the package needs only langchain-core.
+_LAZY = {"RollingMemoryMiddleware": "langchain_rolling_memory.agents"}
+
+
+def __getattr__(name: str) -> _Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
 try:
     __version__ = _version("langchain-rolling-memory")
 except _PackageNotFoundError:  # pragma: no cover - running from a source tree
@@ -77,6 +101,7 @@ __all__ = [
     "MissingExtraError",
     "OwnershipError",
     "RollingMemoryError",
+    "RollingMemoryMiddleware",
     "RollingStore",
     "RollingSummaryChatMessageHistory",
     "SQLiteRollingStore",

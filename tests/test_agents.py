@@ -1,0 +1,373 @@
+"""RollingMemoryMiddleware in real `create_agent` graphs driven by scripted chat models."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from agent_models import ScriptedChatModel, kinds, system_text, text_of, tool_call, tool_pairs_intact
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from langchain_rolling_memory import (
+    ConfigurationError,
+    InvalidIdError,
+    OwnershipError,
+    RollingStore,
+    open_store,
+)
+from langchain_rolling_memory.agents import RollingMemoryMiddleware, resolve_ids
+
+
+@tool
+def weather(city: str) -> str:
+    """Current weather of a city."""
+    return f"18°C and cloudy in {city}"
+
+
+class RecordingSummarizer:
+    """A function summarizer that records what it was asked to fold."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[BaseMessage]]] = []
+
+    def __call__(self, previous: str, messages: Sequence[BaseMessage]) -> str:
+        self.calls.append((previous, list(messages)))
+        return f"summary {len(self.calls)}: " + " | ".join(m.text for m in messages if m.text)[:200]
+
+
+@dataclass
+class Ctx:
+    client_id: str
+    session_id: str
+
+
+def config(session: str, client: str | None = None) -> dict[str, Any]:
+    configurable = {"thread_id": session}
+    if client is not None:
+        configurable["client_id"] = client
+    return {"configurable": configurable}
+
+
+def build(
+    model: ScriptedChatModel,
+    store: RollingStore,
+    *,
+    checkpointer: bool = True,
+    summarizer: Any = None,
+    **options: Any,
+) -> tuple[Any, RollingMemoryMiddleware]:
+    options.setdefault("max_turns", 6)
+    options.setdefault("keep_last", 2)
+    memory = RollingMemoryMiddleware(store=store, summarizer=summarizer or RecordingSummarizer(), **options)
+    agent = create_agent(
+        model,
+        [weather],
+        system_prompt="You are a delivery assistant.",
+        middleware=[memory],
+        checkpointer=InMemorySaver() if checkpointer else None,
+    )
+    return agent, memory
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"messages": [HumanMessage(text)]}
+
+
+# ---------------------------------------------------------------------- the done-when scenario
+
+
+@pytest.mark.parametrize("checkpointer", [True, False], ids=["checkpointer", "no-checkpointer"])
+def test_two_sessions_facts_reach_the_same_client_only(store: RollingStore, checkpointer: bool) -> None:
+    model = ScriptedChatModel(
+        script=[
+            tool_call("remember", {"fact": "Gets deliveries on Saturdays", "key": "delivery_day"}, "c1"),
+            AIMessage("Noted: Saturdays."),
+        ]
+    )
+    agent, _ = build(model, store, checkpointer=checkpointer)
+
+    agent.invoke(user("Please deliver on Saturdays from now on."), config("s1", "ana"))
+    assert [f.text for f in store.facts("ana")] == ["Gets deliveries on Saturdays"]
+    assert store.facts("ana")[0].source == "tool"
+
+    agent.invoke(user("When do you deliver to me?"), config("s2", "ana"))
+    assert "Gets deliveries on Saturdays" in system_text(model.requests[-1])
+    # The new session starts from nothing but the facts: session 1's messages are not in it.
+    assert "Please deliver on Saturdays" not in text_of(model.requests[-1])
+
+    agent.invoke(user("When do you deliver to me?"), config("s3", "bob"))
+    assert "Saturdays" not in text_of(model.requests[-1])
+    assert store.facts("bob") == []
+
+
+def test_the_model_cannot_choose_whose_memory_it_writes() -> None:
+    store = open_store("memory://")
+    model = ScriptedChatModel(
+        script=[tool_call("remember", {"fact": "Owes nothing", "client_id": "victim"}, "c1"), AIMessage("ok")]
+    )
+    agent, memory = build(model, store)
+    assert "client_id" not in memory.tools[0].args
+    agent.invoke(user("hi"), config("s1", "mallory"))
+    assert [f.text for f in store.facts("mallory")] == ["Owes nothing"]
+    assert store.facts("victim") == []
+
+
+def test_remember_without_a_client_stores_nothing_and_tells_the_model() -> None:
+    store = open_store("memory://")
+    model = ScriptedChatModel(script=[tool_call("remember", {"fact": "Likes tea"}, "c1"), AIMessage("ok")])
+    agent, _ = build(model, store)
+    out = agent.invoke(user("I like tea"), config("s1"))
+    answer = next(m for m in out["messages"] if isinstance(m, ToolMessage))
+    assert "no client" in answer.text
+    assert store.sessions("anyone") == []
+
+
+def test_client_and_session_come_from_the_runtime_context() -> None:
+    store = open_store("memory://")
+    store.add_fact("ana", "Prefers email")
+    model = ScriptedChatModel(script=[tool_call("remember", {"fact": "Works nights"}, "c1"), AIMessage("ok")])
+    memory = RollingMemoryMiddleware(store=store, summarizer=RecordingSummarizer())
+    agent = create_agent(model, [], middleware=[memory], context_schema=Ctx)
+    agent.invoke(user("hello"), context=Ctx(client_id="ana", session_id="ctx-session"))
+    assert "Prefers email" in system_text(model.requests[-1])
+    assert kinds(store.transcript("ctx-session")) == ["human", "ai", "tool", "ai"]
+    assert store.sessions("ana") == ["ctx-session"]
+    assert [f.text for f in store.facts("ana")] == ["Prefers email", "Works nights"]
+
+
+def test_a_fixed_client_id_applies_to_runs_that_name_none() -> None:
+    store = open_store("memory://")
+    store.add_fact("solo", "Vegetarian")
+    model = ScriptedChatModel()
+    agent, _ = build(model, store, client_id="solo")
+    agent.invoke(user("dinner ideas?"), config("s1"))
+    assert "Vegetarian" in system_text(model.requests[-1])
+
+
+def test_a_run_without_a_session_id_gets_a_clear_error_and_writes_nothing() -> None:
+    store = open_store("memory://")
+    agent, _ = build(ScriptedChatModel(), store, checkpointer=False)
+    with pytest.raises(ConfigurationError, match="thread_id"):
+        agent.invoke(user("hello"))
+
+
+@pytest.mark.parametrize("bad", ["../etc", "a b", "x" * 200, "s;DROP"], ids=["dots", "space", "long", "sql"])
+def test_an_unsafe_session_id_is_refused_before_anything_is_written(bad: str) -> None:
+    store = open_store("memory://")
+    model = ScriptedChatModel()
+    agent, _ = build(model, store)
+    with pytest.raises(InvalidIdError):
+        agent.invoke(user("hello"), config(bad, "ana"))
+    assert model.requests == []
+    assert store.sessions("ana") == []
+
+
+def test_a_session_of_another_client_is_refused() -> None:
+    store = open_store("memory://")
+    model = ScriptedChatModel()
+    agent, _ = build(model, store)
+    agent.invoke(user("mine"), config("s1", "ana"))
+    with pytest.raises(OwnershipError):
+        agent.invoke(user("let me in"), config("s1", "bob"))
+    assert len(store.transcript("s1")) == 2
+
+
+def test_resolve_ids_prefers_the_context_then_configurable_then_thread() -> None:
+    assert resolve_ids({"session_id": "a", "client_id": "c"}, {"thread_id": "t"}).session_id == "a"
+    assert resolve_ids(None, {"session_id": "s", "thread_id": "t"}).session_id == "s"
+    ids = resolve_ids(None, {}, thread_id="t", default_client_id="d")
+    assert (ids.session_id, ids.client_id) == ("t", "d")
+
+
+# ---------------------------------------------------------------------- each message stored once
+
+
+def _turns(agent: Any, texts: Sequence[str], session: str = "s1") -> None:
+    for text in texts:
+        agent.invoke(user(text), config(session, "ana"))
+
+
+@pytest.mark.parametrize("checkpointer", [True, False], ids=["checkpointer", "no-checkpointer"])
+def test_each_message_of_each_turn_is_stored_exactly_once(checkpointer: bool) -> None:
+    store = open_store("memory://")
+    model = ScriptedChatModel(
+        script=[tool_call("weather", {"city": "Paris"}, "w1"), AIMessage("Cloudy."), AIMessage("Bye.")]
+    )
+    agent, _ = build(model, store, checkpointer=checkpointer, max_turns=50, keep_last=2)
+    _turns(agent, ["Weather in Paris?", "Thanks"])
+    transcript = store.transcript("s1")
+    assert kinds(transcript) == ["human", "ai", "tool", "ai", "human", "ai"]
+    assert [m.text for m in transcript if isinstance(m, HumanMessage)] == ["Weather in Paris?", "Thanks"]
+    assert len({m.id for m in transcript}) == len(transcript)
+
+
+def test_the_checkpointer_keeps_every_message_while_the_model_sees_the_view() -> None:
+    store = open_store("memory://")
+    summarizer = RecordingSummarizer()
+    model = ScriptedChatModel()
+    agent, _ = build(model, store, summarizer=summarizer, max_turns=4, keep_last=2)
+    _turns(agent, [f"question {i}" for i in range(6)])
+    state = agent.get_state(config("s1"))
+    assert len(state.values["messages"]) == 12  # nothing removed from the agent state
+    assert len(store.transcript("s1")) == 12
+    assert summarizer.calls, "older messages were folded"
+    last = model.requests[-1]
+    assert kinds(last)[:2] == ["system", "human"]
+    assert last[1].text.startswith("[Summary of the earlier conversation")
+    assert len(last) <= 1 + 1 + 4 + 1
+    # What was folded is exactly the start of the transcript, in order, once.
+    folded = [m for _, batch in summarizer.calls for m in batch]
+    assert [m.text for m in folded] == [m.text for m in store.transcript("s1")[: len(folded)]]
+
+
+def test_stream_stores_the_same_transcript_as_invoke() -> None:
+    store = open_store("memory://")
+    model = ScriptedChatModel(script=[tool_call("weather", {"city": "Oslo"}, "w1"), AIMessage("Cold.")])
+    agent, _ = build(model, store)
+    chunks = list(agent.stream(user("Weather in Oslo?"), config("s1", "ana"), stream_mode="updates"))
+    assert chunks
+    assert kinds(store.transcript("s1")) == ["human", "ai", "tool", "ai"]
+
+
+def test_a_session_started_without_a_checkpointer_continues_with_one() -> None:
+    store = open_store("memory://")
+    model = ScriptedChatModel()
+    plain, _ = build(model, store, checkpointer=False)
+    _turns(plain, ["first"])
+    saved, _ = build(model, store, checkpointer=True)
+    _turns(saved, ["second", "third"])
+    assert [m.text for m in store.transcript("s1") if isinstance(m, HumanMessage)] == [
+        "first",
+        "second",
+        "third",
+    ]
+    assert "first" in text_of(model.requests[-1])
+
+
+# ---------------------------------------------------------------------- policies
+
+
+def test_token_policy_folds_and_keeps_tool_pairs_together() -> None:
+    store = open_store("memory://")
+    summarizer = RecordingSummarizer()
+    script: list[Any] = []
+    for i in range(6):
+        script += [
+            tool_call("weather", {"city": f"city{i}"}, f"w{i}"),
+            AIMessage(f"It is cloudy in city{i}. " * 5),
+        ]
+    model = ScriptedChatModel(script=script)
+    agent, _ = build(model, store, summarizer=summarizer, max_turns=None, max_tokens=200, keep_tokens=80)
+    _turns(agent, [f"What is the weather in city{i}? " * 3 for i in range(6)])
+    assert summarizer.calls
+    for _previous, batch in summarizer.calls:
+        assert tool_pairs_intact(batch)
+    for request in model.requests:
+        assert kinds(request)[0] == "system"
+        assert tool_pairs_intact(request[1:])
+
+
+def test_failing_summarizer_loses_nothing_and_the_agent_answers() -> None:
+    store = open_store("memory://")
+
+    def broken(previous: str, messages: Sequence[BaseMessage]) -> str:
+        raise RuntimeError("provider down")
+
+    model = ScriptedChatModel()
+    agent, _ = build(model, store, summarizer=broken, max_turns=4, keep_last=2)
+    _turns(agent, [f"q{i}" for i in range(4)])
+    assert len(store.transcript("s1")) == 8
+    assert store.summary("s1") is None
+    assert all(isinstance(r[-1], HumanMessage) for r in model.requests)
+
+
+def test_background_compaction_runs_off_the_turn() -> None:
+    store = open_store("memory://")
+    summarizer = RecordingSummarizer()
+    model = ScriptedChatModel()
+    agent, memory = build(model, store, summarizer=summarizer, max_turns=4, keep_last=2, background=True)
+    _turns(agent, [f"q{i}" for i in range(3)])
+    memory.flush("s1")
+    record = store.summary("s1")
+    assert record is not None
+    assert record.text.startswith("summary 1")
+
+
+# ---------------------------------------------------------------------- async
+
+
+@pytest.mark.parametrize("checkpointer", [True, False], ids=["checkpointer", "no-checkpointer"])
+async def test_async_agent_two_sessions_and_transcript(store: RollingStore, checkpointer: bool) -> None:
+    model = ScriptedChatModel(
+        script=[
+            tool_call("remember", {"fact": "Lives in Lyon", "key": "city"}, "c1"),
+            tool_call("weather", {"city": "Lyon"}, "w1"),
+            AIMessage("Sunny in Lyon."),
+        ]
+    )
+    agent, _ = build(model, store, checkpointer=checkpointer)
+    await agent.ainvoke(user("I live in Lyon, weather?"), config("s1", "ana"))
+    assert kinds(await store.atranscript("s1")) == ["human", "ai", "tool", "ai", "tool", "ai"]
+    await agent.ainvoke(user("again"), config("s2", "ana"))
+    assert "Lives in Lyon" in system_text(model.requests[-1])
+    await agent.ainvoke(user("again"), config("s3", "bob"))
+    assert "Lyon" not in text_of(model.requests[-1])
+
+
+async def test_async_stream_and_background_compaction() -> None:
+    store = open_store("memory://")
+    summarizer = RecordingSummarizer()
+    model = ScriptedChatModel()
+    agent, memory = build(model, store, summarizer=summarizer, max_turns=4, keep_last=2, background=True)
+    for i in range(3):
+        async for _ in agent.astream(user(f"q{i}"), config("s1", "ana")):
+            pass
+    await memory.aflush("s1")
+    assert len(await store.atranscript("s1")) == 6
+    record = await store.asummary("s1")
+    assert record is not None
+    assert summarizer.calls
+
+
+# ---------------------------------------------------------------------- packaging
+
+
+def test_importing_the_package_does_not_import_langchain_or_langgraph() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, langchain_rolling_memory as m; "
+        "assert 'RollingMemoryMiddleware' in m.__all__; "
+        "print(sorted(k for k in sys.modules if k.split('.')[0] in ('langchain', 'langgraph')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_name_in_all_resolves_and_the_middleware_is_served_lazily() -> None:
+    import langchain_rolling_memory as package
+
+    for name in package.__all__:
+        assert getattr(package, name) is not None, name
+    assert package.RollingMemoryMiddleware is RollingMemoryMiddleware
+    assert "RollingMemoryMiddleware" in dir(package)
+    with pytest.raises(AttributeError, match="NoSuchThing"):
+        package.NoSuchThing  # noqa: B018
+
+
+def test_without_langchain_the_middleware_names_the_agents_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import sys
+
+    from langchain_rolling_memory import MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "langchain", None)
+    monkeypatch.delitem(sys.modules, "langchain_rolling_memory.agents")
+    with pytest.raises(MissingExtraError, match=r"langchain-rolling-memory\[agents\]"):
+        importlib.import_module("langchain_rolling_memory.agents")
