@@ -54,11 +54,19 @@ from langchain_rolling_memory.stores import (
     open_store,
 )
 from langchain_rolling_memory.summarizers import (
+    ChatModelSummarizer,
+    ExtractiveSummarizer,
+    StructuredSummary,
     Summarizer,
     SummaryResult,
     as_summarizer,
     chat_model_summarizer,
+    extractive_summarizer,
+    gemini_summarizer,
+    is_transient_error,
+    openai_summarizer,
 )
+from langchain_rolling_memory.usage import SummaryUsage
 
 if _TYPE_CHECKING:
     from langchain_rolling_memory.agents import RollingMemoryMiddleware
@@ -89,9 +97,11 @@ except _PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "SUMMARY_MESSAGE_ID",
+    "ChatModelSummarizer",
     "CompactionResult",
     "Compactor",
     "ConfigurationError",
+    "ExtractiveSummarizer",
     "Fact",
     "FactError",
     "FoldPolicy",
@@ -108,11 +118,13 @@ __all__ = [
     "SchemaVersionError",
     "StoreError",
     "StoredMessage",
+    "StructuredSummary",
     "Summarizer",
     "SummarizerError",
     "SummaryPrompt",
     "SummaryRecord",
     "SummaryResult",
+    "SummaryUsage",
     "WindowPolicy",
     "WindowedChatMessageHistory",
     "__version__",
@@ -121,8 +133,12 @@ __all__ = [
     "clean_summary",
     "count_tokens",
     "default_prompt",
+    "extractive_summarizer",
     "fold_cut",
+    "gemini_summarizer",
+    "is_transient_error",
     "open_store",
+    "openai_summarizer",
     "summary_message",
     "validate_id",
     "window_cut",

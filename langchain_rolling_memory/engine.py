@@ -256,10 +256,13 @@ class Compactor:
         output_tokens = result.output_tokens
         if output_tokens is None:
             output_tokens = self.token_counter([HumanMessage(result.text)])
-        meta["summarizer_calls"] = int(meta.get("summarizer_calls", 0)) + 1
+        meta["compactions"] = int(meta.get("compactions", 0)) + 1
+        meta["summarizer_calls"] = int(meta.get("summarizer_calls", 0)) + result.calls
         meta["summarizer_input_tokens"] = int(meta.get("summarizer_input_tokens", 0)) + input_tokens
         meta["summarizer_output_tokens"] = int(meta.get("summarizer_output_tokens", 0)) + output_tokens
         meta["folded_messages"] = int(meta.get("folded_messages", 0)) + len(batch)
+        meta["folded_tokens"] = int(meta.get("folded_tokens", 0)) + sum(self.token_counts(batch))
+        meta["summary_tokens"] = self.token_counter([summary_message(result.text)])
         return meta
 
     def _fail(self, session_id: str, exc: BaseException) -> None:
@@ -292,7 +295,7 @@ class Compactor:
 
             msg = f"the summarizer returned nothing usable: {result.text[:80]!r}"
             raise SummarizerError(msg)
-        return SummaryResult(text, result.input_tokens, result.output_tokens)
+        return SummaryResult(text, result.input_tokens, result.output_tokens, result.calls)
 
     def _summarize_sync(self, previous: str, messages: list[BaseMessage]) -> SummaryResult:
         if self.timeout is None:

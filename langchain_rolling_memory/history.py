@@ -21,6 +21,7 @@ from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, WindowPoli
 from langchain_rolling_memory.stores.base import RollingStore, StoredMessage
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike, as_summarizer
+from langchain_rolling_memory.usage import SummaryUsage
 
 __all__ = ["RollingSummaryChatMessageHistory", "WindowedChatMessageHistory"]
 
@@ -301,6 +302,14 @@ class RollingSummaryChatMessageHistory(_StoredHistory):
     async def asummary(self) -> str:
         record = await self.store.asummary(self.session_id)
         return record.text if record else ""
+
+    @property
+    def usage(self) -> SummaryUsage:
+        """What summarizing this session cost (calls, tokens) and saves per call."""
+        return self.store.usage(self.session_id)
+
+    async def ausage(self) -> SummaryUsage:
+        return await self.store.ausage(self.session_id)
 
     def _load_view(self) -> list[BaseMessage]:
         self._state = self.compactor.load(self.session_id)

@@ -35,6 +35,7 @@ class SummaryPrompt:
         first: the request when there is no summary yet.
         update: the request that folds new messages into an existing summary.
         strict: appended to the system text on the retry after an unusable reply.
+        structured: appended to the system text when a structured summary is asked for.
         speaker_user / speaker_assistant / speaker_tool: labels in the rendered transcript.
     """
 
@@ -42,18 +43,31 @@ class SummaryPrompt:
     first: str
     update: str
     strict: str
+    structured: str = (
+        "Instead of sentences, answer with one JSON object and nothing else, with the keys "
+        '"topic" (a few words), "user_preferences", "decisions", "open_questions" and '
+        '"key_facts" (lists of short sentences). The {max_words}-word limit covers all the values.'
+    )
     speaker_user: str = "User"
     speaker_assistant: str = "Assistant"
     speaker_tool: str = "Tool"
 
     def messages(
-        self, previous: str, folded: Sequence[BaseMessage], *, max_words: int, strict: bool = False
+        self,
+        previous: str,
+        folded: Sequence[BaseMessage],
+        *,
+        max_words: int,
+        strict: bool = False,
+        structured: bool = False,
     ) -> list[BaseMessage]:
-        """The chat messages of one summary request."""
+        """The chat messages of one summary request (a system message, then the request)."""
         transcript = render_transcript(
             folded, user=self.speaker_user, assistant=self.speaker_assistant, tool=self.speaker_tool
         )
         system = self.system.format(max_words=max_words)
+        if structured:
+            system = f"{system}\n\n{self.structured.format(max_words=max_words)}"
         if strict:
             system = f"{system}\n\n{self.strict.format(max_words=max_words)}"
         template = self.update if previous.strip() else self.first
@@ -113,6 +127,11 @@ _FR = SummaryPrompt(
     strict=(
         "Ta réponse précédente était inutilisable (vide, un titre seul ou trop longue). Réponds "
         "maintenant par {max_words} mots au plus de phrases de résumé, et rien d'autre."
+    ),
+    structured=(
+        "Au lieu de phrases, réponds par un seul objet JSON et rien d'autre, avec les clés "
+        '"topic" (quelques mots), "user_preferences", "decisions", "open_questions" et '
+        '"key_facts" (listes de phrases courtes). La limite de {max_words} mots couvre toutes les valeurs.'
     ),
     speaker_user="Utilisateur",
     speaker_assistant="Assistant",

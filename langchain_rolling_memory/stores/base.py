@@ -34,6 +34,7 @@ from langchain_core.messages import BaseMessage, message_to_dict
 from langchain_rolling_memory.errors import ConfigurationError, FactError
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.serde import dumps_message, loads_message
+from langchain_rolling_memory.usage import SummaryUsage
 
 __all__ = [
     "FACT_SOURCES",
@@ -450,6 +451,13 @@ class RollingStore(ABC):
             expected_version,
             self._now(),
         )
+
+    def usage(self, session_id: str) -> SummaryUsage:
+        """What summarizing the session cost (calls, tokens) and saves per call."""
+        return SummaryUsage.from_record(self.summary(session_id))
+
+    async def ausage(self, session_id: str) -> SummaryUsage:
+        return SummaryUsage.from_record(await self.asummary(session_id))
 
     def claim(self, session_id: str, owner: str, ttl: float) -> bool:
         """Take the session's compaction lease for `ttl` seconds; False if someone holds it."""

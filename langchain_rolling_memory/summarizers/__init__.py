@@ -10,14 +10,30 @@ from langchain_rolling_memory.summarizers.base import (
 from langchain_rolling_memory.summarizers.chat_model import (
     ChatModelSummarizer,
     chat_model_summarizer,
+    is_transient_error,
+)
+from langchain_rolling_memory.summarizers.extractive import ExtractiveSummarizer, extractive_summarizer
+from langchain_rolling_memory.summarizers.providers import gemini_summarizer, openai_summarizer
+from langchain_rolling_memory.summarizers.structured import (
+    StructuredSummary,
+    parse_structured_summary,
+    render_structured_summary,
 )
 
 __all__ = [
     "ChatModelSummarizer",
+    "ExtractiveSummarizer",
     "FunctionSummarizer",
+    "StructuredSummary",
     "Summarizer",
     "SummarizerLike",
     "SummaryResult",
     "as_summarizer",
     "chat_model_summarizer",
+    "extractive_summarizer",
+    "gemini_summarizer",
+    "is_transient_error",
+    "openai_summarizer",
+    "parse_structured_summary",
+    "render_structured_summary",
 ]

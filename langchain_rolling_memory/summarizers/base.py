@@ -31,11 +31,19 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class SummaryResult:
-    """What a summarizer returns: the text, and the tokens it cost when known."""
+    """What a summarizer returns: the text, and what it cost when known.
+
+    Attributes:
+        text: the summary text.
+        input_tokens / output_tokens: tokens billed for the model calls (None: unknown, the
+            engine counts them); 0 for a summarizer that calls no model.
+        calls: model calls that answered (a retry after an unusable reply counts twice).
+    """
 
     text: str
     input_tokens: int | None = None
     output_tokens: int | None = None
+    calls: int = 1
 
 
 @runtime_checkable

@@ -1,0 +1,125 @@
+"""OpenAI and Gemini summarizer constructors: build the chat model, check extra and key.
+
+Owns the provider defaults (model, retries left to our layer, timeout) and the errors for a
+missing extra or key. The prompting, retries and cleaning are `ChatModelSummarizer`'s.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from langchain_rolling_memory.errors import MissingCredentialsError, require
+from langchain_rolling_memory.prompts import SummaryPrompt
+from langchain_rolling_memory.summarizers.chat_model import ChatModelSummarizer, chat_model_summarizer
+
+__all__ = ["gemini_summarizer", "openai_summarizer"]
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds one provider request may take (the engine has its own, longer, overall timeout)."""
+
+
+def _has_key(kwargs: dict[str, Any], names: tuple[str, ...], env: tuple[str, ...]) -> bool:
+    if any(kwargs.get(name) for name in names):
+        return True
+    return any(os.environ.get(var) for var in env)
+
+
+def _missing_key(feature: str, env: tuple[str, ...], argument: str) -> MissingCredentialsError:
+    variables = " or ".join(env)
+    msg = (
+        f"{feature} needs an API key: none was passed and {variables} is not set; "
+        f"set {env[0]} in the environment or pass {argument}=..."
+    )
+    return MissingCredentialsError(msg)
+
+
+def openai_summarizer(
+    model: str = "gpt-4o-mini",
+    *,
+    prompt: SummaryPrompt | None = None,
+    language: str = "en",
+    max_words: int = 120,
+    structured: bool = False,
+    retries: int = 2,
+    backoff: float = 0.5,
+    **kwargs: Any,
+) -> ChatModelSummarizer:
+    """A summarizer on an OpenAI chat model (``pip install 'langchain-rolling-memory[openai]'``).
+
+    The key comes from ``OPENAI_API_KEY`` unless ``api_key=`` is passed. Extra keyword
+    arguments go to `langchain_openai.ChatOpenAI` (``base_url``, ``temperature``,
+    ``timeout``, ``max_retries``...). Transient errors are retried by the summarizer
+    (`retries`, `backoff`), so the client's own retries default to 0.
+
+    Example:
+        >>> s = openai_summarizer("gpt-4o-mini", api_key="sk-test", base_url="http://127.0.0.1:9/v1")
+        >>> s.model.model_name
+        'gpt-4o-mini'
+    """
+    require("langchain_openai", "openai", feature="openai_summarizer")
+    env = ("OPENAI_API_KEY",)
+    if not _has_key(kwargs, ("api_key", "openai_api_key"), env):
+        raise _missing_key("openai_summarizer", env, "api_key")
+    from langchain_openai import ChatOpenAI
+
+    kwargs.setdefault("max_retries", 0)
+    kwargs.setdefault("timeout", DEFAULT_TIMEOUT)
+    chat: BaseChatModel = ChatOpenAI(model=model, **kwargs)
+    return chat_model_summarizer(
+        chat,
+        prompt=prompt,
+        language=language,
+        max_words=max_words,
+        structured=structured,
+        retries=retries,
+        backoff=backoff,
+    )
+
+
+def gemini_summarizer(
+    model: str = "gemini-2.5-flash",
+    *,
+    prompt: SummaryPrompt | None = None,
+    language: str = "en",
+    max_words: int = 120,
+    structured: bool = False,
+    retries: int = 2,
+    backoff: float = 0.5,
+    **kwargs: Any,
+) -> ChatModelSummarizer:
+    """A summarizer on a Gemini model (``pip install 'langchain-rolling-memory[google]'``).
+
+    The key comes from ``GOOGLE_API_KEY`` (or ``GEMINI_API_KEY``) unless ``api_key=`` is
+    passed. Extra keyword arguments go to `langchain_google_genai.ChatGoogleGenerativeAI`
+    (``base_url``, ``temperature``, ``timeout``, ``max_retries``...). Transient errors are
+    retried by the summarizer (`retries`, `backoff`), so the client makes one attempt by
+    default.
+
+    Example:
+        >>> s = gemini_summarizer("gemini-2.5-flash", api_key="test", base_url="http://127.0.0.1:9")
+        >>> s.model.model
+        'gemini-2.5-flash'
+    """
+    require("langchain_google_genai", "google", feature="gemini_summarizer")
+    env = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+    vertex = bool(kwargs.get("vertexai") or kwargs.get("credentials"))
+    if not vertex and not _has_key(kwargs, ("api_key", "google_api_key"), env):
+        raise _missing_key("gemini_summarizer", env, "api_key")
+    from langchain_google_genai import ChatGoogleGenerativeAI
+
+    # The Google client counts attempts, not retries: 1 means a single request.
+    kwargs.setdefault("max_retries", 1)
+    kwargs.setdefault("timeout", DEFAULT_TIMEOUT)
+    chat: BaseChatModel = ChatGoogleGenerativeAI(model=model, **kwargs)
+    return chat_model_summarizer(
+        chat,
+        prompt=prompt,
+        language=language,
+        max_words=max_words,
+        structured=structured,
+        retries=retries,
+        backoff=backoff,
+    )

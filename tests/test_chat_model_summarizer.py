@@ -1,0 +1,317 @@
+"""ChatModelSummarizer on LangChain's fake chat models: validation retry, transient retries,
+structured summaries, usage, and the provider constructors' errors."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatResult
+
+from langchain_rolling_memory import (
+    ConfigurationError,
+    MissingCredentialsError,
+    MissingExtraError,
+    StructuredSummary,
+    chat_model_summarizer,
+    gemini_summarizer,
+    is_transient_error,
+    openai_summarizer,
+)
+from langchain_rolling_memory.summarizers import parse_structured_summary, render_structured_summary
+
+FOLDED: list[BaseMessage] = [HumanMessage("I'm Ana, deliver on Saturdays please"), AIMessage("Noted, Ana.")]
+
+
+class RecordingModel(GenericFakeChatModel):
+    """GenericFakeChatModel that remembers each request and can fail before answering."""
+
+    requests: list[list[BaseMessage]] = []  # noqa: RUF012 - pydantic field, copied per instance
+    failures: list[BaseException] = []  # noqa: RUF012
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.requests.append(list(messages))
+        if self.failures:
+            raise self.failures.pop(0)
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def _model(*replies: str | AIMessage, failures: list[BaseException] | None = None) -> RecordingModel:
+    messages: Iterator[AIMessage] = iter(r if isinstance(r, AIMessage) else AIMessage(r) for r in replies)
+    return RecordingModel(messages=messages, requests=[], failures=list(failures or []))
+
+
+class Unavailable(Exception):
+    status_code = 503
+
+
+class Invalid(Exception):
+    status_code = 400
+
+
+def _no_wait(seconds: float) -> None:
+    return None
+
+
+# ---------------------------------------------------------------- validation retry
+
+
+@pytest.mark.parametrize(
+    "unusable",
+    [
+        pytest.param("", id="empty"),
+        pytest.param("## Summary", id="title-only"),
+        pytest.param("word " * 300, id="over-long"),
+    ],
+)
+def test_unusable_reply_gets_one_stricter_retry(unusable: str) -> None:
+    model = _model(unusable, "Ana wants Saturday deliveries.")
+    result = chat_model_summarizer(model, max_words=50).summarize("", FOLDED)
+    assert result.text == "Ana wants Saturday deliveries."
+    assert result.calls == 2
+    first_system, retry_system = model.requests[0][0].text, model.requests[1][0].text
+    assert "previous answer was unusable" not in first_system
+    assert "previous answer was unusable" in retry_system
+
+
+def test_second_unusable_reply_returns_the_cleaned_best_effort() -> None:
+    model = _model("word " * 300, "## Summary")
+    result = chat_model_summarizer(model, max_words=20).summarize("", FOLDED)
+    assert len(result.text.split()) <= 20
+    assert result.text.startswith("word word")
+    assert len(model.requests) == 2
+
+
+def test_request_carries_previous_summary_and_folded_messages() -> None:
+    model = _model("Ana, Saturdays.")
+    chat_model_summarizer(model).summarize("Ana is a client.", FOLDED)
+    request = model.requests[0]
+    assert isinstance(request[0], SystemMessage)
+    assert "Ana is a client." in request[1].text
+    assert "User: I'm Ana, deliver on Saturdays please" in request[1].text
+    assert "Assistant: Noted, Ana." in request[1].text
+
+
+def test_french_prompt_and_word_cap_reach_the_model() -> None:
+    model = _model("Ana veut être livrée le samedi.")
+    chat_model_summarizer(model, language="fr", max_words=42).summarize("", FOLDED)
+    system, request = model.requests[0]
+    assert "Au plus 42 mots" in system.text
+    assert "Utilisateur: I'm Ana" in request.text
+
+
+# ---------------------------------------------------------------- transient errors
+
+
+def test_transient_errors_are_retried_then_succeed() -> None:
+    model = _model("Ana, Saturdays.", failures=[Unavailable("503"), TimeoutError("slow")])
+    waits: list[float] = []
+    result = chat_model_summarizer(model, retries=2, backoff=0.25, sleep=waits.append).summarize("", FOLDED)
+    assert result.text == "Ana, Saturdays."
+    assert waits == [0.25, 0.5]
+    assert len(model.requests) == 3
+
+
+def test_transient_errors_beyond_the_bound_are_raised() -> None:
+    model = _model("never sent", failures=[Unavailable("a"), Unavailable("b"), Unavailable("c")])
+    with pytest.raises(Unavailable):
+        chat_model_summarizer(model, retries=2, sleep=_no_wait).summarize("", FOLDED)
+    assert len(model.requests) == 3
+
+
+def test_permanent_errors_are_not_retried() -> None:
+    model = _model("never sent", failures=[Invalid("bad request")])
+    with pytest.raises(Invalid):
+        chat_model_summarizer(model, retries=5, sleep=_no_wait).summarize("", FOLDED)
+    assert len(model.requests) == 1
+
+
+async def test_async_transient_errors_are_retried_with_async_waits() -> None:
+    model = _model("Ana, Saturdays.", failures=[ConnectionError("reset")])
+    waits: list[float] = []
+
+    async def asleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    result = await chat_model_summarizer(model, backoff=1.0, asleep=asleep).asummarize("", FOLDED)
+    assert result.text == "Ana, Saturdays."
+    assert waits == [1.0]
+
+
+def test_backoff_is_capped() -> None:
+    failures: list[BaseException] = [Unavailable(str(i)) for i in range(4)]
+    waits: list[float] = []
+    summarizer = chat_model_summarizer(
+        _model("ok then", failures=failures), retries=4, backoff=1.0, max_backoff=3.0, sleep=waits.append
+    )
+    summarizer.summarize("", FOLDED)
+    assert waits == [1.0, 2.0, 3.0, 3.0]
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        pytest.param(Unavailable(), True, id="status-503"),
+        pytest.param(Invalid(), False, id="status-400"),
+        pytest.param(TimeoutError(), True, id="timeout"),
+        pytest.param(ConnectionResetError(), True, id="connection"),
+        pytest.param(ValueError("bad"), False, id="plain-error"),
+    ],
+)
+def test_transient_error_classification(error: BaseException, transient: bool) -> None:
+    assert is_transient_error(error) is transient
+
+
+def test_transient_cause_makes_a_wrapper_transient() -> None:
+    wrapper = RuntimeError("wrapped")
+    wrapper.__cause__ = Unavailable()
+    assert is_transient_error(wrapper)
+
+
+@pytest.mark.parametrize("options", [{"retries": -1}, {"backoff": -1.0}, {"max_words": 0}])
+def test_bad_settings_are_refused(options: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError):
+        chat_model_summarizer(_model("x"), **options)
+
+
+# ---------------------------------------------------------------- usage
+
+
+def test_usage_comes_from_usage_metadata_and_adds_up_over_the_retry() -> None:
+    first = AIMessage("", usage_metadata={"input_tokens": 100, "output_tokens": 0, "total_tokens": 100})
+    second = AIMessage("Ana.", usage_metadata={"input_tokens": 120, "output_tokens": 3, "total_tokens": 123})
+    result = chat_model_summarizer(_model(first, second)).summarize("", FOLDED)
+    assert (result.input_tokens, result.output_tokens, result.calls) == (220, 3, 2)
+
+
+def test_usage_is_counted_when_the_model_reports_none() -> None:
+    result = chat_model_summarizer(_model("Ana likes Saturdays.")).summarize("", FOLDED)
+    assert result.input_tokens is not None
+    assert result.input_tokens > 20
+    assert result.output_tokens is not None
+    assert result.output_tokens > 0
+
+
+# ---------------------------------------------------------------- structured
+
+
+def test_structured_summary_from_json_text_when_the_model_has_no_structured_output() -> None:
+    answer = (
+        '```json\n{"topic": "Deliveries", "user_preferences": ["Saturdays only"], '
+        '"decisions": "Ship with DHL", "open_questions": [], "key_facts": ["Client Ana"]}\n```'
+    )
+    model = _model(answer)
+    result = chat_model_summarizer(model, structured=True).summarize("", FOLDED)
+    assert result.text == (
+        "Topic: Deliveries.\nPreferences: Saturdays only.\nDecisions: Ship with DHL.\nFacts: Client Ana."
+    )
+    assert '"user_preferences"' in model.requests[0][0].text  # the prompt asked for JSON
+
+
+def test_structured_reply_that_does_not_parse_is_used_as_plain_text() -> None:
+    result = chat_model_summarizer(_model("Ana wants Saturday deliveries."), structured=True).summarize(
+        "", FOLDED
+    )
+    assert result.text == "Ana wants Saturday deliveries."
+
+
+def test_structured_labels_follow_the_language() -> None:
+    answer = '{"topic": "Livraisons", "decisions": ["Envoi le samedi"], "open_questions": ["Quel tarif ?"]}'
+    result = chat_model_summarizer(_model(answer), structured=True, language="fr").summarize("", FOLDED)
+    assert result.text == "Sujet: Livraisons.\nDécisions: Envoi le samedi.\nQuestions ouvertes: Quel tarif ?"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("no json here", id="text"),
+        pytest.param("{not json}", id="broken-json"),
+        pytest.param('{"topic": ""}', id="empty-object"),
+        pytest.param('{"decisions": 3}', id="wrong-type"),
+        pytest.param(["a list"], id="not-an-object"),
+    ],
+)
+def test_unparseable_structured_answers_give_none(value: object) -> None:
+    assert parse_structured_summary(value) is None
+
+
+def test_structured_render_skips_empty_fields() -> None:
+    summary = StructuredSummary(topic="Refund", open_questions=["When?"], key_facts=[" ", "Order 12"])
+    assert render_structured_summary(summary) == "Topic: Refund.\nOpen questions: When?\nFacts: Order 12."
+
+
+# ---------------------------------------------------------------- provider constructors
+
+
+def test_openai_summarizer_passes_options_to_the_client() -> None:
+    summarizer = openai_summarizer(
+        "gpt-4.1-mini", api_key="sk-test", base_url="http://127.0.0.1:9/v1", temperature=0.1, max_words=80
+    )
+    model: Any = summarizer.model
+    assert (model.model_name, model.temperature, model.openai_api_base) == (
+        "gpt-4.1-mini",
+        0.1,
+        "http://127.0.0.1:9/v1",
+    )
+    assert model.max_retries == 0  # the summarizer owns the retries
+    assert summarizer.max_words == 80
+
+
+def test_gemini_summarizer_passes_options_to_the_client() -> None:
+    summarizer = gemini_summarizer(
+        "gemini-2.5-flash-lite", api_key="k", base_url="http://127.0.0.1:9", language="fr"
+    )
+    model: Any = summarizer.model
+    assert (model.model, model.base_url, model.max_retries) == (
+        "gemini-2.5-flash-lite",
+        "http://127.0.0.1:9",
+        1,
+    )
+    assert "Tu tiens le résumé" in summarizer.prompt.system
+
+
+@pytest.mark.parametrize(
+    ("factory", "variable"),
+    [(openai_summarizer, "OPENAI_API_KEY"), (gemini_summarizer, "GOOGLE_API_KEY")],
+)
+def test_missing_key_names_the_variable(factory: Any, variable: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(MissingCredentialsError, match=variable):
+        factory()
+
+
+def test_keys_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    monkeypatch.setenv("GEMINI_API_KEY", "g-env")
+    openai: Any = openai_summarizer().model
+    gemini: Any = gemini_summarizer().model
+    assert openai.openai_api_key.get_secret_value() == "sk-env"
+    assert gemini.google_api_key.get_secret_value() == "g-env"
+
+
+@pytest.mark.parametrize(
+    ("factory", "module", "extra"),
+    [
+        (openai_summarizer, "langchain_openai", "openai"),
+        (gemini_summarizer, "langchain_google_genai", "google"),
+    ],
+)
+def test_missing_extra_names_it(
+    factory: Any, module: str, extra: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # makes the package unimportable
+    with pytest.raises(MissingExtraError, match=rf"langchain-rolling-memory\[{extra}\]"):
+        factory(api_key="k")

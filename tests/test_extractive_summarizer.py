@@ -1,0 +1,159 @@
+"""The keyless extractive summarizer: what it keeps, what it drops, the newest value, the cap."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from langchain_rolling_memory import (
+    ConfigurationError,
+    RollingSummaryChatMessageHistory,
+    extractive_summarizer,
+)
+
+
+def _summary(messages: list[BaseMessage], previous: str = "", **options: object) -> str:
+    return extractive_summarizer(**options).summarize(previous, messages).text  # type: ignore[arg-type]
+
+
+def test_keeps_names_numbers_decisions_and_requests_and_drops_pleasantries() -> None:
+    text = _summary(
+        [
+            HumanMessage("Hello! I'm Ana Ruiz from Lyon."),
+            AIMessage("Nice to meet you."),
+            HumanMessage("Could you ship order 4512 before Friday? Thanks."),
+            AIMessage("Sure. We decided to ship it with the express carrier."),
+            HumanMessage("Great."),
+        ]
+    )
+    assert "Ana Ruiz" in text
+    assert "4512" in text
+    assert "decided to ship it with the express carrier" in text
+    for pleasantry in ("Hello", "Nice to meet you", "Thanks", "Great"):
+        assert pleasantry not in text
+
+
+def test_newest_value_of_a_thing_replaces_the_older_one() -> None:
+    text = _summary(
+        [
+            HumanMessage("My budget is 500 euros."),
+            AIMessage("Noted."),
+            HumanMessage("I need 3 tickets for the Friday show."),
+            HumanMessage("My budget is 800 euros."),
+            HumanMessage("I need 4 tickets for the Friday show."),
+        ]
+    )
+    assert "800" in text
+    assert "500" not in text
+    assert "4 tickets" in text
+    assert "3 tickets" not in text
+
+
+def test_newest_value_wins_over_the_previous_summary() -> None:
+    previous = _summary([HumanMessage("I'm Ana. My delivery day is Monday, 9 March.")])
+    assert "Monday" in previous
+    text = _summary([HumanMessage("My delivery day is Saturday, 14 March.")], previous=previous)
+    assert "Saturday" in text
+    assert "Monday" not in text
+    assert "I'm Ana" in text  # what was not replaced stays
+
+
+@pytest.mark.parametrize("max_words", [5, 12, 30])
+def test_summary_stays_within_the_word_cap(max_words: int) -> None:
+    messages: list[BaseMessage] = []
+    for i in range(20):
+        messages.append(HumanMessage(f"Please add item {i} named Widget{i} to order {1000 + i}."))
+        messages.append(AIMessage(f"Confirmed: item {i} is booked for 20{i:02d}."))
+    text = _summary(messages, max_words=max_words)
+    assert text
+    assert len(text.split()) <= max_words
+
+
+def test_when_the_cap_is_tight_the_newest_notable_sentences_win() -> None:
+    text = _summary(
+        [HumanMessage("Please call me at 0601020304."), HumanMessage("Please ship to 12 rue Nationale.")],
+        max_words=7,
+    )
+    assert "12 rue Nationale" in text
+    assert "0601020304" not in text
+
+
+def test_is_deterministic() -> None:
+    messages: list[BaseMessage] = [
+        HumanMessage("I'm Bruno, I prefer emails. My order is 778."),
+        AIMessage("I will email you the invoice for order 778."),
+    ]
+    assert _summary(messages) == _summary(messages)
+
+
+def test_french_labels_and_cues() -> None:
+    text = _summary(
+        [
+            HumanMessage("Bonjour !"),
+            HumanMessage("Je m'appelle Chloé, je voudrais être livrée le samedi 14 mars."),
+            AIMessage("C'est noté, la livraison est confirmée pour le samedi 14 mars."),
+            HumanMessage("Merci !"),
+        ],
+        language="fr",
+    )
+    assert text.startswith("Utilisateur: Je m'appelle Chloé")
+    assert "Assistant: C'est noté" in text
+    assert "Bonjour" not in text
+    assert "Merci" not in text
+
+
+def test_tool_results_keep_their_tool_name_and_system_messages_are_skipped() -> None:
+    text = _summary(
+        [
+            SystemMessage("You are a weather bot with 12 rules."),
+            HumanMessage("What's the weather in Paris?"),
+            AIMessage("", tool_calls=[{"name": "weather", "args": {"city": "Paris"}, "id": "c1"}]),
+            ToolMessage("18°C, cloudy", tool_call_id="c1", name="weather"),
+        ]
+    )
+    assert "Tool weather: 18°C, cloudy" in text
+    assert "12 rules" not in text
+
+
+def test_nothing_notable_keeps_the_last_user_sentences_rather_than_nothing() -> None:
+    text = _summary([HumanMessage("hi"), AIMessage("hello"), HumanMessage("ok")])
+    assert text == "User: hi ok"
+
+
+def test_costs_no_tokens_and_no_model_call() -> None:
+    result = extractive_summarizer().summarize("", [HumanMessage("My budget is 800 euros.")])
+    assert (result.input_tokens, result.output_tokens, result.calls) == (0, 0, 0)
+
+
+async def test_async_twin_gives_the_same_summary() -> None:
+    messages: list[BaseMessage] = [HumanMessage("I'm Ana. Please book table 12 for Friday.")]
+    summarizer = extractive_summarizer()
+    assert (await summarizer.asummarize("", messages)).text == summarizer.summarize("", messages).text
+
+
+@pytest.mark.parametrize(("options", "needle"), [({"max_words": 0}, "max_words"), ({"language": "de"}, "de")])
+def test_bad_settings_are_refused(options: dict[str, object], needle: str) -> None:
+    with pytest.raises(ConfigurationError, match=needle):
+        extractive_summarizer(**options)  # type: ignore[arg-type]
+
+
+def test_drives_a_rolling_history_without_a_key() -> None:
+    history = RollingSummaryChatMessageHistory(
+        "demo", summarizer=extractive_summarizer(max_words=60), max_turns=4, keep_last=2
+    )
+    history.add_messages(
+        [
+            HumanMessage("I'm Dana, my flight number is AF 1234."),
+            AIMessage("Thanks Dana."),
+            HumanMessage("I'd like a window seat please."),
+            AIMessage("Done, seat 14A is yours."),
+            HumanMessage("What time is boarding?"),
+        ]
+    )
+    # The first three messages are folded; the last two stay word for word.
+    assert "AF 1234" in history.summary
+    assert "window seat" in history.summary
+    assert "14A" not in history.summary
+    assert "14A" in history.messages[1].text
+    assert history.usage.summarizer_calls == 0
+    assert history.usage.compactions == 1

@@ -1,0 +1,62 @@
+"""Usage accounting: each compaction's summarizer cost is recorded and readable per session."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from langchain_rolling_memory import (
+    RollingStore,
+    RollingSummaryChatMessageHistory,
+    SummaryResult,
+    SummaryUsage,
+)
+
+
+def _turns(n: int, start: int = 0) -> list[BaseMessage]:
+    out: list[BaseMessage] = []
+    for i in range(start, start + n):
+        out += [HumanMessage(f"question {i} " + "word " * 20), AIMessage(f"answer {i} " + "word " * 20)]
+    return out
+
+
+def _billed(previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
+    return SummaryResult(f"{len(messages)} folded", input_tokens=1000, output_tokens=50, calls=2)
+
+
+def test_counters_add_up_over_compactions_on_every_backend(store: RollingStore) -> None:
+    history = RollingSummaryChatMessageHistory(
+        "s-usage", summarizer=_billed, store=store, max_turns=4, keep_last=2
+    )
+    assert store.usage("s-usage") == SummaryUsage()
+    history.add_messages(_turns(3))
+    history.add_messages(_turns(3, start=3))
+    usage = store.usage("s-usage")
+    assert usage.compactions == 2
+    assert usage.summarizer_calls == 4
+    assert (usage.input_tokens, usage.output_tokens, usage.summarizer_tokens) == (2000, 100, 2100)
+    assert usage.folded_messages == len(history.transcript) - (len(history.messages) - 1)
+    assert usage.folded_tokens > usage.summary_tokens > 0
+    assert usage.saved_tokens_per_call == usage.folded_tokens - usage.summary_tokens
+    assert history.usage == usage
+
+
+async def test_async_usage_reads_the_same_counters(store: RollingStore) -> None:
+    history = RollingSummaryChatMessageHistory(
+        "s-ausage", summarizer=_billed, store=store, max_turns=4, keep_last=2
+    )
+    await history.aadd_messages(_turns(3))
+    assert await history.ausage() == await store.ausage("s-ausage") == store.usage("s-ausage")
+    assert store.usage("s-ausage").compactions == 1
+
+
+def test_tokens_are_counted_when_the_summarizer_does_not_report_them() -> None:
+    history = RollingSummaryChatMessageHistory(
+        "s-count", summarizer=lambda p, m: "short summary", max_turns=4, keep_last=2
+    )
+    history.add_messages(_turns(3))
+    usage = history.usage
+    assert usage.summarizer_calls == 1
+    assert usage.input_tokens > 40  # the folded messages were counted
+    assert usage.output_tokens > 0
