@@ -300,13 +300,25 @@ class Compactor:
     def _summarize_sync(self, previous: str, messages: list[BaseMessage]) -> SummaryResult:
         if self.timeout is None:
             return self.summarizer.summarize(previous, messages)
-        future = _pool().submit(self.summarizer.summarize, previous, messages)
-        try:
-            return future.result(timeout=self.timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
+        # A daemon thread, not a pool: a summarizer that hangs past its timeout must neither
+        # hold a worker that background compactions wait for, nor keep the interpreter alive.
+        box: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                box["result"] = self.summarizer.summarize(previous, messages)
+            except BaseException as exc:  # re-raised in the compacting thread
+                box["error"] = exc
+
+        worker = threading.Thread(target=call, name="rolling-memory-summarizer", daemon=True)
+        worker.start()
+        worker.join(self.timeout)
+        if worker.is_alive():
             msg = f"the summarizer took longer than timeout={self.timeout}s"
-            raise TimeoutError(msg) from None
+            raise TimeoutError(msg)
+        if "error" in box:
+            raise box["error"]
+        return box["result"]  # type: ignore[no-any-return]
 
     def compact(
         self, session_id: str, state: SessionState | None = None, *, force: bool = False
