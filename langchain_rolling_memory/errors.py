@@ -6,6 +6,7 @@ Every exception subclasses the builtin a caller would already catch::
     ├── InvalidIdError(ValueError)          a client_id or session_id that is not allowed
     ├── ConfigurationError(ValueError)      bad settings (limits, URLs, prompts)
     ├── FactError(ValueError)               a fact refused: too long, too many, filtered
+    ├── ConversationFormatError(ValueError) a conversation file that cannot be read (line given)
     ├── OwnershipError(PermissionError)     a session used with a client that does not own it
     ├── MissingExtraError(ImportError)      an optional dependency is not installed
     ├── MissingCredentialsError(RuntimeError)  a provider key is not set
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigurationError",
+    "ConversationFormatError",
     "FactError",
     "InvalidIdError",
     "MissingCredentialsError",
@@ -44,6 +46,10 @@ class ConfigurationError(RollingMemoryError, ValueError):
 
 class FactError(RollingMemoryError, ValueError):
     """A fact was refused before it was stored (length, count, filter)."""
+
+
+class ConversationFormatError(RollingMemoryError, ValueError):
+    """A conversation file (JSONL, JSON, LoCoMo) has a line or item that cannot be read."""
 
 
 class OwnershipError(RollingMemoryError, PermissionError):

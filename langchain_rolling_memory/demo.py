@@ -1,0 +1,224 @@
+"""The scripted two-session demo: a new employee's onboarding, run through a real chain.
+
+Owns the script, the chain (a `RunnableWithMessageHistory` over a rolling-summary history,
+with the client's facts in the system prompt) and the per-turn figures. It prints nothing:
+`rolling-memory demo` and the notebooks render the `DemoTurn` records it yields.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.prompt_values import PromptValue
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables import ConfigurableFieldSpec, RunnableConfig, RunnableLambda
+from langchain_core.runnables.history import RunnableWithMessageHistory
+
+from langchain_rolling_memory.history import RollingSummaryChatMessageHistory
+from langchain_rolling_memory.offline import OfflineChatModel, extract_facts, keyless_summarizer, render_facts
+from langchain_rolling_memory.policy import count_tokens
+from langchain_rolling_memory.stores.base import RollingStore
+from langchain_rolling_memory.summarizers.base import SummarizerLike
+
+__all__ = ["HANDBOOK", "SCRIPT", "SYSTEM_PROMPT", "DemoTurn", "offline_model", "run_demo"]
+
+SYSTEM_PROMPT = "You are the onboarding assistant of Acme Corp. Answer in two sentences at most."
+
+SCRIPT: tuple[tuple[str, ...], ...] = (
+    (
+        "Hi! I'm Sam Rivera, I start today as a data analyst in the Payments team. "
+        "Where do I pick up my badge?",
+        "Thanks. How do I get access to the analytics warehouse?",
+        "Good to know. I have a severe peanut allergy. Should I tell the canteen?",
+        "What is the expense policy for my home office setup?",
+        "Who do I ask about the on-call rotation?",
+        "Last thing: my manager just told me I'm moving to the Logistics team next week instead of Payments.",
+    ),
+    (
+        "Hi again! I'm ordering lunch for my new team's welcome event. "
+        "Which team am I in now, and what should the caterer know?",
+        "Great. Who should I add to the lunch invitation?",
+    ),
+)
+"""Session 1 then session 2, user messages only. The team change is session 1's last
+message: kept verbatim, never summarized, so only the facts carry it into session 2."""
+
+HANDBOOK: dict[str, str] = {
+    "badge": "Badges are handed out at the 1st-floor reception from 9:00, with an ID.",
+    "warehouse": "Request the 'analyst' role in the Access portal; your manager approves it within a day.",
+    "canteen": "Yes: the canteen labels the 14 allergens and cooks on request if you tell the chef.",
+    "expense": "Home office equipment is reimbursed up to 500 EUR per year through the Expenses app.",
+    "on-call": "Your team lead owns the rota; new joiners shadow for a month before going on call.",
+    "moving": "Noted: your access will follow the team change, your manager files it in the HR tool.",
+    "lunch": "Order through the Catering app at least 48 hours ahead and list every dietary need.",
+    "invitation": "Invite your team's mailing list; the Team page lists who is in it.",
+}
+
+
+@dataclass
+class DemoTurn:
+    """One turn of the demo, with what was sent and what memory did."""
+
+    session: int
+    turn: int
+    session_id: str
+    question: str
+    answer: str
+    rolling_tokens: int
+    """Tokens of the request actually sent (system + facts + summary + recent turns)."""
+    full_tokens: int
+    """Tokens the same request would have with every earlier message of this client."""
+    summary: str
+    summary_changed: bool
+    facts_in_prompt: list[str]
+    facts_learned: list[tuple[str | None, str, str | None]] = field(default_factory=list)
+    """``(key, text, replaced text or None)`` stored after this turn."""
+    summarizer_calls: int = 0
+    summarizer_tokens: int = 0
+    prompt: list[BaseMessage] = field(default_factory=list)
+
+
+def offline_model() -> OfflineChatModel:
+    """The demo's keyless chat model: handbook answers plus the facts it finds in its prompt."""
+    return OfflineChatModel(handbook=dict(HANDBOOK))
+
+
+def _client_facts_system(
+    store: RollingStore, base: str
+) -> Callable[[dict[str, Any], RunnableConfig], dict[str, Any]]:
+    def add(inputs: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        client = config.get("configurable", {}).get("client_id")
+        block = render_facts([f.text for f in store.facts(client)]) if client else ""
+        return {**inputs, "system": f"{base}\n\n{block}" if block else base}
+
+    return add
+
+
+def _chain(
+    store: RollingStore,
+    model: BaseChatModel,
+    summarizer: SummarizerLike,
+    prompts: list[list[BaseMessage]],
+    **limits: Any,
+) -> RunnableWithMessageHistory:
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "{system}"), MessagesPlaceholder("history"), ("human", "{question}")]
+    )
+
+    def record(value: PromptValue) -> PromptValue:
+        prompts.append(value.to_messages())
+        return value
+
+    chain = (
+        RunnableLambda(_client_facts_system(store, SYSTEM_PROMPT)) | prompt | RunnableLambda(record) | model
+    )
+
+    def history(session_id: str, client_id: str) -> RollingSummaryChatMessageHistory:
+        return RollingSummaryChatMessageHistory(
+            session_id, summarizer=summarizer, store=store, client_id=client_id, timeout=None, **limits
+        )
+
+    return RunnableWithMessageHistory(
+        chain,
+        history,
+        input_messages_key="question",
+        history_messages_key="history",
+        history_factory_config=[
+            ConfigurableFieldSpec(
+                id="session_id", annotation=str, name="Session id", default="", is_shared=True
+            ),
+            ConfigurableFieldSpec(
+                id="client_id", annotation=str, name="Client id", default="", is_shared=True
+            ),
+        ],
+    )
+
+
+def run_demo(
+    store: RollingStore,
+    *,
+    model: BaseChatModel | None = None,
+    summarizer: SummarizerLike | None = None,
+    client_id: str | None = None,
+    max_turns: int = 4,
+    keep_last: int = 2,
+) -> Iterator[DemoTurn]:
+    """Run the script turn by turn, yielding what each turn sent and learned.
+
+    Args:
+        store: where the sessions and facts go (the CLI uses the embedded SQLite file).
+        model: the chat model (default: `offline_model()`, no key).
+        summarizer: the summarizer (default: the keyless one).
+        client_id: the employee (default: a fresh ``demo-<hex>`` id, so runs never mix).
+        max_turns, keep_last: the rolling summary's count policy (small, to show it fold).
+
+    Example:
+        >>> from langchain_rolling_memory import open_store
+        >>> turns = list(run_demo(open_store("memory://")))
+        >>> "Logistics" in " ".join(turns[-2].facts_in_prompt)
+        True
+    """
+    client = client_id or f"demo-{uuid.uuid4().hex[:8]}"
+    prompts: list[list[BaseMessage]] = []
+    chat = _chain(
+        store,
+        model or offline_model(),
+        summarizer if summarizer is not None else keyless_summarizer(),
+        prompts,
+        max_turns=max_turns,
+        keep_last=keep_last,
+    )
+    earlier: list[BaseMessage] = []  # every message of this client so far: the full-history baseline
+    for number, questions in enumerate(SCRIPT, start=1):
+        session_id = f"{client}-s{number}"
+        version = 0
+        for turn, question in enumerate(questions, start=1):
+            config: RunnableConfig = {"configurable": {"session_id": session_id, "client_id": client}}
+            reply = chat.invoke({"question": question}, config=config)
+            sent = prompts[-1]
+            full = [SystemMessage(SYSTEM_PROMPT), *earlier, HumanMessage(question)]
+            earlier.extend([HumanMessage(question), reply])
+            record = store.summary(session_id)
+            learned = _learn(store, client, HumanMessage(question))
+            yield DemoTurn(
+                session=number,
+                turn=turn,
+                session_id=session_id,
+                question=question,
+                answer=reply.text,
+                rolling_tokens=count_tokens(sent),
+                full_tokens=count_tokens(full),
+                summary=record.text if record else "",
+                summary_changed=(record.version if record else 0) != version,
+                facts_in_prompt=OfflineChatModel.facts_in(sent),
+                facts_learned=learned,
+                summarizer_calls=int(record.meta.get("summarizer_calls", 0)) if record else 0,
+                summarizer_tokens=(
+                    int(record.meta.get("summarizer_input_tokens", 0))
+                    + int(record.meta.get("summarizer_output_tokens", 0))
+                    if record
+                    else 0
+                ),
+                prompt=sent,
+            )
+            version = record.version if record else 0
+
+
+def _learn(
+    store: RollingStore, client: str, message: BaseMessage
+) -> list[tuple[str | None, str, str | None]]:
+    """Store the facts the user just stated; a keyed fact replaces the previous value."""
+    existing = store.facts(client)
+    by_key = {f.key: f.text for f in existing if f.key}
+    known = {f.text for f in existing}
+    learned: list[tuple[str | None, str, str | None]] = []
+    for key, text in extract_facts([message]):
+        fact = store.add_fact(client, text, key=key, source="extractor")
+        if fact is not None and fact.text not in known:
+            learned.append((key, fact.text, by_key.get(key) if key else None))
+    return learned
