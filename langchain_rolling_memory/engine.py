@@ -187,15 +187,11 @@ class Compactor:
         return SessionState(record, rows[-self.policy.cap :] if truncated else rows, truncated)
 
     def load(self, session_id: str) -> SessionState:
-        record = self.store.summary(session_id)
-        covered = record.covered_seq if record else 0
-        rows = self.store.read(session_id, after_seq=covered, limit=self.read_limit, newest=True)
+        record, rows = self.store.summary_and_tail(session_id, limit=self.read_limit)
         return self._state(record, rows)
 
     async def aload(self, session_id: str) -> SessionState:
-        record = await self.store.asummary(session_id)
-        covered = record.covered_seq if record else 0
-        rows = await self.store.aread(session_id, after_seq=covered, limit=self.read_limit, newest=True)
+        record, rows = await self.store.asummary_and_tail(session_id, limit=self.read_limit)
         return self._state(record, rows)
 
     def token_counts(self, rows: Sequence[StoredMessage]) -> list[int]:

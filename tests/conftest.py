@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+from store_kit import POSTGRES_URL, REDIS_URL, wipe
 
 from langchain_rolling_memory.stores import InMemoryRollingStore, RollingStore, SQLiteRollingStore
-
-POSTGRES_URL = os.environ.get("LRM_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
-REDIS_URL = os.environ.get("LRM_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 def server_unavailable(kind: str, reason: str) -> None:
@@ -40,18 +38,66 @@ def _sqlite(tmp_path: Path) -> RollingStore:
     return SQLiteRollingStore(tmp_path / "memory.db", table_prefix=unique_prefix())
 
 
-# name -> factory(tmp_path) returning an EMPTY store; server backends register here too.
+_REACHABLE: dict[str, str | None] = {}
+
+
+def _probe(kind: str) -> None:
+    """Fail or skip once per run if the server is down (not once per test after a timeout)."""
+    if kind not in _REACHABLE:
+        try:
+            if kind == "postgres":
+                import psycopg
+
+                psycopg.connect(POSTGRES_URL, connect_timeout=3).close()
+            else:
+                import redis
+
+                with redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3) as r:
+                    r.ping()
+            _REACHABLE[kind] = None
+        except Exception as exc:
+            _REACHABLE[kind] = f"{type(exc).__name__}: {exc}".strip()
+    reason = _REACHABLE[kind]
+    if reason is not None:
+        url = POSTGRES_URL if kind == "postgres" else REDIS_URL
+        server_unavailable(kind, f"{url}: {reason}")
+
+
+def _postgres(tmp_path: Path) -> RollingStore:
+    _probe("postgres")
+    from langchain_rolling_memory.stores.postgres import PostgresRollingStore
+
+    return PostgresRollingStore.from_url(POSTGRES_URL, table_prefix=unique_prefix(), pool_size=4)
+
+
+def _redis(tmp_path: Path) -> RollingStore:
+    _probe("redis")
+    from langchain_rolling_memory.stores.redis import RedisRollingStore
+
+    return RedisRollingStore.from_url(REDIS_URL, key_prefix=unique_prefix())
+
+
+# name -> factory(tmp_path) returning an EMPTY store with its own table or key prefix.
 STORE_FACTORIES: dict[str, Callable[[Path], RollingStore]] = {
     "memory": _memory,
     "sqlite": _sqlite,
+    "postgres": _postgres,
+    "redis": _redis,
 }
 
 
 @pytest.fixture(params=sorted(STORE_FACTORIES))
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RollingStore]:
-    """An empty store of every backend in turn."""
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[RollingStore]:
+    """An empty store of every backend in turn.
+
+    Async so that its teardown runs on the test's event loop: async connections are closed
+    on the loop that opened them, before pytest-asyncio closes it.
+    """
     backend = STORE_FACTORIES[request.param](tmp_path)
     try:
         yield backend
     finally:
-        backend.close()
+        try:
+            await backend.aclose()
+        finally:
+            wipe(backend)

@@ -51,6 +51,18 @@ _BACKENDS: dict[str, tuple[str, str]] = {
 }
 
 
+_LAZY = {"PostgresRollingStore": "postgresql", "RedisRollingStore": "redis"}
+
+
+def __getattr__(name: str) -> Any:
+    # Server backends are importable from here without importing their drivers up front.
+    if name in _LAZY:
+        module_name, class_name = _BACKENDS[_LAZY[name]]
+        return getattr(importlib.import_module(module_name), class_name)
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
+
+
 def open_store(url: str, **options: Any) -> RollingStore:
     """Open the backend a URL names.
 

@@ -46,6 +46,7 @@ __all__ = [
     "SessionInfo",
     "StoredMessage",
     "SummaryRecord",
+    "split_prefix",
 ]
 
 SCHEMA_VERSION = 1
@@ -241,6 +242,20 @@ class RollingStore(ABC):
     async def _thread(self, fn: Callable[..., _T], *args: Any) -> _T:
         return await asyncio.to_thread(fn, *args)
 
+    def _summary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
+        """The summary and the newest `limit` rows after it, seen at one instant.
+
+        The default reads them one after the other (still consistent: the tail starts after
+        the record it read); server backends override it with one round trip, because that
+        is most of what a turn costs.
+        """
+        record = self._get_summary(session_id)
+        covered = record.covered_seq if record else 0
+        return record, self._read(session_id, covered, limit, True)
+
+    async def _asummary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
+        return await self._thread(self._summary_and_tail, session_id, limit)
+
     async def _aappend(
         self,
         session_id: str,
@@ -390,6 +405,24 @@ class RollingStore(ABC):
         validate_id(session_id)
         _check_limit(limit)
         return self._decode(await self._aread(session_id, after_seq, limit, newest))
+
+    def summary_and_tail(
+        self, session_id: str, *, limit: int
+    ) -> tuple[SummaryRecord | None, list[StoredMessage]]:
+        """What a turn reads: the summary record and the newest `limit` messages it does not
+        cover, ascending; one round trip on server backends."""
+        validate_id(session_id)
+        _check_limit(limit)
+        record, rows = self._summary_and_tail(session_id, limit)
+        return record, self._decode(rows)
+
+    async def asummary_and_tail(
+        self, session_id: str, *, limit: int
+    ) -> tuple[SummaryRecord | None, list[StoredMessage]]:
+        validate_id(session_id)
+        _check_limit(limit)
+        record, rows = await self._asummary_and_tail(session_id, limit)
+        return record, self._decode(rows)
 
     def transcript(self, session_id: str) -> list[BaseMessage]:
         """Every message ever appended to the session, in order."""
@@ -761,3 +794,15 @@ def _client_export(
         "facts": [f.to_dict() for f in facts],
         "sessions": sessions,
     }
+
+
+def split_prefix(url: str) -> tuple[str, str | None]:
+    """Take our own ``prefix`` query parameter out of a server URL: ``(url for the driver,
+    prefix or None)``. Drivers would reject or misread it."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    prefix = next((v for k, v in reversed(pairs) if k == "prefix"), None)
+    rest = urlencode([(k, v) for k, v in pairs if k != "prefix"])
+    return urlunsplit(parts._replace(query=rest)), prefix

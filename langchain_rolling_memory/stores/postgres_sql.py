@@ -1,0 +1,256 @@
+"""The SQL of the PostgreSQL backend: schema migrations and one statement per primitive.
+
+Owns text only (no connection, no driver import), shared by the sync and async twins in
+`postgres.py`. Each statement is a single round trip; the ones that must be atomic are one
+statement (data-modifying CTEs run in one snapshot, in autocommit mode).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.stores.base import SCHEMA_VERSION, Fact, Row, SessionInfo, SummaryRecord
+
+__all__ = ["MIGRATIONS", "Queries", "check_prefix"]
+
+_PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
+
+# Append-only: migration N brings the schema from version N-1 to N. Never edit one that shipped.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE IF NOT EXISTS {p}sessions (
+        session_id TEXT PRIMARY KEY,
+        client_id TEXT,
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        last_seq BIGINT NOT NULL DEFAULT 0,
+        state TEXT
+    );
+    CREATE INDEX IF NOT EXISTS {p}sessions_client ON {p}sessions (client_id);
+    CREATE INDEX IF NOT EXISTS {p}sessions_updated ON {p}sessions (updated_at);
+    CREATE TABLE IF NOT EXISTS {p}messages (
+        session_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        message TEXT NOT NULL,
+        tokens INTEGER,
+        batch TEXT,
+        created_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    );
+    CREATE TABLE IF NOT EXISTS {p}summaries (
+        session_id TEXT PRIMARY KEY,
+        text TEXT NOT NULL,
+        covered_seq BIGINT NOT NULL,
+        version BIGINT NOT NULL,
+        meta TEXT NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS {p}leases (
+        session_id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS {p}facts (
+        id TEXT PRIMARY KEY,
+        client_id TEXT NOT NULL,
+        text TEXT NOT NULL,
+        key TEXT,
+        source TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS {p}facts_client ON {p}facts (client_id, created_at)
+    """,
+)
+if len(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
+    raise RuntimeError("one PostgreSQL migration per schema version is required")
+
+TABLES = ("meta", "sessions", "messages", "summaries", "leases", "facts")
+
+
+def check_prefix(prefix: str) -> str:
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
+        msg = f"table_prefix must match [a-z_][a-z0-9_]{{0,30}}, got {prefix!r}"
+        raise ConfigurationError(msg)
+    return prefix
+
+
+class Queries:
+    """Every statement, formatted once for one table prefix (prefixes are validated)."""
+
+    def __init__(self, p: str) -> None:
+        self.prefix = p
+        self.lock_key = f"langchain-rolling-memory:{p}"
+        self.create_meta = f"CREATE TABLE IF NOT EXISTS {p}meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+        self.get_version = f"SELECT value FROM {p}meta WHERE key = 'schema_version'"
+        self.set_version = (
+            f"INSERT INTO {p}meta (key, value) VALUES ('schema_version', %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        )
+        self.migrations = [[s for s in m.format(p=p).split(";") if s.strip()] for m in MIGRATIONS]
+        # Appending is one statement: the session row is upserted (its lock serializes the
+        # writers of one session and hands out gap-free seqs), and the messages are inserted
+        # only if the ownership check let the upsert through; no row back means refused.
+        self.append = f"""
+            WITH s AS (
+                INSERT INTO {p}sessions AS t (session_id, client_id, created_at, updated_at, last_seq)
+                VALUES (%(sid)s, %(cid)s, %(now)s, %(now)s, %(n)s)
+                ON CONFLICT (session_id) DO UPDATE SET
+                    last_seq = t.last_seq + %(n)s,
+                    updated_at = excluded.updated_at,
+                    client_id = COALESCE(t.client_id, excluded.client_id)
+                WHERE excluded.client_id IS NULL OR t.client_id IS NULL
+                    OR t.client_id = excluded.client_id
+                RETURNING t.last_seq
+            )
+            INSERT INTO {p}messages (session_id, seq, message, tokens, batch, created_at)
+            SELECT %(sid)s, s.last_seq - %(n)s + m.ord, m.message, m.tokens, %(batch)s, %(now)s
+            FROM s, unnest(%(msgs)s::text[], %(toks)s::int[]) WITH ORDINALITY AS m(message, tokens, ord)
+            RETURNING seq
+        """
+        # The retry of an append whose outcome is unknown: lock the session row first (this
+        # waits for a still-running first attempt), then look for the batch in a fresh snapshot.
+        self.lock_session = (
+            f"INSERT INTO {p}sessions AS t (session_id, client_id, created_at, updated_at) "
+            "VALUES (%s, NULL, %s, %s) ON CONFLICT (session_id) DO UPDATE SET last_seq = t.last_seq"
+        )
+        self.find_batch = f"SELECT seq FROM {p}messages WHERE session_id = %s AND batch = %s ORDER BY seq"
+        self.owner_of = f"SELECT client_id FROM {p}sessions WHERE session_id = %s"
+        base = f"SELECT seq, message, tokens FROM {p}messages WHERE session_id = %s AND seq > %s"
+        self.read_all = f"{base} ORDER BY seq"
+        self.read_newest = f"{base} ORDER BY seq DESC LIMIT %s"
+        self.read_oldest = f"{base} ORDER BY seq LIMIT %s"
+        self.last_seq = f"SELECT last_seq FROM {p}sessions WHERE session_id = %s"
+        self.get_summary = (
+            f"SELECT text, covered_seq, version, meta, updated_at FROM {p}summaries WHERE session_id = %s"
+        )
+        # One statement, one snapshot: the tail starts right after the summary it comes with.
+        self.summary_and_tail = f"""
+            WITH s AS (
+                SELECT text, covered_seq, version, meta, updated_at FROM {p}summaries
+                WHERE session_id = %(sid)s
+            )
+            (SELECT 0 AS kind, version AS seq, text AS message, covered_seq AS tokens,
+                    meta, updated_at FROM s)
+            UNION ALL
+            (SELECT 1, seq, message, tokens::bigint, NULL, NULL FROM {p}messages
+             WHERE session_id = %(sid)s AND seq > COALESCE((SELECT covered_seq FROM s), 0)
+             ORDER BY seq DESC LIMIT %(limit)s)
+        """
+        self.insert_summary = (
+            f"INSERT INTO {p}summaries (session_id, text, covered_seq, version, meta, updated_at) "
+            "VALUES (%s, %s, %s, 1, %s, %s) ON CONFLICT (session_id) DO NOTHING"
+        )
+        self.update_summary = (
+            f"UPDATE {p}summaries SET text = %s, covered_seq = %s, version = version + 1, "
+            "meta = %s, updated_at = %s WHERE session_id = %s AND version = %s"
+        )
+        self.claim = (
+            f"INSERT INTO {p}leases AS l (session_id, owner, expires_at) VALUES (%s, %s, %s) "
+            "ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at "
+            "WHERE l.expires_at <= %s OR l.owner = excluded.owner"
+        )
+        self.release = f"DELETE FROM {p}leases WHERE session_id = %s AND owner = %s"
+        self.get_session = f"SELECT client_id, created_at, updated_at FROM {p}sessions WHERE session_id = %s"
+        self.list_sessions = f"SELECT session_id FROM {p}sessions WHERE client_id = %s ORDER BY session_id"
+        self.get_state = f"SELECT state FROM {p}sessions WHERE session_id = %s"
+        self.set_state = (
+            f"INSERT INTO {p}sessions AS t (session_id, client_id, created_at, updated_at, state) "
+            "VALUES (%(sid)s, %(cid)s, %(now)s, %(now)s, %(state)s) ON CONFLICT (session_id) DO UPDATE SET "
+            "state = excluded.state, updated_at = excluded.updated_at, "
+            "client_id = COALESCE(t.client_id, excluded.client_id) "
+            "WHERE excluded.client_id IS NULL OR t.client_id IS NULL OR t.client_id = excluded.client_id "
+            "RETURNING 1"
+        )
+        children = (
+            f"m AS (DELETE FROM {p}messages WHERE session_id IN (SELECT session_id FROM gone)), "
+            f"su AS (DELETE FROM {p}summaries WHERE session_id IN (SELECT session_id FROM gone)), "
+            f"le AS (DELETE FROM {p}leases WHERE session_id IN (SELECT session_id FROM gone))"
+        )
+        # The session row goes first and names its children, so an erasure is one statement.
+        self.delete_session = (
+            f"WITH gone AS (SELECT %(sid)s::text AS session_id), "
+            f"se AS (DELETE FROM {p}sessions WHERE session_id = %(sid)s), {children} SELECT 1"
+        )
+        self.delete_client = (
+            f"WITH gone AS (DELETE FROM {p}sessions WHERE client_id = %(cid)s RETURNING session_id), "
+            f"{children}, f AS (DELETE FROM {p}facts WHERE client_id = %(cid)s) SELECT count(*) FROM gone"
+        )
+        self.purge = (
+            f"WITH gone AS (DELETE FROM {p}sessions WHERE updated_at < %(cutoff)s RETURNING session_id), "
+            f"{children} SELECT count(*) FROM gone"
+        )
+        self.list_facts = (
+            f"SELECT id, client_id, text, key, source, created_at, updated_at FROM {p}facts "
+            "WHERE client_id = %s ORDER BY created_at, id"
+        )
+        self.put_fact = (
+            f"INSERT INTO {p}facts AS f (id, client_id, text, key, source, created_at, updated_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET text = excluded.text, "
+            "key = excluded.key, source = excluded.source, updated_at = excluded.updated_at "
+            "WHERE f.client_id = excluded.client_id"
+        )
+        self.delete_fact = f"DELETE FROM {p}facts WHERE client_id = %s AND id = %s"
+
+    def read(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool
+    ) -> tuple[str, tuple[Any, ...]]:
+        if limit is None:
+            return self.read_all, (session_id, after_seq)
+        return (self.read_newest if newest else self.read_oldest), (session_id, after_seq, limit)
+
+
+def append_params(
+    session_id: str, client_id: str | None, rows: list[tuple[str, int | None]], now: float, batch: str
+) -> dict[str, Any]:
+    return {
+        "sid": session_id,
+        "cid": client_id,
+        "now": now,
+        "n": len(rows),
+        "batch": batch,
+        "msgs": [payload for payload, _ in rows],
+        "toks": [tokens for _, tokens in rows],
+    }
+
+
+def rows_of(records: list[tuple[Any, ...]], newest: bool, limit: int | None) -> list[Row]:
+    rows = [(int(s), str(m), None if t is None else int(t)) for s, m, t in records]
+    if newest and limit is not None:
+        rows.reverse()
+    return rows
+
+
+def summary_of(record: tuple[Any, ...] | None) -> SummaryRecord | None:
+    if record is None:
+        return None
+    text, covered, version, meta, updated = record
+    return SummaryRecord(str(text), int(covered), int(version), json.loads(str(meta)), float(updated))
+
+
+def summary_and_tail_of(records: list[tuple[Any, ...]]) -> tuple[SummaryRecord | None, list[Row]]:
+    summary: SummaryRecord | None = None
+    rows: list[Row] = []
+    for kind, seq, message, tokens, meta, updated in records:
+        if kind == 0:
+            summary = SummaryRecord(
+                str(message), int(tokens), int(seq), json.loads(str(meta)), float(updated)
+            )
+        else:
+            rows.append((int(seq), str(message), None if tokens is None else int(tokens)))
+    rows.sort(key=lambda r: r[0])
+    return summary, rows
+
+
+def session_of(session_id: str, record: tuple[Any, ...] | None) -> SessionInfo | None:
+    if record is None:
+        return None
+    client, created, updated = record
+    return SessionInfo(session_id, None if client is None else str(client), float(created), float(updated))
+
+
+def fact_params(fact: Fact) -> tuple[Any, ...]:
+    return (fact.id, fact.client_id, fact.text, fact.key, fact.source, fact.created_at, fact.updated_at)

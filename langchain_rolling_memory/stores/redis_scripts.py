@@ -1,0 +1,233 @@
+"""The key layout and Lua scripts of the Redis backend (plain Redis: no modules).
+
+Owns text only (no connection, no driver import), shared by the sync and async twins in
+`redis.py`. Every primitive that reads-then-writes is one Lua script, so Redis runs it
+atomically; reads that need two values (summary and tail) are one script too, so a turn
+is one round trip.
+
+Keys, for prefix ``p`` (default ``lrm:``)::
+
+    p schema                 schema version
+    p updated                zset session_id -> updated_at (purge)
+    p s:<sid>:info           hash client_id, created_at, updated_at, state
+    p s:<sid>:msgs           list of "<tokens or -> <message json>"; index i is seq i+1
+    p s:<sid>:sum            hash text, covered_seq, version, meta, updated_at
+    p s:<sid>:lease          hash owner, expires_at
+    p s:<sid>:batches        list of "<batch> <first seq> <count>" (recent appends, for retries)
+    p c:<cid>:sessions       set of session ids
+    p c:<cid>:facts          hash fact id -> fact json
+
+Ids may contain ``:``, but a suffix never does, so no two ids map to one key.
+"""
+
+from __future__ import annotations
+
+import re
+
+from langchain_rolling_memory.errors import ConfigurationError
+
+__all__ = ["SESSION_SUFFIXES", "Keys", "check_prefix"]
+
+_PREFIX = re.compile(r"[A-Za-z0-9_:.\-]{0,64}")
+SESSION_SUFFIXES = ("info", "msgs", "sum", "lease", "batches")
+RECENT_BATCHES = 64
+
+
+def check_prefix(prefix: str) -> str:
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
+        msg = f"key_prefix must match [A-Za-z0-9_:.-]{{0,64}}, got {prefix!r}"
+        raise ConfigurationError(msg)
+    return prefix
+
+
+class Keys:
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.schema = f"{prefix}schema"
+        self.updated = f"{prefix}updated"
+
+    def session(self, sid: str) -> list[str]:
+        """info, msgs, sum, lease, batches."""
+        return [f"{self.prefix}s:{sid}:{suffix}" for suffix in SESSION_SUFFIXES]
+
+    def client_sessions(self, cid: str | None) -> str:
+        # With no client, scripts get a key they never touch (no client id is empty).
+        return f"{self.prefix}c:{cid or ''}:sessions"
+
+    def facts(self, cid: str) -> str:
+        return f"{self.prefix}c:{cid}:facts"
+
+
+# Shared Lua helpers, prepended to the scripts that need them.
+_LIB = """
+local function session_keys(p, sid)
+  return {p..'s:'..sid..':info', p..'s:'..sid..':msgs', p..'s:'..sid..':sum',
+          p..'s:'..sid..':lease', p..'s:'..sid..':batches'}
+end
+local function drop_session(p, sid)
+  local keys = session_keys(p, sid)
+  local owner = redis.call('HGET', keys[1], 'client_id')
+  redis.call('DEL', unpack(keys))
+  redis.call('ZREM', p..'updated', sid)
+  if owner then redis.call('SREM', p..'c:'..owner..':sessions', sid) end
+end
+local function touch(keys, ttl)
+  if ttl > 0 then
+    for i = 1, #keys do redis.call('PEXPIRE', keys[i], ttl) end
+  end
+end
+-- The session's owner check and bookkeeping; false if another client owns it.
+local function own(info, csessions, updated, sid, cid, now)
+  local owner = redis.call('HGET', info, 'client_id')
+  if cid ~= '' and owner and owner ~= cid then return false end
+  redis.call('HSETNX', info, 'created_at', now)
+  redis.call('HSET', info, 'updated_at', now)
+  if cid ~= '' and not owner then
+    redis.call('HSET', info, 'client_id', cid)
+    redis.call('SADD', csessions, sid)
+  end
+  redis.call('ZADD', updated, now, sid)
+  return true
+end
+-- Rows after `after` (seq = index + 1): the last `limit` if newest, else the first; -1: all.
+local function rows(msgs, after, limit, newest)
+  local total = redis.call('LLEN', msgs)
+  local first, last = after, total - 1
+  if limit >= 0 then
+    if newest == 1 then
+      if total - limit > first then first = total - limit end
+    else
+      if first + limit - 1 < last then last = first + limit - 1 end
+    end
+  end
+  if first > last then return {first + 1} end
+  -- Negative indexes make Redis walk from the tail, so a turn's read is cheap however long the list.
+  local out = redis.call('LRANGE', msgs, first - total, last - total)
+  table.insert(out, 1, first + 1)
+  return out
+end
+"""
+
+# KEYS: info msgs sum lease batches csessions updated
+# ARGV: sid cid now ttl_ms check batch payload...
+APPEND = (
+    _LIB
+    + """
+local sid, cid, now, ttl, check, batch = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local owner = redis.call('HGET', KEYS[1], 'client_id')
+if cid ~= '' and owner and owner ~= cid then return {-1, 0} end
+if check == '1' then
+  for _, entry in ipairs(redis.call('LRANGE', KEYS[5], 0, -1)) do
+    local b, first, n = string.match(entry, '^(%S+) (%d+) (%d+)$')
+    if b == batch then return {tonumber(first), tonumber(n)} end
+  end
+end
+own(KEYS[1], KEYS[6], KEYS[7], sid, cid, now)
+local n = #ARGV - 6
+local total = 0
+for i = 7, #ARGV, 1000 do
+  total = redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+local first = total - n + 1
+redis.call('LPUSH', KEYS[5], batch..' '..first..' '..n)
+redis.call('LTRIM', KEYS[5], 0, """
+    + str(RECENT_BATCHES - 1)
+    + """)
+touch({KEYS[1], KEYS[2], KEYS[3], KEYS[5]}, ttl)
+return {first, n}
+"""
+)
+
+# KEYS: msgs; ARGV: after limit newest
+READ = _LIB + "return rows(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))"
+
+# KEYS: sum msgs; ARGV: limit -> {text, covered, version, meta, updated, first seq, rows...}
+SUMMARY_AND_TAIL = (
+    _LIB
+    + """
+local s = redis.call('HMGET', KEYS[1], 'text', 'covered_seq', 'version', 'meta', 'updated_at')
+local covered = tonumber(s[2] or '0')
+local out = rows(KEYS[2], covered, tonumber(ARGV[1]), 1)
+for i = 5, 1, -1 do table.insert(out, 1, s[i] or '') end
+return out
+"""
+)
+
+# KEYS: sum info msgs batches; ARGV: expected text covered meta now ttl_ms
+CAS_SUMMARY = (
+    _LIB
+    + """
+local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if version ~= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'text', ARGV[2], 'covered_seq', ARGV[3], 'version', version + 1,
+           'meta', ARGV[4], 'updated_at', ARGV[5])
+touch(KEYS, tonumber(ARGV[6]))
+return 1
+"""
+)
+
+# KEYS: lease; ARGV: owner expires_at now pexpire_ms
+CLAIM = """
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'expires_at')
+if cur[1] and cur[1] ~= ARGV[1] and tonumber(cur[2]) > tonumber(ARGV[3]) then return 0 end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'expires_at', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+"""
+
+# KEYS: lease; ARGV: owner
+RELEASE = """
+if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"""
+
+# KEYS: info msgs sum batches csessions updated; ARGV: sid cid now state ttl_ms
+SET_STATE = (
+    _LIB
+    + """
+if not own(KEYS[1], KEYS[5], KEYS[6], ARGV[1], ARGV[2], ARGV[3]) then return 0 end
+redis.call('HSET', KEYS[1], 'state', ARGV[4])
+touch({KEYS[1], KEYS[2], KEYS[3], KEYS[4]}, tonumber(ARGV[5]))
+return 1
+"""
+)
+
+# KEYS: csessions; ARGV: prefix -> live session ids (stale members, expired by TTL, removed)
+LIST_SESSIONS = """
+local live = {}
+for _, sid in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if redis.call('EXISTS', ARGV[1]..'s:'..sid..':info') == 1 then
+    table.insert(live, sid)
+  else
+    redis.call('SREM', KEYS[1], sid)
+  end
+end
+return live
+"""
+
+# ARGV: prefix sid
+DELETE_SESSION = _LIB + "drop_session(ARGV[1], ARGV[2]) return 1"
+
+# KEYS: csessions facts; ARGV: prefix
+DELETE_CLIENT = (
+    _LIB
+    + """
+for _, sid in ipairs(redis.call('SMEMBERS', KEYS[1])) do drop_session(ARGV[1], sid) end
+redis.call('DEL', KEYS[1], KEYS[2])
+return 1
+"""
+)
+
+# KEYS: updated; ARGV: prefix cutoff batch -> number of sessions deleted (at most `batch`)
+PURGE = (
+    _LIB
+    + """
+local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '('..ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+local gone = 0
+for _, sid in ipairs(old) do
+  if redis.call('EXISTS', ARGV[1]..'s:'..sid..':info') == 1 then gone = gone + 1 end
+  drop_session(ARGV[1], sid)
+end
+return {#old, gone}
+"""
+)
