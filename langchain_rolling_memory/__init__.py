@@ -6,6 +6,11 @@ Quick start::
 
     store = open_store("sqlite:///memory.db")
     history = RollingSummaryChatMessageHistory("session-1", summarizer=model, store=store)
+
+Any chain, with the client's facts and state in the prompt::
+
+    chat = with_rolling_memory(chain, store=store, summarizer=model)
+    chat.invoke(messages, config={"configurable": {"client_id": "c-1", "session_id": "s-1"}})
 """
 
 from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
@@ -13,11 +18,14 @@ from importlib.metadata import version as _version
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
+from langchain_rolling_memory.context import aload_memory, load_memory
 from langchain_rolling_memory.engine import (
     SUMMARY_MESSAGE_ID,
+    CompactionListener,
     CompactionResult,
     Compactor,
     summary_message,
+    summary_text,
 )
 from langchain_rolling_memory.errors import (
     ConfigurationError,
@@ -30,6 +38,24 @@ from langchain_rolling_memory.errors import (
     SchemaVersionError,
     StoreError,
     SummarizerError,
+)
+from langchain_rolling_memory.extractor import (
+    ExtractionResult,
+    FactChanges,
+    FactExtractor,
+    aextract_facts,
+    extract_facts,
+)
+from langchain_rolling_memory.facts import (
+    MEMORY_MESSAGE_ID,
+    MemoryBlock,
+    insert_memory_message,
+    memory_block,
+    memory_message,
+    memory_text,
+    quote_fact,
+    render_facts,
+    render_state,
 )
 from langchain_rolling_memory.history import (
     RollingSummaryChatMessageHistory,
@@ -44,6 +70,11 @@ from langchain_rolling_memory.policy import (
     window_cut,
 )
 from langchain_rolling_memory.prompts import SummaryPrompt, clean_summary, default_prompt
+from langchain_rolling_memory.runnable import (
+    client_session_config_specs,
+    session_history_factory,
+    with_rolling_memory,
+)
 from langchain_rolling_memory.stores import (
     Fact,
     InMemoryRollingStore,
@@ -65,6 +96,12 @@ from langchain_rolling_memory.summarizers import (
     gemini_summarizer,
     is_transient_error,
     openai_summarizer,
+)
+from langchain_rolling_memory.tools import (
+    forget_fact_tool,
+    memory_tools,
+    remember_tool,
+    session_state_tool,
 )
 from langchain_rolling_memory.usage import SummaryUsage
 
@@ -96,17 +133,23 @@ except _PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
+    "MEMORY_MESSAGE_ID",
     "SUMMARY_MESSAGE_ID",
     "ChatModelSummarizer",
+    "CompactionListener",
     "CompactionResult",
     "Compactor",
     "ConfigurationError",
+    "ExtractionResult",
     "ExtractiveSummarizer",
     "Fact",
+    "FactChanges",
     "FactError",
+    "FactExtractor",
     "FoldPolicy",
     "InMemoryRollingStore",
     "InvalidIdError",
+    "MemoryBlock",
     "MissingCredentialsError",
     "MissingExtraError",
     "OwnershipError",
@@ -128,18 +171,37 @@ __all__ = [
     "WindowPolicy",
     "WindowedChatMessageHistory",
     "__version__",
+    "aextract_facts",
+    "aload_memory",
     "as_summarizer",
     "chat_model_summarizer",
     "clean_summary",
+    "client_session_config_specs",
     "count_tokens",
     "default_prompt",
+    "extract_facts",
     "extractive_summarizer",
     "fold_cut",
+    "forget_fact_tool",
     "gemini_summarizer",
+    "insert_memory_message",
     "is_transient_error",
+    "load_memory",
+    "memory_block",
+    "memory_message",
+    "memory_text",
+    "memory_tools",
     "open_store",
     "openai_summarizer",
+    "quote_fact",
+    "remember_tool",
+    "render_facts",
+    "render_state",
+    "session_history_factory",
+    "session_state_tool",
     "summary_message",
+    "summary_text",
     "validate_id",
     "window_cut",
+    "with_rolling_memory",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import logging
 import os
 import socket
@@ -18,22 +19,25 @@ import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens, tool_safe_cut
 from langchain_rolling_memory.prompts import clean_summary
 from langchain_rolling_memory.stores.base import RollingStore, StoredMessage, SummaryRecord
-from langchain_rolling_memory.summarizers.base import Summarizer, SummaryResult
+from langchain_rolling_memory.summarizers.base import Summarizer, SummaryResult, run_coroutine_sync
 
 __all__ = [
     "SUMMARY_MESSAGE_ID",
+    "CompactionCallback",
+    "CompactionListener",
     "CompactionResult",
     "Compactor",
     "ErrorCallback",
     "SessionState",
     "summary_message",
+    "summary_text",
 ]
 
 logger = logging.getLogger("langchain_rolling_memory")
@@ -55,6 +59,13 @@ def summary_message(text: str) -> HumanMessage:
     and it never gains the authority of the system prompt.
     """
     return HumanMessage(content=_SUMMARY_FRAME + text, id=SUMMARY_MESSAGE_ID)
+
+
+def summary_text(message: BaseMessage) -> str | None:
+    """The summary text carried by a view's summary message; None for any other message."""
+    if message.id != SUMMARY_MESSAGE_ID or not isinstance(message.content, str):
+        return None
+    return message.content.removeprefix(_SUMMARY_FRAME)
 
 
 @dataclass(frozen=True)
@@ -85,11 +96,27 @@ class SessionState:
 
 @dataclass(frozen=True)
 class CompactionResult:
+    """One installed compaction; `messages` are the ones folded into `summary`."""
+
     session_id: str
     folded: int
     covered_seq: int
     version: int
     summary: str
+    messages: tuple[BaseMessage, ...] = ()
+
+
+@runtime_checkable
+class CompactionListener(Protocol):
+    """An object told about each installed compaction, with sync and async twins."""
+
+    def on_compaction(self, result: CompactionResult) -> None: ...
+
+    async def aon_compaction(self, result: CompactionResult) -> None: ...
+
+
+CompactionCallback = Callable[[CompactionResult], Any]
+"""Called as ``on_compaction(result)`` (sync or async) after a summary is installed."""
 
 
 @dataclass
@@ -143,6 +170,9 @@ class Compactor:
         backoff: seconds before the first retry after a failure; doubles at each failure.
         max_backoff: longest wait between retries.
         on_error: optional ``(session_id, exception)`` callback for failed compactions.
+        on_compaction: optional callback (sync or async function, or a `CompactionListener`)
+            told about each installed summary, e.g. a fact extractor; its failures are
+            logged and never undo the compaction.
         clock: monotonic clock for back-off (injected for tests).
     """
 
@@ -159,6 +189,7 @@ class Compactor:
         backoff: float = 2.0,
         max_backoff: float = 300.0,
         on_error: ErrorCallback | None = None,
+        on_compaction: CompactionListener | CompactionCallback | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
@@ -171,6 +202,7 @@ class Compactor:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.on_error = on_error
+        self.on_compaction = on_compaction
         self.clock = clock
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._book = _book(store)
@@ -284,6 +316,35 @@ class Compactor:
         with self._book.lock:
             self._book.failures.pop(session_id, None)
 
+    def _notify(self, result: CompactionResult) -> None:
+        listener = self.on_compaction
+        if listener is None:
+            return
+        try:
+            if isinstance(listener, CompactionListener):
+                listener.on_compaction(result)
+            elif inspect.iscoroutinefunction(listener):
+                run_coroutine_sync(lambda: listener(result))
+            else:
+                listener(result)
+        except Exception:
+            logger.exception("rolling memory: the on_compaction callback raised (the summary is kept)")
+
+    async def _anotify(self, result: CompactionResult) -> None:
+        listener = self.on_compaction
+        if listener is None:
+            return
+        try:
+            if isinstance(listener, CompactionListener):
+                await listener.aon_compaction(result)
+            elif inspect.iscoroutinefunction(listener):
+                await listener(result)
+            else:
+                # A sync callback may do I/O (a model call): keep it off the event loop.
+                await asyncio.to_thread(listener, result)
+        except Exception:
+            logger.exception("rolling memory: the on_compaction callback raised (the summary is kept)")
+
     def _clean(self, result: SummaryResult) -> SummaryResult:
         text = clean_summary(result.text, max_words=self.max_words)
         if not text:
@@ -361,7 +422,16 @@ class Compactor:
         if not installed:
             return None
         self._succeed(session_id)
-        return CompactionResult(session_id, len(batch), batch[-1].seq, state.version + 1, result.text)
+        done = CompactionResult(
+            session_id,
+            len(batch),
+            batch[-1].seq,
+            state.version + 1,
+            result.text,
+            tuple(m.message for m in batch),
+        )
+        self._notify(done)
+        return done
 
     async def acompact(
         self, session_id: str, state: SessionState | None = None, *, force: bool = False
@@ -408,7 +478,16 @@ class Compactor:
         if not installed:
             return None
         self._succeed(session_id)
-        return CompactionResult(session_id, len(batch), batch[-1].seq, state.version + 1, result.text)
+        done = CompactionResult(
+            session_id,
+            len(batch),
+            batch[-1].seq,
+            state.version + 1,
+            result.text,
+            tuple(m.message for m in batch),
+        )
+        await self._anotify(done)
+        return done
 
     # ------------------------------------------------------------------ background
 

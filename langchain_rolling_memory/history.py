@@ -16,6 +16,7 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 
 from langchain_rolling_memory.engine import Compactor, ErrorCallback, SessionState
+from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, WindowPolicy, count_tokens
 from langchain_rolling_memory.stores.base import RollingStore, StoredMessage
@@ -54,6 +55,30 @@ class _StoredHistory(BaseChatMessageHistory):
         self.store: RollingStore = store if store is not None else InMemoryRollingStore()
         self.token_counter = token_counter
         self._view: list[BaseMessage] | None = None
+        self._owner_checked = self.client_id is None
+
+    # Isolation ------------------------------------------------------------
+
+    def _refuse_other_owner(self, owner: str | None) -> None:
+        # Writes are refused by the store; reads must be too, or a guessed session_id
+        # would show one client another client's conversation.
+        if owner is not None and owner != self.client_id:
+            msg = (
+                f"session {self.session_id!r} belongs to another client than {self.client_id!r}; "
+                "use a session_id of this client"
+            )
+            raise OwnershipError(msg)
+        self._owner_checked = True
+
+    def _check_owner(self) -> None:
+        if not self._owner_checked:
+            info = self.store.session_info(self.session_id)
+            self._refuse_other_owner(info.client_id if info else None)
+
+    async def _acheck_owner(self) -> None:
+        if not self._owner_checked:
+            info = await self.store.asession_info(self.session_id)
+            self._refuse_other_owner(info.client_id if info else None)
 
     # The view -------------------------------------------------------------
 
@@ -67,11 +92,13 @@ class _StoredHistory(BaseChatMessageHistory):
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The view: stable until this object's next `add_messages` or `clear`."""
         if self._view is None:
+            self._check_owner()
             self._view = self._load_view()
         return list(self._view)
 
     async def aget_messages(self) -> list[BaseMessage]:
         if self._view is None:
+            await self._acheck_owner()
             self._view = await self._aload_view()
         return list(self._view)
 
@@ -109,19 +136,23 @@ class _StoredHistory(BaseChatMessageHistory):
 
     def clear(self) -> None:
         """Delete the session: transcript, summary and state."""
+        self._check_owner()
         self.store.clear_session(self.session_id)
         self._view = []
 
     async def aclear(self) -> None:
+        await self._acheck_owner()
         await self.store.aclear_session(self.session_id)
         self._view = []
 
     @property
     def transcript(self) -> list[BaseMessage]:
         """Every message ever added to the session, in order (never changed by compaction)."""
+        self._check_owner()
         return self.store.transcript(self.session_id)
 
     async def atranscript(self) -> list[BaseMessage]:
+        await self._acheck_owner()
         return await self.store.atranscript(self.session_id)
 
     def __repr__(self) -> str:
@@ -296,10 +327,12 @@ class RollingSummaryChatMessageHistory(_StoredHistory):
     @property
     def summary(self) -> str:
         """The current summary text ('' before the first compaction)."""
+        self._check_owner()
         record = self.store.summary(self.session_id)
         return record.text if record else ""
 
     async def asummary(self) -> str:
+        await self._acheck_owner()
         record = await self.store.asummary(self.session_id)
         return record.text if record else ""
 
@@ -342,11 +375,13 @@ class RollingSummaryChatMessageHistory(_StoredHistory):
     def compact(self, *, force: bool = False) -> bool:
         """Compact now if due (or, with `force`, fold every unsummarized message); True if a
         summary was installed. The cached view is refreshed."""
+        self._check_owner()
         done = self.compactor.compact(self.session_id, force=force) is not None
         self._view = self._load_view()
         return done
 
     async def acompact(self, *, force: bool = False) -> bool:
+        await self._acheck_owner()
         done = await self.compactor.acompact(self.session_id, force=force) is not None
         self._view = await self._aload_view()
         return done

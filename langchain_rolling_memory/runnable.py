@@ -1,0 +1,280 @@
+"""`with_rolling_memory`: any chain gets a rolling-summary history plus the client's facts and state.
+
+Owns the wiring only: `RunnableWithMessageHistory` does the history plumbing, the histories do
+the memory, `context` reads the facts and `facts` renders them. This module decides where the
+memory goes in the chain's input (a leading system message and/or prompt variables).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core._api.deprecation import LangChainDeprecationWarning
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.history import RunnableWithMessageHistory
+from langchain_core.runnables.utils import ConfigurableFieldSpec
+
+from langchain_rolling_memory.context import aload_memory, load_memory
+from langchain_rolling_memory.engine import SUMMARY_MESSAGE_ID, summary_text
+from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.extractor import FactExtractor
+from langchain_rolling_memory.facts import MemoryBlock, insert_memory_message, memory_message
+from langchain_rolling_memory.history import RollingSummaryChatMessageHistory
+from langchain_rolling_memory.ids import validate_id
+from langchain_rolling_memory.policy import TokenCounter, count_tokens
+from langchain_rolling_memory.stores.base import RollingStore
+from langchain_rolling_memory.summarizers.base import SummarizerLike
+
+__all__ = [
+    "MEMORY_VARIABLES",
+    "client_session_config_specs",
+    "session_history_factory",
+    "with_rolling_memory",
+]
+
+MEMORY_VARIABLES = ("facts", "state", "summary", "memory")
+"""Prompt variables added to dict inputs (see `MemoryBlock.variables`)."""
+
+
+def client_session_config_specs() -> list[ConfigurableFieldSpec]:
+    """`history_factory_config` for a ``get_session_history(client_id, session_id)`` factory."""
+    return [
+        ConfigurableFieldSpec(
+            id="client_id",
+            annotation=str,
+            name="Client ID",
+            description="The person whose facts and sessions are used.",
+            default="",
+            is_shared=True,
+        ),
+        ConfigurableFieldSpec(
+            id="session_id",
+            annotation=str,
+            name="Session ID",
+            description="One conversation of that client.",
+            default="",
+            is_shared=True,
+        ),
+    ]
+
+
+def session_history_factory(
+    store: RollingStore,
+    summarizer: SummarizerLike,
+    *,
+    extractor: FactExtractor | BaseChatModel | None = None,
+    **history_options: Any,
+) -> Callable[[str, str], RollingSummaryChatMessageHistory]:
+    """A ``get_session_history(client_id, session_id)`` for `RunnableWithMessageHistory`.
+
+    Each call returns a `RollingSummaryChatMessageHistory` of that session, owned by that
+    client (a session of another client is refused). Pass it with
+    ``history_factory_config=client_session_config_specs()``.
+
+    Args:
+        store: where transcripts, summaries and facts live.
+        summarizer: a function, chat model or `Summarizer` (see `as_summarizer`).
+        extractor: a `FactExtractor` (or a chat model to build one) run after each
+            compaction on the folded messages, writing the client's facts.
+        **history_options: passed to `RollingSummaryChatMessageHistory` (``max_turns``,
+            ``keep_last``, ``max_tokens``, ``keep_tokens``, ``background``, ``on_error``...).
+
+    Example:
+        >>> from langchain_rolling_memory import open_store
+        >>> get_history = session_history_factory(open_store("memory://"), lambda p, m: "s", max_turns=4, keep_last=2)
+        >>> get_history("client-1", "session-1").client_id
+        'client-1'
+    """
+    options = dict(history_options)
+    if extractor is not None:
+        if options.get("on_compaction") is not None:
+            msg = "pass either extractor= or on_compaction=, not both"
+            raise ConfigurationError(msg)
+        if not isinstance(extractor, FactExtractor):
+            extractor = FactExtractor(extractor)
+        options["on_compaction"] = extractor.bind(store)
+    # Building a history does no I/O: a bad option fails here, once, not at the first turn.
+    RollingSummaryChatMessageHistory("settings-check", store=store, summarizer=summarizer, **options)
+
+    def get_session_history(client_id: str, session_id: str) -> RollingSummaryChatMessageHistory:
+        return RollingSummaryChatMessageHistory(
+            session_id, client_id=client_id, store=store, summarizer=summarizer, **options
+        )
+
+    return get_session_history
+
+
+def _prompt_variables(runnable: Runnable[Any, Any]) -> set[str]:
+    """Which of our variables the chain's input (usually its prompt) asks for."""
+    try:
+        properties = runnable.get_input_jsonschema().get("properties", {})
+    except Exception:  # an input schema is optional in LangChain; assume none asked for
+        return set()
+    return set(MEMORY_VARIABLES) & set(properties)
+
+
+class _Injector:
+    """Puts one turn's memory into the chain input that `RunnableWithMessageHistory` built."""
+
+    def __init__(
+        self,
+        store: RollingStore,
+        *,
+        messages_key: str | None,
+        add_message: bool,
+        wanted: set[str],
+        max_fact_tokens: int | None,
+        token_counter: TokenCounter,
+    ) -> None:
+        self.store = store
+        self.messages_key = messages_key
+        self.add_message = add_message
+        self.wanted = wanted
+        self.max_fact_tokens = max_fact_tokens
+        self.token_counter = token_counter
+
+    @staticmethod
+    def _ids(config: RunnableConfig) -> tuple[str, str]:
+        configurable = config.get("configurable") or {}
+        return (
+            validate_id(configurable.get("client_id"), kind="client_id"),
+            validate_id(configurable.get("session_id")),
+        )
+
+    def _messages(self, value: Any) -> list[BaseMessage]:
+        if isinstance(value, dict):
+            return list(value.get(self.messages_key, [])) if self.messages_key else []
+        return list(value)
+
+    @staticmethod
+    def _summary(messages: list[BaseMessage]) -> str:
+        for message in messages:
+            text = summary_text(message)
+            if text is not None:
+                return text
+        return ""
+
+    def _apply(self, value: Any, block: MemoryBlock) -> Any:
+        messages = self._messages(value)
+        if self.wanted & {"summary", "memory"}:
+            # The prompt places the summary itself: do not send it twice.
+            messages = [m for m in messages if m.id != SUMMARY_MESSAGE_ID]
+        if self.add_message or not isinstance(value, dict):
+            text = block.render(state="state" not in self.wanted, summary=False)
+            messages = insert_memory_message(messages, memory_message(text))
+        if not isinstance(value, dict):
+            return messages
+        out = {**block.variables(), **value}
+        if self.messages_key:
+            out[self.messages_key] = messages
+        return out
+
+    def inject(self, value: Any, config: RunnableConfig) -> Any:
+        client_id, session_id = self._ids(config)
+        block = load_memory(
+            self.store,
+            client_id,
+            session_id,
+            summary=self._summary(self._messages(value)),
+            max_fact_tokens=self.max_fact_tokens,
+            token_counter=self.token_counter,
+        )
+        return self._apply(value, block)
+
+    async def ainject(self, value: Any, config: RunnableConfig) -> Any:
+        client_id, session_id = self._ids(config)
+        block = await aload_memory(
+            self.store,
+            client_id,
+            session_id,
+            summary=self._summary(self._messages(value)),
+            max_fact_tokens=self.max_fact_tokens,
+            token_counter=self.token_counter,
+        )
+        return self._apply(value, block)
+
+
+def with_rolling_memory(
+    runnable: Runnable[Any, Any],
+    *,
+    store: RollingStore,
+    summarizer: SummarizerLike,
+    input_messages_key: str | None = None,
+    history_messages_key: str | None = None,
+    output_messages_key: str | None = None,
+    extractor: FactExtractor | BaseChatModel | None = None,
+    max_fact_tokens: int | None = 400,
+    memory_message: bool | None = None,
+    token_counter: TokenCounter = count_tokens,
+    **history_options: Any,
+) -> RunnableWithMessageHistory:
+    """Wrap a chain like `RunnableWithMessageHistory`, adding the client's facts and state.
+
+    Call it with ``config={"configurable": {"client_id": ..., "session_id": ...}}``. Each
+    turn the history gives the summary (framed as a record) and the recent messages, and
+    the client's facts and the session's state are put where the model sees them:
+
+    * message-list input: one `SystemMessage` first (after the chain's own leading system
+      messages, if the list has some), so it reaches OpenAI and Gemini intact;
+    * dict input: the same message at the front of the history (or input) messages, and the
+      prompt variables ``facts``, ``state``, ``summary`` and ``memory`` (the whole framed
+      text). If the chain's prompt uses ``{facts}`` or ``{memory}``, the message is left out
+      (the prompt places the facts); if it uses ``{summary}`` or ``{memory}``, the history's
+      summary message is left out (it would be sent twice).
+
+    Args:
+        runnable: the chain; what it takes and returns is as for `RunnableWithMessageHistory`.
+        store: where transcripts, summaries, facts and state live.
+        summarizer: a function, chat model or `Summarizer`.
+        input_messages_key, history_messages_key, output_messages_key: as for
+            `RunnableWithMessageHistory`.
+        extractor: a `FactExtractor` (or a chat model) run after each compaction.
+        max_fact_tokens: token budget of the facts block (keyed and newest facts first).
+        memory_message: force the memory system message on (True) or off (False); None
+            decides from the prompt's variables as above.
+        token_counter: counts tokens for the history's policy and the facts budget.
+        **history_options: passed to `RollingSummaryChatMessageHistory` (``max_turns``,
+            ``keep_last``, ``max_tokens``, ``keep_tokens``, ``background``...).
+
+    Example:
+        >>> from langchain_core.language_models import GenericFakeChatModel
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> from langchain_rolling_memory import open_store
+        >>> store = open_store("memory://")
+        >>> _ = store.add_fact("client-1", "Delivers on Saturdays")
+        >>> model = GenericFakeChatModel(messages=iter([AIMessage("Noted.")]))
+        >>> chat = with_rolling_memory(model, store=store, summarizer=lambda p, m: "s")
+        >>> chat.invoke([HumanMessage("Hi")],
+        ...             config={"configurable": {"client_id": "client-1", "session_id": "s1"}}).content
+        'Noted.'
+    """
+    get_session_history = session_history_factory(
+        store, summarizer, extractor=extractor, token_counter=token_counter, **history_options
+    )
+    wanted = _prompt_variables(runnable)
+    add_message = memory_message if memory_message is not None else not (wanted & {"facts", "memory"})
+    injector = _Injector(
+        store,
+        messages_key=history_messages_key or input_messages_key,
+        add_message=add_message,
+        wanted=wanted,
+        max_fact_tokens=max_fact_tokens,
+        token_counter=token_counter,
+    )
+    inject: Runnable[Any, Any] = RunnableLambda(injector.inject, injector.ainject, name="inject_memory")
+    with warnings.catch_warnings():
+        # The deprecation is addressed to people who build RunnableWithMessageHistory
+        # themselves; ours is an implementation detail, pinned below langchain-core 2.
+        warnings.filterwarnings("ignore", category=LangChainDeprecationWarning)
+        return RunnableWithMessageHistory(
+            inject | runnable,
+            get_session_history,
+            input_messages_key=input_messages_key,
+            history_messages_key=history_messages_key,
+            output_messages_key=output_messages_key,
+            history_factory_config=client_session_config_specs(),
+        )
