@@ -57,7 +57,7 @@ def render_demo(console: Any, turns: Iterable[DemoTurn], *, store_url: str, prov
 def _turn(console: Any, turn: DemoTurn) -> None:
     saved = turn.full_tokens - turn.rolling_tokens
     grid = Table.grid(padding=(0, 1))
-    grid.add_column(justify="right", style="bold", min_width=14)
+    grid.add_column(justify="right", style="bold", min_width=15)
     grid.add_column()
     grid.add_row(f"turn {turn.session}.{turn.turn} [yellow]user[/]", escape(turn.question))
     grid.add_row("[magenta]model[/]", escape(turn.answer))
@@ -101,11 +101,20 @@ def _final(console: Any, turns: list[DemoTurn]) -> None:
     last_of_session: dict[int, DemoTurn] = {}
     for t in turns:
         last_of_session[t.session] = t
-    calls = sum(t.summarizer_calls for t in last_of_session.values())
-    tokens = sum(t.summarizer_tokens for t in last_of_session.values())
-    console.print(
-        f"summarizer: {calls} calls, {tokens} tokens; rolling memory + summarizer = {rolling + tokens} tokens"
-    )
+    compactions = sum(t.compactions for t in last_of_session.values())
+    billed = sum(t.summarizer_tokens for t in last_of_session.values())
+    if billed or not turns[-1].estimated_summarizer_tokens:
+        console.print(
+            f"summarizer: {compactions} summaries, {billed} tokens billed; "
+            f"rolling memory + summarizer = {rolling + billed} tokens (full history: {full})"
+        )
+    else:
+        estimate = turns[-1].estimated_summarizer_tokens
+        console.print(
+            f"summarizer: {compactions} summaries, keyless so 0 tokens billed; an LLM summarizer would be "
+            f"billed about {estimate} tokens, so rolling memory + summarizer = {rolling + estimate} tokens "
+            f"against {full} for the full history"
+        )
     second = [t for t in turns if t.session > 1]
     if second:
         console.print(
@@ -210,7 +219,7 @@ def render_session(console: Any, store: RollingStore, session_id: str, *, last: 
             Panel(
                 escape(record.text),
                 title=f"summary v{record.version}, covers messages 1-{record.covered_seq}",
-                subtitle=f"{meta.get('summarizer_calls', 0)} summarizer calls, "
+                subtitle=f"{meta.get('compactions', 0)} compactions, {meta.get('summarizer_calls', 0)} model calls, "
                 f"{meta.get('summarizer_input_tokens', 0)} in / {meta.get('summarizer_output_tokens', 0)} out tokens",
             )
         )

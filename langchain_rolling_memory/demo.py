@@ -22,8 +22,10 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_rolling_memory.history import RollingSummaryChatMessageHistory
 from langchain_rolling_memory.offline import OfflineChatModel, extract_facts, keyless_summarizer, render_facts
 from langchain_rolling_memory.policy import count_tokens
+from langchain_rolling_memory.replay import EstimatedCostSummarizer
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
+from langchain_rolling_memory.usage import SummaryUsage
 
 __all__ = ["HANDBOOK", "SCRIPT", "SYSTEM_PROMPT", "DemoTurn", "offline_model", "run_demo"]
 
@@ -34,9 +36,13 @@ SCRIPT: tuple[tuple[str, ...], ...] = (
         "Hi! I'm Sam Rivera, I start today as a data analyst in the Payments team. "
         "Where do I pick up my badge?",
         "Thanks. How do I get access to the analytics warehouse?",
+        "When will my laptop be ready?",
         "Good to know. I have a severe peanut allergy. Should I tell the canteen?",
         "What is the expense policy for my home office setup?",
+        "How many days of holiday do I get this year?",
         "Who do I ask about the on-call rotation?",
+        "Is there a mandatory security training?",
+        "Where can I park my bike?",
         "Last thing: my manager just told me I'm moving to the Logistics team next week instead of Payments.",
     ),
     (
@@ -49,13 +55,26 @@ SCRIPT: tuple[tuple[str, ...], ...] = (
 message: kept verbatim, never summarized, so only the facts carry it into session 2."""
 
 HANDBOOK: dict[str, str] = {
-    "badge": "Badges are handed out at the 1st-floor reception from 9:00, with an ID.",
-    "warehouse": "Request the 'analyst' role in the Access portal; your manager approves it within a day.",
-    "canteen": "Yes: the canteen labels the 14 allergens and cooks on request if you tell the chef.",
-    "expense": "Home office equipment is reimbursed up to 500 EUR per year through the Expenses app.",
-    "on-call": "Your team lead owns the rota; new joiners shadow for a month before going on call.",
-    "moving": "Noted: your access will follow the team change, your manager files it in the HR tool.",
-    "lunch": "Order through the Catering app at least 48 hours ahead and list every dietary need.",
+    "badge": "Badges are handed out at the 1st-floor reception from 9:00; bring an ID. "
+    "Your badge also opens the bike garage and the lockers.",
+    "warehouse": "Request the 'analyst' role in the Access portal and your manager approves it, "
+    "usually within a day. Read-only access to the sandbox comes with your account.",
+    "laptop": "IT prepares laptops within two working days of your start date. "
+    "Until then you can borrow one from the IT desk on the 2nd floor.",
+    "canteen": "Yes: tell the chef, the canteen labels the 14 allergens and cooks on request. "
+    "Add it to your profile in the Catering app too.",
+    "expense": "Home office equipment is reimbursed up to 500 EUR per year. "
+    "Submit the receipts in the Expenses app within 30 days.",
+    "holiday": "Full-time employees get 25 days a year, prorated in the first year. "
+    "Book them in the HR tool at least two weeks ahead.",
+    "on-call": "Your team lead owns the rota. New joiners shadow for a month before going on call.",
+    "security": "Yes: the security training takes 45 minutes and is due in your first two weeks. "
+    "You will find it in the Learning portal.",
+    "park": "Bikes go in the basement garage, open 7:00 to 21:00. There are showers next to it.",
+    "moving": "Noted: your access follows the team change once your manager files it in the HR tool. "
+    "Your new team lead will plan your first week.",
+    "lunch": "Order through the Catering app at least 48 hours ahead. List every dietary need "
+    "and allergy so the caterer can label the dishes.",
     "invitation": "Invite your team's mailing list; the Team page lists who is in it.",
 }
 
@@ -78,8 +97,13 @@ class DemoTurn:
     facts_in_prompt: list[str]
     facts_learned: list[tuple[str | None, str, str | None]] = field(default_factory=list)
     """``(key, text, replaced text or None)`` stored after this turn."""
-    summarizer_calls: int = 0
+    compactions: int = 0
+    """Summaries installed in this session so far."""
     summarizer_tokens: int = 0
+    """Tokens the summarizer was billed in this session so far (0 for the keyless one)."""
+    estimated_summarizer_tokens: int = 0
+    """For the keyless summarizer: what an LLM summarizer would have been billed so far
+    (whole run); see `replay.EstimatedCostSummarizer`."""
     prompt: list[BaseMessage] = field(default_factory=list)
 
 
@@ -145,8 +169,9 @@ def run_demo(
     model: BaseChatModel | None = None,
     summarizer: SummarizerLike | None = None,
     client_id: str | None = None,
-    max_turns: int = 4,
+    max_turns: int = 6,
     keep_last: int = 2,
+    max_words: int = 60,
 ) -> Iterator[DemoTurn]:
     """Run the script turn by turn, yielding what each turn sent and learned.
 
@@ -156,6 +181,7 @@ def run_demo(
         summarizer: the summarizer (default: the keyless one).
         client_id: the employee (default: a fresh ``demo-<hex>`` id, so runs never mix).
         max_turns, keep_last: the rolling summary's count policy (small, to show it fold).
+        max_words: the summary's word cap.
 
     Example:
         >>> from langchain_rolling_memory import open_store
@@ -165,13 +191,17 @@ def run_demo(
     """
     client = client_id or f"demo-{uuid.uuid4().hex[:8]}"
     prompts: list[list[BaseMessage]] = []
+    estimate = EstimatedCostSummarizer(
+        keyless_summarizer(max_words=max_words), max_words=max_words, record_only=True
+    )
     chat = _chain(
         store,
         model or offline_model(),
-        summarizer if summarizer is not None else keyless_summarizer(),
+        summarizer if summarizer is not None else estimate,
         prompts,
         max_turns=max_turns,
         keep_last=keep_last,
+        max_words=max_words,
     )
     earlier: list[BaseMessage] = []  # every message of this client so far: the full-history baseline
     for number, questions in enumerate(SCRIPT, start=1):
@@ -184,6 +214,7 @@ def run_demo(
             full = [SystemMessage(SYSTEM_PROMPT), *earlier, HumanMessage(question)]
             earlier.extend([HumanMessage(question), reply])
             record = store.summary(session_id)
+            usage = SummaryUsage.from_record(record)
             learned = _learn(store, client, HumanMessage(question))
             yield DemoTurn(
                 session=number,
@@ -197,13 +228,9 @@ def run_demo(
                 summary_changed=(record.version if record else 0) != version,
                 facts_in_prompt=OfflineChatModel.facts_in(sent),
                 facts_learned=learned,
-                summarizer_calls=int(record.meta.get("summarizer_calls", 0)) if record else 0,
-                summarizer_tokens=(
-                    int(record.meta.get("summarizer_input_tokens", 0))
-                    + int(record.meta.get("summarizer_output_tokens", 0))
-                    if record
-                    else 0
-                ),
+                compactions=usage.compactions,
+                summarizer_tokens=usage.summarizer_tokens,
+                estimated_summarizer_tokens=estimate.estimated_tokens,
                 prompt=sent,
             )
             version = record.version if record else 0

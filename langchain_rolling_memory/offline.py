@@ -2,8 +2,8 @@
 
 Owns a rule-based fact extractor and an offline chat model that answers only from what is
 in its prompt (a tiny handbook plus the facts and summary it finds there). Until the
-package's own keyless summarizer and facts renderer exist, it also holds the smallest
-versions of those (`keyless_summarizer`, `render_facts`). Real memory logic lives elsewhere.
+package's facts renderer exists, it also holds the smallest version of it (`render_facts`).
+Real memory logic lives elsewhere.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from pydantic import Field
 
 from langchain_rolling_memory.engine import SUMMARY_MESSAGE_ID
 from langchain_rolling_memory.policy import count_tokens
-from langchain_rolling_memory.summarizers.base import Summarizer, as_summarizer
+from langchain_rolling_memory.summarizers.base import Summarizer
+from langchain_rolling_memory.summarizers.extractive import extractive_summarizer
 
 __all__ = [
     "FACTS_HEADER",
@@ -45,11 +46,6 @@ _FACT_RULES: tuple[tuple[str | None, re.Pattern[str]], ...] = (
 )
 _ABOUT_ME = re.compile(r"\b(?:am I|about me|should [\w ]{1,20} know|remember)\b", re.IGNORECASE)
 _LEAD_IN = re.compile(r"^[A-Z][\w ]{0,20}:\s+")
-_INFORMATIVE = re.compile(
-    r"\d|\b(?:need|want|decid\w*|will|must|allerg\w*|team|prefer\w*|deadline|budget|because|"
-    r"plan\w*|moving|moved|start\w*|name)\b",
-    re.IGNORECASE,
-)
 
 
 def _sentences(text: str) -> list[str]:
@@ -112,40 +108,9 @@ def _quote(text: str) -> str:
     return f'"{flat}"'
 
 
-def _keyless(previous: str, messages: Sequence[BaseMessage], max_words: int = 120) -> str:
-    """Extractive stand-in: informative sentences, newest kept within the word cap."""
-    kept: list[str] = _sentences(previous)
-    for message in messages:
-        speaker = "User" if isinstance(message, HumanMessage) else "Assistant"
-        for sentence in _sentences(message.text):
-            if _INFORMATIVE.search(sentence) and not sentence.endswith("?"):
-                kept.append(f"{speaker}: {sentence}")
-    seen: set[str] = set()
-    newest_first: list[str] = []
-    words = 0
-    for sentence in reversed(kept):
-        norm = sentence.casefold()
-        if norm in seen:
-            continue
-        size = len(sentence.split())
-        if words + size > max_words:
-            break
-        seen.add(norm)
-        newest_first.append(sentence)
-        words += size
-    if not newest_first and messages:
-        last = messages[-1].text.split()
-        return " ".join(last[:max_words])
-    return " ".join(reversed(newest_first))
-
-
 def keyless_summarizer(max_words: int = 120) -> Summarizer:
-    """A deterministic extractive summarizer (the package's own one once it exists)."""
-    try:  # the package's keyless summarizer, when installed
-        from langchain_rolling_memory.summarizers import extractive_summarizer  # type: ignore[attr-defined]
-    except ImportError:
-        return as_summarizer(lambda previous, messages: _keyless(previous, messages, max_words))
-    return as_summarizer(extractive_summarizer(max_words=max_words))
+    """The package's keyless extractive summarizer (deterministic, calls no model)."""
+    return extractive_summarizer(max_words=max_words)
 
 
 class OfflineChatModel(BaseChatModel):

@@ -18,17 +18,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from langchain_rolling_memory.conversations import ConversationMessage
 from langchain_rolling_memory.history import RollingSummaryChatMessageHistory, WindowedChatMessageHistory
 from langchain_rolling_memory.offline import extract_facts, keyless_summarizer, render_facts
 from langchain_rolling_memory.policy import TokenCounter, count_tokens
+from langchain_rolling_memory.prompts import default_prompt
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
-from langchain_rolling_memory.summarizers.base import SummarizerLike, as_summarizer
+from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike, SummaryResult, as_summarizer
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
+    "EstimatedCostSummarizer",
     "FactExtractor",
     "ReplayReport",
     "Strategy",
@@ -43,6 +45,48 @@ FactExtractor = Callable[[Sequence[BaseMessage]], list[tuple[str | None, str]]]
 """``messages -> [(key or None, fact text)]``: the facts stated in the messages."""
 
 Kind = Literal["full", "window", "summary"]
+
+
+class EstimatedCostSummarizer:
+    """Bills a summarizer that calls no model (the keyless one) as an LLM summarizer would be.
+
+    The keyless summarizer costs nothing, which would make summarizing look free. This wrapper
+    counts what an LLM given the same work would be billed: the default summary prompt
+    (previous summary and folded messages) as input, the summary as output, one call. With
+    ``record_only`` the result is returned unchanged and the estimate is only added up in
+    `estimated_tokens` (so a persistent store keeps the true, zero, cost).
+    """
+
+    def __init__(
+        self,
+        inner: Summarizer,
+        *,
+        token_counter: TokenCounter = count_tokens,
+        max_words: int = 120,
+        record_only: bool = False,
+    ) -> None:
+        self.inner = inner
+        self.token_counter = token_counter
+        self.max_words = max_words
+        self.record_only = record_only
+        self.estimated_tokens = 0
+
+    def _bill(self, previous: str, messages: Sequence[BaseMessage], result: SummaryResult) -> SummaryResult:
+        if result.calls:
+            return result
+        request = default_prompt().messages(previous, messages, max_words=self.max_words)
+        billed_in = self.token_counter(request)
+        billed_out = self.token_counter([AIMessage(result.text)])
+        self.estimated_tokens += billed_in + billed_out
+        if self.record_only:
+            return result
+        return SummaryResult(result.text, billed_in, billed_out, calls=1)
+
+    def summarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
+        return self._bill(previous, messages, self.inner.summarize(previous, messages))
+
+    async def asummarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
+        return self._bill(previous, messages, await self.inner.asummarize(previous, messages))
 
 
 @dataclass(frozen=True)
@@ -341,7 +385,9 @@ def replay(
     Args:
         conversation: messages in order (see `conversations.load_conversation`).
         strategies: what to compare (default: `default_strategies()`).
-        summarizer: used by every summary strategy (default: the keyless summarizer).
+        summarizer: used by every summary strategy (default: the keyless summarizer). A
+            summarizer that calls no model is billed as an LLM would be, see
+            `EstimatedCostSummarizer`, so that summarizing never looks free.
         system_prompt: the system message every request starts with (a ``system`` line of
             the recording replaces it from there on).
         token_counter: counts a message list's tokens.
@@ -360,7 +406,10 @@ def replay(
     if not chosen:
         msg = "replay needs at least one strategy"
         raise ValueError(msg)
-    shared = as_summarizer(summarizer) if summarizer is not None else keyless_summarizer()
+    shared = EstimatedCostSummarizer(
+        as_summarizer(summarizer) if summarizer is not None else keyless_summarizer(),
+        token_counter=token_counter,
+    )
     runners = [_Runner(s, shared, token_counter, fact_extractor, facts_budget) for s in chosen]
     pending: dict[str, list[BaseMessage]] = {}
     prompt = system_prompt

@@ -79,7 +79,7 @@ def test_demo_reset_forgets_the_named_client_first(
     assert main(["demo", "--store", url, "--client", "sam", "--reset"]) == 0
     store = open_store(url)
     try:
-        assert store.last_seq("sam-s1") == 12  # not 24: the first run was forgotten
+        assert store.last_seq("sam-s1") == 20  # not 40: the first run was forgotten
     finally:
         store.close()
 
