@@ -180,7 +180,7 @@ def _render_facts(facts: Sequence[Fact], *, max_tokens: int, token_counter: Toke
 
 
 class _RememberArgs(BaseModel):
-    fact: str = Field(description="One short, durable fact about the user, in a full sentence.")
+    text: str = Field(description="One short, durable fact about the user, in a full sentence.")
     key: str | None = Field(
         default=None,
         description="Optional topic of the fact (letters, digits, '._:@-'), e.g. 'team' or "
@@ -201,19 +201,19 @@ def _remember_tool(store: RollingStore, client_id: str | None) -> BaseTool:
     def _answer(fact: Fact | None) -> str:
         return "Not saved: the fact was refused." if fact is None else f"Saved: {fact.text}"
 
-    def remember(fact: str, key: str | None = None) -> str:
+    def remember(text: str, key: str | None = None) -> str:
         if client is None:
             return "Not saved: no client is bound to this conversation."
         try:
-            return _answer(store.add_fact(client, fact, key=key, source="tool"))
+            return _answer(store.add_fact(client, text, key=key, source="tool"))
         except (FactError, ValueError) as exc:
             return f"Not saved: {exc}"
 
-    async def aremember(fact: str, key: str | None = None) -> str:
+    async def aremember(text: str, key: str | None = None) -> str:
         if client is None:
             return "Not saved: no client is bound to this conversation."
         try:
-            return _answer(await store.aadd_fact(client, fact, key=key, source="tool"))
+            return _answer(await store.aadd_fact(client, text, key=key, source="tool"))
         except (FactError, ValueError) as exc:
             return f"Not saved: {exc}"
 

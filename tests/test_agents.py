@@ -85,7 +85,7 @@ def user(text: str) -> dict[str, Any]:
 def test_two_sessions_facts_reach_the_same_client_only(store: RollingStore, checkpointer: bool) -> None:
     model = ScriptedChatModel(
         script=[
-            tool_call("remember", {"fact": "Gets deliveries on Saturdays", "key": "delivery_day"}, "c1"),
+            tool_call("remember", {"text": "Gets deliveries on Saturdays", "key": "delivery_day"}, "c1"),
             AIMessage("Noted: Saturdays."),
         ]
     )
@@ -108,7 +108,7 @@ def test_two_sessions_facts_reach_the_same_client_only(store: RollingStore, chec
 def test_the_model_cannot_choose_whose_memory_it_writes() -> None:
     store = open_store("memory://")
     model = ScriptedChatModel(
-        script=[tool_call("remember", {"fact": "Owes nothing", "client_id": "victim"}, "c1"), AIMessage("ok")]
+        script=[tool_call("remember", {"text": "Owes nothing", "client_id": "victim"}, "c1"), AIMessage("ok")]
     )
     agent, memory = build(model, store)
     assert "client_id" not in memory.tools[0].args
@@ -119,7 +119,7 @@ def test_the_model_cannot_choose_whose_memory_it_writes() -> None:
 
 def test_remember_without_a_client_stores_nothing_and_tells_the_model() -> None:
     store = open_store("memory://")
-    model = ScriptedChatModel(script=[tool_call("remember", {"fact": "Likes tea"}, "c1"), AIMessage("ok")])
+    model = ScriptedChatModel(script=[tool_call("remember", {"text": "Likes tea"}, "c1"), AIMessage("ok")])
     agent, _ = build(model, store)
     out = agent.invoke(user("I like tea"), config("s1"))
     answer = next(m for m in out["messages"] if isinstance(m, ToolMessage))
@@ -130,7 +130,7 @@ def test_remember_without_a_client_stores_nothing_and_tells_the_model() -> None:
 def test_client_and_session_come_from_the_runtime_context() -> None:
     store = open_store("memory://")
     store.add_fact("ana", "Prefers email")
-    model = ScriptedChatModel(script=[tool_call("remember", {"fact": "Works nights"}, "c1"), AIMessage("ok")])
+    model = ScriptedChatModel(script=[tool_call("remember", {"text": "Works nights"}, "c1"), AIMessage("ok")])
     memory = RollingMemoryMiddleware(store=store, summarizer=RecordingSummarizer())
     agent = create_agent(model, [], middleware=[memory], context_schema=Ctx)
     agent.invoke(user("hello"), context=Ctx(client_id="ana", session_id="ctx-session"))
@@ -305,7 +305,7 @@ def test_background_compaction_runs_off_the_turn() -> None:
 async def test_async_agent_two_sessions_and_transcript(store: RollingStore, checkpointer: bool) -> None:
     model = ScriptedChatModel(
         script=[
-            tool_call("remember", {"fact": "Lives in Lyon", "key": "city"}, "c1"),
+            tool_call("remember", {"text": "Lives in Lyon", "key": "city"}, "c1"),
             tool_call("weather", {"city": "Lyon"}, "w1"),
             AIMessage("Sunny in Lyon."),
         ]
