@@ -105,6 +105,66 @@ def test_two_sessions_facts_reach_the_same_client_only(store: RollingStore, chec
     assert store.facts("bob") == []
 
 
+@pytest.mark.parametrize("checkpointer", [True, False], ids=["checkpointer", "no-checkpointer"])
+def test_the_extractor_learns_a_fact_after_compaction_for_the_next_session(
+    store: RollingStore, checkpointer: bool
+) -> None:
+    extractor_model = ScriptedChatModel(
+        script=[
+            AIMessage(
+                '{"add": [{"text": "Allergic to peanuts", "key": "allergy"}], "update": [], "delete": []}'
+            )
+        ]
+    )
+    model = ScriptedChatModel()
+    agent, _ = build(
+        model, store, checkpointer=checkpointer, max_turns=4, keep_last=2, extractor=extractor_model
+    )
+    for text in ["Hi, I am allergic to peanuts.", "What snacks do you have?", "And for dinner?"]:
+        agent.invoke(user(text), config("s1", "ana"))
+    # The extractor was asked about exactly the folded messages, once.
+    assert len(extractor_model.requests) == 1
+    assert "allergic to peanuts" in extractor_model.requests[0][-1].text
+    assert [(f.text, f.source) for f in store.facts("ana")] == [("Allergic to peanuts", "extractor")]
+
+    agent.invoke(user("Suggest a dessert."), config("s2", "ana"))
+    assert "Allergic to peanuts" in system_text(model.requests[-1])
+    agent.invoke(user("Suggest a dessert."), config("s3", "bob"))
+    assert "peanuts" not in text_of(model.requests[-1])
+
+
+def test_forget_and_session_state_tools_are_bound_to_the_run() -> None:
+    store = open_store("memory://")
+    store.add_fact("ana", "Lives in Lyon", key="city")
+    store.add_fact("bob", "Lives in Lyon", key="city")
+    model = ScriptedChatModel(
+        script=[
+            tool_call("forget_fact", {"fact": "city"}, "c1"),
+            tool_call("update_session_state", {"updates": {"cart": ["A-1"], "step": "payment"}}, "c2"),
+            AIMessage("done"),
+            AIMessage("next"),
+        ]
+    )
+    agent, memory = build(model, store, memory_tools=("remember", "forget_fact", "update_session_state"))
+    assert sorted(t.name for t in memory.tools) == ["forget_fact", "remember", "update_session_state"]
+    agent.invoke(user("I moved, forget my city; add A-1 to my cart"), config("s1", "ana"))
+    assert store.facts("ana") == []
+    assert [f.text for f in store.facts("bob")] == ["Lives in Lyon"]
+    assert store.get_state("s1") == {"cart": ["A-1"], "step": "payment"}
+    agent.invoke(user("what is in my cart?"), config("s1", "ana"))
+    assert '{"cart": ["A-1"], "step": "payment"}' in system_text(model.requests[-1])
+
+
+@pytest.mark.parametrize(
+    "tools", [("remember", "delete_everything"), "remember"], ids=["unknown", "a-string"]
+)
+def test_unknown_memory_tools_are_refused(tools: Any) -> None:
+    with pytest.raises(ConfigurationError, match="memory_tools"):
+        RollingMemoryMiddleware(
+            store=open_store("memory://"), summarizer=RecordingSummarizer(), memory_tools=tools
+        )
+
+
 def test_the_model_cannot_choose_whose_memory_it_writes() -> None:
     store = open_store("memory://")
     model = ScriptedChatModel(
