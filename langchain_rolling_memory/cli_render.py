@@ -103,18 +103,20 @@ def _final(console: Any, turns: list[DemoTurn]) -> None:
         last_of_session[t.session] = t
     compactions = sum(t.compactions for t in last_of_session.values())
     billed = sum(t.summarizer_tokens for t in last_of_session.values())
-    if billed or not turns[-1].estimated_summarizer_tokens:
-        console.print(
-            f"summarizer: {compactions} summaries, {billed} tokens billed; "
-            f"rolling memory + summarizer = {rolling + billed} tokens (full history: {full})"
-        )
+    estimate = turns[-1].estimated_summarizer_tokens
+    if billed or not estimate:
+        console.print(f"summarizer: {compactions} summaries, {billed} tokens billed.")
     else:
-        estimate = turns[-1].estimated_summarizer_tokens
         console.print(
-            f"summarizer: {compactions} summaries, keyless so 0 tokens billed; an LLM summarizer would be "
-            f"billed about {estimate} tokens, so rolling memory + summarizer = {rolling + estimate} tokens "
-            f"against {full} for the full history"
+            f"summarizer: {compactions} summaries; keyless, so 0 tokens billed (an LLM summarizer "
+            f"would be billed about {estimate} tokens: {rolling + estimate} in all against {full})."
         )
+    last = turns[-1]
+    console.print(
+        f"The request size is bounded: the last one sent {last.rolling_tokens} tokens against "
+        f"{last.full_tokens} with the full history, and the gap grows with every turn "
+        "(rolling-memory replay FILE measures long conversations)."
+    )
     second = [t for t in turns if t.session > 1]
     if second:
         console.print(

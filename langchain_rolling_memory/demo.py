@@ -1,14 +1,15 @@
 """The scripted two-session demo: a new employee's onboarding, run through a real chain.
 
-Owns the script, the chain (a `RunnableWithMessageHistory` over a rolling-summary history,
-with the client's facts in the system prompt) and the per-turn figures. It prints nothing:
+Owns the script, the chain (an ordinary prompt | model chain wrapped by
+`with_rolling_memory`: a rolling-summary history plus the client's facts) and the per-turn
+figures. It prints nothing:
 `rolling-memory demo` and the notebooks render the `DemoTurn` records it yields.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,13 +17,14 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.prompt_values import PromptValue
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
-from langchain_core.runnables import ConfigurableFieldSpec, RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
-from langchain_rolling_memory.history import RollingSummaryChatMessageHistory
-from langchain_rolling_memory.offline import OfflineChatModel, extract_facts, keyless_summarizer, render_facts
+from langchain_rolling_memory.extractor import FactExtractor
+from langchain_rolling_memory.offline import OfflineChatModel, keyless_extractor, keyless_summarizer
 from langchain_rolling_memory.policy import count_tokens
 from langchain_rolling_memory.replay import EstimatedCostSummarizer
+from langchain_rolling_memory.runnable import with_rolling_memory
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
 from langchain_rolling_memory.usage import SummaryUsage
@@ -112,17 +114,6 @@ def offline_model() -> OfflineChatModel:
     return OfflineChatModel(handbook=dict(HANDBOOK))
 
 
-def _client_facts_system(
-    store: RollingStore, base: str
-) -> Callable[[dict[str, Any], RunnableConfig], dict[str, Any]]:
-    def add(inputs: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        client = config.get("configurable", {}).get("client_id")
-        block = render_facts([f.text for f in store.facts(client)]) if client else ""
-        return {**inputs, "system": f"{base}\n\n{block}" if block else base}
-
-    return add
-
-
 def _chain(
     store: RollingStore,
     model: BaseChatModel,
@@ -130,36 +121,24 @@ def _chain(
     prompts: list[list[BaseMessage]],
     **limits: Any,
 ) -> RunnableWithMessageHistory:
+    """An ordinary prompt | model chain, wrapped by `with_rolling_memory`; it records each prompt."""
     prompt = ChatPromptTemplate.from_messages(
-        [("system", "{system}"), MessagesPlaceholder("history"), ("human", "{question}")]
+        [("system", SYSTEM_PROMPT), MessagesPlaceholder("history"), ("human", "{question}")]
     )
 
     def record(value: PromptValue) -> PromptValue:
         prompts.append(value.to_messages())
         return value
 
-    chain = (
-        RunnableLambda(_client_facts_system(store, SYSTEM_PROMPT)) | prompt | RunnableLambda(record) | model
-    )
-
-    def history(session_id: str, client_id: str) -> RollingSummaryChatMessageHistory:
-        return RollingSummaryChatMessageHistory(
-            session_id, summarizer=summarizer, store=store, client_id=client_id, timeout=None, **limits
-        )
-
-    return RunnableWithMessageHistory(
+    chain = prompt | RunnableLambda(record) | model
+    return with_rolling_memory(
         chain,
-        history,
+        store=store,
+        summarizer=summarizer,
         input_messages_key="question",
         history_messages_key="history",
-        history_factory_config=[
-            ConfigurableFieldSpec(
-                id="session_id", annotation=str, name="Session id", default="", is_shared=True
-            ),
-            ConfigurableFieldSpec(
-                id="client_id", annotation=str, name="Client id", default="", is_shared=True
-            ),
-        ],
+        timeout=None,
+        **limits,
     )
 
 
@@ -168,6 +147,7 @@ def run_demo(
     *,
     model: BaseChatModel | None = None,
     summarizer: SummarizerLike | None = None,
+    extractor: FactExtractor | None = None,
     client_id: str | None = None,
     max_turns: int = 6,
     keep_last: int = 2,
@@ -179,6 +159,9 @@ def run_demo(
         store: where the sessions and facts go (the CLI uses the embedded SQLite file).
         model: the chat model (default: `offline_model()`, no key).
         summarizer: the summarizer (default: the keyless one).
+        extractor: writes the facts each user message states (default: the real
+            `FactExtractor` on the keyless `KeylessFactModel`); run after every turn, so
+            the last message of a session, which no summary folds, is covered too.
         client_id: the employee (default: a fresh ``demo-<hex>`` id, so runs never mix).
         max_turns, keep_last: the rolling summary's count policy (small, to show it fold).
         max_words: the summary's word cap.
@@ -203,6 +186,7 @@ def run_demo(
         keep_last=keep_last,
         max_words=max_words,
     )
+    facts_from = extractor or keyless_extractor()
     earlier: list[BaseMessage] = []  # every message of this client so far: the full-history baseline
     for number, questions in enumerate(SCRIPT, start=1):
         session_id = f"{client}-s{number}"
@@ -215,7 +199,7 @@ def run_demo(
             earlier.extend([HumanMessage(question), reply])
             record = store.summary(session_id)
             usage = SummaryUsage.from_record(record)
-            learned = _learn(store, client, HumanMessage(question))
+            learned = _learn(store, client, [HumanMessage(question)], facts_from)
             yield DemoTurn(
                 session=number,
                 turn=turn,
@@ -237,15 +221,9 @@ def run_demo(
 
 
 def _learn(
-    store: RollingStore, client: str, message: BaseMessage
+    store: RollingStore, client: str, messages: list[BaseMessage], extractor: FactExtractor
 ) -> list[tuple[str | None, str, str | None]]:
-    """Store the facts the user just stated; a keyed fact replaces the previous value."""
-    existing = store.facts(client)
-    by_key = {f.key: f.text for f in existing if f.key}
-    known = {f.text for f in existing}
-    learned: list[tuple[str | None, str, str | None]] = []
-    for key, text in extract_facts([message]):
-        fact = store.add_fact(client, text, key=key, source="extractor")
-        if fact is not None and fact.text not in known:
-            learned.append((key, fact.text, by_key.get(key) if key else None))
-    return learned
+    """Run the extractor; report each new fact and each changed one with its old text."""
+    before = {f.id: f.text for f in store.facts(client)}
+    extractor.extract(store, client, messages)
+    return [(f.key, f.text, before.get(f.id)) for f in store.facts(client) if before.get(f.id) != f.text]

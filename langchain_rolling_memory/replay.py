@@ -14,15 +14,18 @@ only memory that crosses sessions.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
 from langchain_rolling_memory.conversations import ConversationMessage
+from langchain_rolling_memory.extractor import FactExtractor
+from langchain_rolling_memory.facts import memory_message, memory_text
 from langchain_rolling_memory.history import RollingSummaryChatMessageHistory, WindowedChatMessageHistory
-from langchain_rolling_memory.offline import extract_facts, keyless_summarizer, render_facts
+from langchain_rolling_memory.offline import keyless_extractor, keyless_summarizer
 from langchain_rolling_memory.policy import TokenCounter, count_tokens
 from langchain_rolling_memory.prompts import default_prompt
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
@@ -31,7 +34,6 @@ from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
     "EstimatedCostSummarizer",
-    "FactExtractor",
     "ReplayReport",
     "Strategy",
     "StrategyResult",
@@ -40,9 +42,6 @@ __all__ = [
 ]
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and accurately."
-
-FactExtractor = Callable[[Sequence[BaseMessage]], list[tuple[str | None, str]]]
-"""``messages -> [(key or None, fact text)]``: the facts stated in the messages."""
 
 Kind = Literal["full", "window", "summary"]
 
@@ -330,20 +329,28 @@ class _Runner:
     def _extract(self, client: str, messages: list[BaseMessage]) -> None:
         if not messages:
             return
-        existing = self.store.facts(client)
-        found = self.extractor(messages)
+        request = self.extractor.request(self.store.facts(client), messages)
+        result = self.extractor.extract(self.store, client, messages)
+        # Billed as an LLM extractor would be: its request, and a reply listing the changes.
+        reply = json.dumps(
+            {
+                "add": [{"text": f.text, "key": f.key} for f in result.added],
+                "update": [{"id": f.id, "text": f.text} for f in result.updated],
+                "delete": result.deleted,
+            }
+        )
         self.result.extractor_calls += 1
-        known = render_facts([f.text for f in existing], max_tokens=10**9)
-        self.result.extractor_tokens += self.counter([HumanMessage(known), *messages])
-        self.result.extractor_tokens += self.counter([HumanMessage("\n".join(t for _, t in found))])
-        for key, text in found:
-            self.store.add_fact(client, text, key=key, source="extractor")
+        self.result.extractor_tokens += self.counter(request) + self.counter([AIMessage(reply)])
 
-    def system(self, prompt: str, client: str) -> SystemMessage:
-        if not self.strategy.facts:
-            return SystemMessage(prompt)
-        block = render_facts([f.text for f in self.store.facts(client)], max_tokens=self.facts_budget)
-        return SystemMessage(f"{prompt}\n\n{block}" if block else prompt)
+    def prefix(self, prompt: str, client: str) -> list[BaseMessage]:
+        """The system prompt, then (facts strategy) the memory message with the client's facts."""
+        head: list[BaseMessage] = [SystemMessage(prompt)]
+        if self.strategy.facts:
+            text = memory_text(self.store.facts(client), max_fact_tokens=self.facts_budget)
+            message = memory_message(text)
+            if message is not None:
+                head.append(message)
+        return head
 
     def request(self, index: int, request: list[BaseMessage]) -> None:
         sizes = [self.size(m) for m in request]
@@ -376,8 +383,8 @@ def replay(
     summarizer: SummarizerLike | None = None,
     system_prompt: str = DEFAULT_SYSTEM_PROMPT,
     token_counter: TokenCounter = count_tokens,
-    fact_extractor: FactExtractor = extract_facts,
-    facts_budget: int = 300,
+    fact_extractor: FactExtractor | None = None,
+    facts_budget: int = 400,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> ReplayReport:
     """Replay a recorded conversation under each strategy and count what it sends.
@@ -391,7 +398,9 @@ def replay(
         system_prompt: the system message every request starts with (a ``system`` line of
             the recording replaces it from there on).
         token_counter: counts a message list's tokens.
-        fact_extractor: finds facts in folded messages (default: rule-based, keyless).
+        fact_extractor: the facts strategy's `FactExtractor`, run after each compaction and at
+            the end of each session (default: `offline.keyless_extractor()`, rule-based). Its
+            tokens are billed as an LLM extractor's would be: its request plus its changes.
         facts_budget: most tokens of the facts block.
         on_progress: called as ``(messages done, total)`` after each message.
 
@@ -410,7 +419,8 @@ def replay(
         as_summarizer(summarizer) if summarizer is not None else keyless_summarizer(),
         token_counter=token_counter,
     )
-    runners = [_Runner(s, shared, token_counter, fact_extractor, facts_budget) for s in chosen]
+    extractor = fact_extractor or keyless_extractor()
+    runners = [_Runner(s, shared, token_counter, extractor, facts_budget) for s in chosen]
     pending: dict[str, list[BaseMessage]] = {}
     prompt = system_prompt
     current: tuple[str, str] | None = None
@@ -430,7 +440,7 @@ def replay(
             waiting = pending.pop(item.session, [])
             for runner in runners:
                 request = [
-                    runner.system(prompt, item.client),
+                    *runner.prefix(prompt, item.client),
                     *runner.view(item.session, item.client),
                     *waiting,
                 ]

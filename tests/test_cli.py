@@ -7,11 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from langchain_rolling_memory import RollingSummaryChatMessageHistory, open_store
 from langchain_rolling_memory.cli import default_store_url, main
 from langchain_rolling_memory.demo import run_demo
+from langchain_rolling_memory.facts import MEMORY_MESSAGE_ID
 
 
 @pytest.fixture(autouse=True)
@@ -87,7 +88,10 @@ def test_demo_reset_forgets_the_named_client_first(
 def test_the_second_session_prompt_really_carries_the_remembered_facts() -> None:
     turns = list(run_demo(open_store("memory://"), client_id="sam"))
     first_of_2 = next(t for t in turns if t.session == 2)
-    system = first_of_2.prompt[0].text
+    memory = [m for m in first_of_2.prompt if m.id == MEMORY_MESSAGE_ID]
+    assert len(memory) == 1
+    assert isinstance(memory[0], SystemMessage)
+    system = memory[0].text
     assert "Logistics team" in system
     assert "peanut allergy" in system
     assert "Payments team" not in system  # the team fact was replaced, not duplicated
