@@ -101,3 +101,16 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
             await backend.aclose()
         finally:
             wipe(backend)
+
+
+@pytest.fixture(params=["postgres", "redis", "sqlite"])
+async def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[RollingStore]:
+    """An empty store of each backend several processes can open at once (by URL)."""
+    backend = STORE_FACTORIES[request.param](tmp_path)
+    try:
+        yield backend
+    finally:
+        try:
+            await backend.aclose()
+        finally:
+            wipe(backend)
