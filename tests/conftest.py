@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from store_kit import POSTGRES_URL, REDIS_URL, wipe
+from tcp_proxy import FaultyProxy
 
 from langchain_rolling_memory.stores import InMemoryRollingStore, RollingStore, SQLiteRollingStore
 
@@ -113,4 +114,75 @@ async def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
         try:
             await backend.aclose()
         finally:
+            wipe(backend)
+
+
+@pytest.fixture
+async def pg_store(tmp_path: Path) -> AsyncIterator[tuple[RollingStore, str]]:
+    """An empty PostgreSQL store whose connections carry a unique application_name."""
+    _probe("postgres")
+    from langchain_rolling_memory.stores.postgres import PostgresRollingStore
+
+    name = f"lrm-{uuid.uuid4().hex[:12]}"
+    sep = "&" if "?" in POSTGRES_URL else "?"
+    backend = PostgresRollingStore.from_url(
+        f"{POSTGRES_URL}{sep}application_name={name}", table_prefix=unique_prefix(), pool_size=2
+    )
+    try:
+        yield backend, name
+    finally:
+        try:
+            await backend.aclose()
+        finally:
+            wipe(backend)
+
+
+@pytest.fixture
+async def redis_store(tmp_path: Path) -> AsyncIterator[tuple[RollingStore, str]]:
+    """An empty Redis store whose connections carry a unique client name."""
+    _probe("redis")
+    from langchain_rolling_memory.stores.redis import RedisRollingStore
+
+    name = f"lrm-{uuid.uuid4().hex[:12]}"
+    backend = RedisRollingStore.from_url(
+        REDIS_URL, key_prefix=unique_prefix(), client_kwargs={"client_name": name}
+    )
+    try:
+        yield backend, name
+    finally:
+        try:
+            await backend.aclose()
+        finally:
+            wipe(backend)
+
+
+@pytest.fixture(params=["postgres", "redis"])
+async def proxied_store(request: pytest.FixtureRequest) -> AsyncIterator[tuple[RollingStore, FaultyProxy]]:
+    """An empty server store reached through a `FaultyProxy` in front of the real server."""
+    from urllib.parse import urlsplit
+
+    kind = request.param
+    _probe(kind)
+    url = urlsplit(POSTGRES_URL if kind == "postgres" else REDIS_URL)
+    proxy = FaultyProxy(url.hostname or "127.0.0.1", url.port or (5432 if kind == "postgres" else 6379))
+    through = url._replace(
+        netloc=f"{url.username + '@' if url.username else ''}127.0.0.1:{proxy.port}"
+    ).geturl()
+    backend: RollingStore
+    if kind == "postgres":
+        from langchain_rolling_memory.stores.postgres import PostgresRollingStore
+
+        backend = PostgresRollingStore.from_url(through, table_prefix=unique_prefix(), pool_size=2, timeout=2)
+    else:
+        from langchain_rolling_memory.stores.redis import RedisRollingStore
+
+        backend = RedisRollingStore.from_url(through, key_prefix=unique_prefix())
+    try:
+        yield backend, proxy
+    finally:
+        try:
+            proxy.up()
+            await backend.aclose()
+        finally:
+            proxy.close()
             wipe(backend)

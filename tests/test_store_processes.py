@@ -38,7 +38,9 @@ def _run_all(procs: list[Any], start: Any) -> None:
 
 
 def _fill(store: RollingStore, session_id: str, n: int) -> None:
-    store.append(session_id, [HumanMessage(f"m{i}") if i % 2 else AIMessage(f"m{i}") for i in range(1, n + 1)])
+    store.append(
+        session_id, [HumanMessage(f"m{i}") if i % 2 else AIMessage(f"m{i}") for i in range(1, n + 1)]
+    )
 
 
 def test_concurrent_appenders_lose_and_duplicate_nothing_and_keep_each_writers_order(
@@ -60,7 +62,9 @@ def test_concurrent_appenders_lose_and_duplicate_nothing_and_keep_each_writers_o
     assert shared_store.sessions("client-1") == ["shared"]
 
 
-def test_the_summarizer_runs_once_per_window_across_processes(shared_store: RollingStore, tmp_path: Path) -> None:
+def test_the_summarizer_runs_once_per_window_across_processes(
+    shared_store: RollingStore, tmp_path: Path
+) -> None:
     _fill(shared_store, "s1", 13)  # max_turns=12: one compaction is due
     calls = str(tmp_path / "calls.txt")
     start = CTX.Event()
@@ -83,7 +87,8 @@ def test_concurrent_turns_call_the_summarizer_once_per_installed_summary(
     start = CTX.Event()
     url, writers, turns = store_url(shared_store), 3, 12
     procs = [
-        CTX.Process(target=turns_worker, args=(url, "chat", f"w{w}", turns, calls, start)) for w in range(writers)
+        CTX.Process(target=turns_worker, args=(url, "chat", f"w{w}", turns, calls, start))
+        for w in range(writers)
     ]
     _run_all(procs, start)
     record = shared_store.summary("chat")
