@@ -1,0 +1,144 @@
+"""Issue 4's "done when": facts learned in one session reach the next, stay private, and are erasable.
+
+Session 1 learns facts through the `remember` tool and the extractor; session 2 of the same
+client sees them in the model's prompt; another client sees nothing; a changed fact is
+replaced; after `forget` nothing of the client remains in the store. On every backend.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from memory_fakes import RecordingChatModel, prompt_text, raw_dump, recording_model
+
+from langchain_rolling_memory import MEMORY_MESSAGE_ID, FactExtractor, memory_tools, with_rolling_memory
+from langchain_rolling_memory.stores import RollingStore
+
+
+def remember_call(text: str, key: str | None, call_id: str) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "remember", "args": {"text": text, "key": key}, "id": call_id}])
+
+
+def summarize(previous: str, messages: Any) -> str:
+    return (previous + " " if previous else "") + " / ".join(m.text for m in messages if m.text)
+
+
+def build_chat(store: RollingStore, model: RecordingChatModel, extractor: RecordingChatModel) -> Any:
+    def agent_turn(messages: list[BaseMessage], config: RunnableConfig) -> list[BaseMessage]:
+        # The tools are bound to the client of this call, in code: the model only gives text.
+        client_id = config["configurable"]["client_id"]
+        tools = {t.name: t for t in memory_tools(store, client_id)}
+        first = model.invoke(messages)
+        if not isinstance(first, AIMessage) or not first.tool_calls:
+            return [first]
+        results = [tools[call["name"]].invoke(call) for call in first.tool_calls]
+        return [first, *results, model.invoke([*messages, first, *results])]
+
+    return with_rolling_memory(
+        RunnableLambda(agent_turn),
+        store=store,
+        summarizer=summarize,
+        extractor=FactExtractor(extractor),
+        max_turns=4,
+        keep_last=2,
+    )
+
+
+def memory_of(sent: list[BaseMessage]) -> str:
+    return sent[0].text if sent and sent[0].id == MEMORY_MESSAGE_ID else ""
+
+
+def test_two_sessions_share_facts_of_one_client_only_until_it_is_forgotten(store: RollingStore) -> None:
+    model = recording_model(
+        [
+            remember_call("Works in the Sales team", "team", "call-1"),
+            "Nice to meet you, Ana.",
+            "Saturday deliveries, noted.",
+            "Your order is on its way.",
+            "You're welcome.",
+            # session 2
+            "Hello again Ana.",
+            remember_call("Works in the Logistics team", "team", "call-2"),
+            "Congratulations on the move.",
+            "Sure.",
+            # client B
+            "Hello, who are you?",
+        ]
+    )
+    extractor = recording_model(
+        [
+            json.dumps({"add": [], "update": [], "delete": []}),
+            json.dumps({"add": [{"text": "Delivers on Saturdays", "key": "delivery_day"}]}),
+        ]
+    )
+    chat = build_chat(store, model, extractor)
+    a1 = {"configurable": {"client_id": "client-a", "session_id": "a-1"}}
+    a2 = {"configurable": {"client_id": "client-a", "session_id": "a-2"}}
+    b1 = {"configurable": {"client_id": "client-b", "session_id": "b-1"}}
+
+    # Session 1: the tool learns the team; compactions run the extractor, which learns the day.
+    store.set_state("a-1", {"order": "A-1001", "amount_eur": 129.9}, client_id="client-a")
+    for question in ("Hi, I'm Ana from Sales.", "Please deliver on Saturdays.", "Where is my order?", "Thanks!"):
+        chat.invoke([HumanMessage(question)], config=a1)
+    assert len(extractor.received) == 2
+    assert "Please deliver on Saturdays." in extractor.received[1][-1].text
+    assert [(f.key, f.text, f.source) for f in store.facts("client-a")] == [
+        ("team", "Works in the Sales team", "tool"),
+        ("delivery_day", "Delivers on Saturdays", "extractor"),
+    ]
+    assert store.summary("a-1") is not None
+    # Exact state is shown verbatim, never only through the summary.
+    assert '{"amount_eur": 129.9, "order": "A-1001"}' in memory_of(model.received[-1])
+
+    # Session 2 of the same client: the facts are in the model's prompt from the first call.
+    calls_before = len(model.received)
+    chat.invoke([HumanMessage("Hello, it's me again.")], config=a2)
+    first_of_session_2 = memory_of(model.received[calls_before])
+    assert '[team] "Works in the Sales team"' in first_of_session_2
+    assert '[delivery_day] "Delivers on Saturdays"' in first_of_session_2
+    assert "A-1001" not in first_of_session_2  # state belongs to session 1 only
+
+    # A changed fact is replaced, not piled up, and the next prompt shows the new value only.
+    chat.invoke([HumanMessage("I moved to the Logistics team.")], config=a2)
+    chat.invoke([HumanMessage("Can you update my file?")], config=a2)
+    assert [(f.key, f.text) for f in store.facts("client-a")] == [
+        ("team", "Works in the Logistics team"),
+        ("delivery_day", "Delivers on Saturdays"),
+    ]
+    latest = memory_of(model.received[-1])
+    assert "Logistics" in latest
+    assert "Sales" not in latest
+
+    # Another client sees nothing of client A.
+    calls_before = len(model.received)
+    chat.invoke([HumanMessage("Hi")], config=b1)
+    seen_by_b = prompt_text(model.received[calls_before])
+    for secret in ("Logistics", "Saturdays", "Ana", "A-1001"):
+        assert secret not in seen_by_b
+    assert store.facts("client-b") == []
+
+    # Export returns all of it; forget erases all of it, on every backend.
+    exported = store.export("client-a")
+    assert {s["session_id"] for s in exported["sessions"]} == {"a-1", "a-2"}
+    assert len(exported["facts"]) == 2
+    json.dumps(exported)  # JSON-serializable as promised
+
+    store.forget("client-a")
+    assert store.facts("client-a") == []
+    assert store.sessions("client-a") == []
+    for session_id in ("a-1", "a-2"):
+        assert store.transcript(session_id) == []
+        assert store.summary(session_id) is None
+        assert store.get_state(session_id) == {}
+        assert store.session_info(session_id) is None
+    assert store.export("client-a")["sessions"] == []
+    raw = raw_dump(store)
+    assert raw is not None, f"no raw dump for {type(store).__name__}: add one to tests/memory_fakes.py"
+    for trace in ("client-a", "a-1", "a-2", "Logistics", "Saturdays", "Ana", "A-1001"):
+        assert trace not in raw, f"{trace!r} is still in the {type(store).__name__} backend after forget"
+    # Client B is untouched.
+    assert store.sessions("client-b") == ["b-1"]
+    assert "b-1" in raw
