@@ -20,7 +20,10 @@ from langchain_rolling_memory import (
 )
 from langchain_rolling_memory.stores import RollingStore
 
-CONVERSATION = [HumanMessage("I moved to the Logistics team, and please deliver on Saturdays"), AIMessage("Noted.")]
+CONVERSATION = [
+    HumanMessage("I moved to the Logistics team, and please deliver on Saturdays"),
+    AIMessage("Noted."),
+]
 
 
 def reply(add: Any = (), update: Any = (), delete: Any = ()) -> str:
@@ -32,7 +35,16 @@ def texts(store: RollingStore, client_id: str = "client-a") -> list[tuple[str | 
 
 
 def test_added_facts_are_stored_with_the_extractor_source(store: RollingStore) -> None:
-    model = recording_model([reply(add=[{"text": "Works in the Logistics team", "key": "team"}, {"text": "Delivers on Saturdays"}])])
+    model = recording_model(
+        [
+            reply(
+                add=[
+                    {"text": "Works in the Logistics team", "key": "team"},
+                    {"text": "Delivers on Saturdays"},
+                ]
+            )
+        ]
+    )
     result = extract_facts(model, store, "client-a", CONVERSATION)
     assert texts(store) == [
         ("team", "Works in the Logistics team", "extractor"),
@@ -63,7 +75,9 @@ def test_a_team_change_updates_the_keyed_fact_instead_of_adding_one(store: Rolli
 def test_update_and_delete_refer_to_the_facts_by_their_short_id(store: RollingStore) -> None:
     store.add_fact("client-a", "Works in the Sales team", key="team")
     store.add_fact("client-a", "Prefers phone calls")
-    model = recording_model([reply(update=[{"id": "f1", "text": "Works in the Logistics team"}], delete=["f2"])])
+    model = recording_model(
+        [reply(update=[{"id": "f1", "text": "Works in the Logistics team"}], delete=["f2"])]
+    )
     result = extract_facts(model, store, "client-a", CONVERSATION)
     assert [(k, t) for k, t, _ in texts(store)] == [("team", "Works in the Logistics team")]
     assert len(result.deleted) == 1
@@ -92,7 +106,9 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("bad", MALFORMED.values(), ids=MALFORMED.keys())
-def test_a_malformed_reply_changes_nothing(store: RollingStore, bad: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_malformed_reply_changes_nothing(
+    store: RollingStore, bad: str, caplog: pytest.LogCaptureFixture
+) -> None:
     store.add_fact("client-a", "Works in the Sales team", key="team")
     before = store.facts("client-a")
     with caplog.at_level(logging.WARNING, logger="langchain_rolling_memory"):
@@ -126,9 +142,14 @@ def test_a_bad_client_id_is_refused_before_the_model_is_called(store: RollingSto
 
 async def test_async_extraction_applies_the_same_rules(store: RollingStore) -> None:
     await store.aadd_fact("client-a", "Works in the Sales team", key="team")
-    model = recording_model([reply(add=[{"text": "Works in the Logistics team", "key": "team"}, {"text": "Likes tea"}])])
+    model = recording_model(
+        [reply(add=[{"text": "Works in the Logistics team", "key": "team"}, {"text": "Likes tea"}])]
+    )
     result = await aextract_facts(model, store, "client-a", CONVERSATION)
-    assert [(k, t) for k, t, _ in texts(store)] == [("team", "Works in the Logistics team"), (None, "Likes tea")]
+    assert [(k, t) for k, t, _ in texts(store)] == [
+        ("team", "Works in the Logistics team"),
+        (None, "Likes tea"),
+    ]
     assert len(result.added) == 2
     bad = await aextract_facts(recording_model(["nope"]), store, "client-a", CONVERSATION)
     assert bad.error
@@ -171,11 +192,21 @@ async def test_the_extractor_runs_after_an_async_compaction(store: RollingStore)
         keep_last=2,
         on_compaction=FactExtractor(model, store=store),
     )
-    await history.aadd_messages([HumanMessage("Deliver on Saturdays"), AIMessage("Sure."), HumanMessage("q"), AIMessage("a"), HumanMessage("q2")])
+    await history.aadd_messages(
+        [
+            HumanMessage("Deliver on Saturdays"),
+            AIMessage("Sure."),
+            HumanMessage("q"),
+            AIMessage("a"),
+            HumanMessage("q2"),
+        ]
+    )
     assert [t for _, t, _ in texts(store)] == ["Delivers on Saturdays"]
 
 
-def test_a_failing_extractor_never_undoes_the_compaction(store: RollingStore, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failing_extractor_never_undoes_the_compaction(
+    store: RollingStore, caplog: pytest.LogCaptureFixture
+) -> None:
     broken = GenericFakeChatModel(messages=iter([]))  # raises when called
     history = RollingSummaryChatMessageHistory(
         "s1",
@@ -196,7 +227,12 @@ def test_a_failing_extractor_never_undoes_the_compaction(store: RollingStore, ca
 def test_a_session_without_client_gets_no_extraction(store: RollingStore) -> None:
     model = recording_model([reply(add=[{"text": "x"}])])
     history = RollingSummaryChatMessageHistory(
-        "s1", store=store, summarizer=summarize, max_turns=4, keep_last=2, on_compaction=FactExtractor(model, store=store)
+        "s1",
+        store=store,
+        summarizer=summarize,
+        max_turns=4,
+        keep_last=2,
+        on_compaction=FactExtractor(model, store=store),
     )
     history.add_messages([HumanMessage(f"m{i}") for i in range(5)])
     assert history.summary == "3 messages"

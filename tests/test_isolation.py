@@ -42,11 +42,20 @@ def test_a_hostile_client_id_raises_value_error_and_writes_nothing(store: Rollin
     assert raw_dump(store) == before
 
 
-LOOKALIKES = [("a", "a:b"), ("a", "a:"), ("a:b", "a:b:c"), ("client.1", "client_1"), ("A", "a"), ("x@y", "x@y.z")]
+LOOKALIKES = [
+    ("a", "a:b"),
+    ("a", "a:"),
+    ("a:b", "a:b:c"),
+    ("client.1", "client_1"),
+    ("A", "a"),
+    ("x@y", "x@y.z"),
+]
 
 
 @pytest.mark.parametrize(("one", "other"), LOOKALIKES, ids=[f"{a}|{b}" for a, b in LOOKALIKES])
-def test_look_alike_client_ids_never_share_facts_or_sessions(store: RollingStore, one: str, other: str) -> None:
+def test_look_alike_client_ids_never_share_facts_or_sessions(
+    store: RollingStore, one: str, other: str
+) -> None:
     store.add_fact(one, f"fact of {one}")
     store.add_fact(other, f"fact of {other}")
     store.append(f"s-{one}", [HumanMessage("hello")], client_id=one)
@@ -63,7 +72,7 @@ def test_look_alike_client_ids_never_share_facts_or_sessions(store: RollingStore
 
 
 def test_fact_text_that_looks_like_a_query_or_a_key_is_stored_verbatim(store: RollingStore) -> None:
-    texts = ["'); DELETE FROM facts; --", "KEYS * | FLUSHALL", "{\"$ne\": null}", "../../etc/passwd"]
+    texts = ["'); DELETE FROM facts; --", "KEYS * | FLUSHALL", '{"$ne": null}', "../../etc/passwd"]
     for text in texts:
         store.add_fact("client-a", text)
     assert [f.text for f in store.facts("client-a")] == texts
@@ -80,7 +89,9 @@ def test_a_client_cannot_delete_or_update_another_clients_fact(store: RollingSto
 
 def test_a_history_refuses_to_read_a_session_of_another_client(store: RollingStore) -> None:
     store.append("s-a", [HumanMessage("my IBAN is FR76")], client_id="client-a")
-    intruder = RollingSummaryChatMessageHistory("s-a", client_id="client-b", store=store, summarizer=lambda p, m: "s")
+    intruder = RollingSummaryChatMessageHistory(
+        "s-a", client_id="client-b", store=store, summarizer=lambda p, m: "s"
+    )
     with pytest.raises(OwnershipError):
         intruder.messages  # noqa: B018 - reading is what is refused
     with pytest.raises(OwnershipError):
@@ -88,13 +99,17 @@ def test_a_history_refuses_to_read_a_session_of_another_client(store: RollingSto
     with pytest.raises(OwnershipError):
         intruder.clear()
     assert len(store.transcript("s-a")) == 1
-    owner = RollingSummaryChatMessageHistory("s-a", client_id="client-a", store=store, summarizer=lambda p, m: "s")
+    owner = RollingSummaryChatMessageHistory(
+        "s-a", client_id="client-a", store=store, summarizer=lambda p, m: "s"
+    )
     assert [m.text for m in owner.messages] == ["my IBAN is FR76"]
 
 
 async def test_a_history_refuses_to_read_a_session_of_another_client_async(store: RollingStore) -> None:
     await store.aappend("s-a", [HumanMessage("secret")], client_id="client-a")
-    intruder = RollingSummaryChatMessageHistory("s-a", client_id="client-b", store=store, summarizer=lambda p, m: "s")
+    intruder = RollingSummaryChatMessageHistory(
+        "s-a", client_id="client-b", store=store, summarizer=lambda p, m: "s"
+    )
     with pytest.raises(OwnershipError):
         await intruder.aget_messages()
     with pytest.raises(OwnershipError):

@@ -81,7 +81,12 @@ def test_two_sessions_share_facts_of_one_client_only_until_it_is_forgotten(store
 
     # Session 1: the tool learns the team; compactions run the extractor, which learns the day.
     store.set_state("a-1", {"order": "A-1001", "amount_eur": 129.9}, client_id="client-a")
-    for question in ("Hi, I'm Ana from Sales.", "Please deliver on Saturdays.", "Where is my order?", "Thanks!"):
+    for question in (
+        "Hi, I'm Ana from Sales.",
+        "Please deliver on Saturdays.",
+        "Where is my order?",
+        "Thanks!",
+    ):
         chat.invoke([HumanMessage(question)], config=a1)
     assert len(extractor.received) == 2
     assert "Please deliver on Saturdays." in extractor.received[1][-1].text
