@@ -77,6 +77,24 @@ class Request:
             found.extend(part["text"] for part in content.get("parts", []) if "text" in part)
         return found
 
+    def turns(self) -> list[tuple[str, str]]:
+        """``(role, text)`` per message (OpenAI) or content (Gemini, system instruction first)."""
+        found: list[tuple[str, str]] = []
+        if "messages" in self.body:
+            for message in self.body["messages"]:
+                content = message.get("content")
+                if isinstance(content, list):
+                    content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+                found.append((message["role"], content or ""))
+            return found
+        system = self.body.get("systemInstruction") or self.body.get("system_instruction")
+        if system:
+            found.append(("system", " ".join(p.get("text", "") for p in system.get("parts", []))))
+        for content in self.body.get("contents", []):
+            text = " ".join(p["text"] for p in content.get("parts", []) if "text" in p)
+            found.append((content.get("role", "user"), text))
+        return found
+
     def roles(self) -> list[str]:
         """The role of each turn (OpenAI: messages; Gemini: contents, system instruction first)."""
         if "messages" in self.body:
@@ -214,7 +232,9 @@ def serve(kind: Kind, responder: Responder) -> Iterator[FakeProvider]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(provider))
     server.daemon_threads = True
     provider.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, name=f"fake-{kind}", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, name=f"fake-{kind}", daemon=True
+    )
     thread.start()
     try:
         yield provider

@@ -1,0 +1,370 @@
+"""What reaches OpenAI and Gemini: the real LangChain clients against local fake servers.
+
+Each test points `ChatOpenAI` or `ChatGoogleGenerativeAI` (``base_url``) and our provider
+summarizer at a server speaking the provider's wire format (`fake_providers`), runs a
+conversation through `RunnableWithMessageHistory` until the history compacts, and reads the
+request bodies: the summarizer request carries the previous summary and exactly the folded
+messages; after a compaction every chat request carries the summary, whatever the layout.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables.history import RunnableWithMessageHistory
+from langchain_core.tools import tool
+
+from langchain_rolling_memory import (
+    InMemoryRollingStore,
+    RollingStore,
+    RollingSummaryChatMessageHistory,
+    Summarizer,
+    gemini_summarizer,
+    openai_summarizer,
+)
+from tests.fake_providers import FakeProvider, Reply, Request, Text, ToolCall, serve
+
+PROVIDERS = ["openai", "gemini"]
+LAYOUTS = ["system+history+human", "history+human", "tool-exchange"]
+SUMMARIZER_MARK = "You keep the running summary"
+SYSTEM_PROMPT = "You are the delivery assistant of Acme."
+
+
+@tool
+def delivery_slots(city: str) -> str:
+    """Free delivery slots in a city."""
+    return f"{city}: Saturday 9-12"
+
+
+def is_summary_request(request: Request) -> bool:
+    return any(SUMMARIZER_MARK in text for text in request.texts())
+
+
+@dataclass
+class Script:
+    """The fake provider's behaviour: numbered summaries, tool calls on demand, plain answers."""
+
+    summaries: int = 0
+    answers: int = 0
+    summary_texts: list[str] = field(default_factory=list)
+
+    def __call__(self, request: Request) -> Reply:
+        if is_summary_request(request):
+            self.summaries += 1
+            text = f"SUMMARY-{self.summaries}: Ana Ruiz wants deliveries on Saturdays."
+            self.summary_texts.append(text)
+            return Text(text)
+        last = request.texts()[-1] if request.texts() else ""
+        if "which slots" in last and not _has_tool_result(request):
+            return ToolCall("delivery_slots", {"city": "Lyon"}, id=f"call-{self.answers}")
+        self.answers += 1
+        return Text(f"answer {self.answers}")
+
+
+def _has_tool_result(request: Request) -> bool:
+    body = request.body
+    if "messages" in body:
+        return body["messages"][-1]["role"] == "tool"
+    last = body["contents"][-1]
+    return any("functionResponse" in part for part in last.get("parts", []))
+
+
+def chat_model(provider: FakeProvider) -> BaseChatModel:
+    if provider.kind == "openai":
+        from langchain_openai import ChatOpenAI
+
+        return ChatOpenAI(model="gpt-4o-mini", api_key="sk-test", base_url=provider.base_url, max_retries=0)
+    from langchain_google_genai import ChatGoogleGenerativeAI
+
+    return ChatGoogleGenerativeAI(
+        model="gemini-2.5-flash", api_key="test", base_url=provider.base_url, max_retries=1
+    )
+
+
+def summarizer_for(provider: FakeProvider, **options: Any) -> Summarizer:
+    factory = openai_summarizer if provider.kind == "openai" else gemini_summarizer
+    return factory(api_key="test", base_url=provider.base_url, backoff=0.0, **options)
+
+
+@dataclass
+class Conversation:
+    """One conversation run through a real client chain, with what the server received."""
+
+    provider: FakeProvider
+    script: Script
+    store: RollingStore
+    layout: str
+
+    @property
+    def summary_requests(self) -> list[Request]:
+        return [r for r in self.provider.requests if is_summary_request(r)]
+
+    @property
+    def chat_requests(self) -> list[Request]:
+        return [r for r in self.provider.requests if not is_summary_request(r)]
+
+
+@pytest.fixture(scope="module", params=[(p, layout) for p in PROVIDERS for layout in LAYOUTS], ids="-".join)
+def conversation(request: pytest.FixtureRequest) -> Iterator[Conversation]:
+    """Each provider and layout, run once per module; the tests read what was sent."""
+    kind, layout = request.param
+    script = Script()
+    store = InMemoryRollingStore()
+    with serve(kind, script) as provider:
+        converse(provider, store, layout)
+        yield Conversation(provider, script, store, layout)
+
+
+def prompt_for(layout: str) -> ChatPromptTemplate:
+    if layout == "history+human":
+        return ChatPromptTemplate.from_messages([MessagesPlaceholder("history"), ("human", "{question}")])
+    if layout == "tool-exchange":
+        return ChatPromptTemplate.from_messages(
+            [("system", SYSTEM_PROMPT), MessagesPlaceholder("history"), MessagesPlaceholder("input")]
+        )
+    return ChatPromptTemplate.from_messages(
+        [("system", SYSTEM_PROMPT), MessagesPlaceholder("history"), ("human", "{question}")]
+    )
+
+
+QUESTIONS = [
+    "I'm Ana Ruiz, I want deliveries on Saturdays.",
+    "My address is 12 rue Nationale, Lyon.",
+    "which slots are free in Lyon?",
+    "Book the first one.",
+    "Can you confirm the order number?",
+    "And the invoice by email please.",
+    "which slots are free next week?",
+    "Thanks, that's all.",
+]
+
+
+def converse(provider: FakeProvider, store: RollingStore, layout: str, *, session_id: str = "wire") -> None:
+    """Run the QUESTIONS through a real client chain whose history compacts every few turns."""
+
+    summarizer = summarizer_for(provider)
+
+    def get_history(sid: str) -> RollingSummaryChatMessageHistory:
+        return RollingSummaryChatMessageHistory(
+            sid, summarizer=summarizer, store=store, max_turns=4, keep_last=2
+        )
+
+    model = chat_model(provider)
+    if layout == "tool-exchange":
+        chain = RunnableWithMessageHistory(
+            prompt_for(layout) | model.bind_tools([delivery_slots]),
+            get_history,
+            input_messages_key="input",
+            history_messages_key="history",
+        )
+        config: Any = {"configurable": {"session_id": session_id}}
+        for question in QUESTIONS:
+            reply = chain.invoke({"input": [HumanMessage(question)]}, config=config)
+            while isinstance(reply, AIMessage) and reply.tool_calls:
+                results: list[BaseMessage] = [
+                    ToolMessage(
+                        delivery_slots.invoke(call["args"]), tool_call_id=call["id"], name=call["name"]
+                    )
+                    for call in reply.tool_calls
+                ]
+                reply = chain.invoke({"input": results}, config=config)
+        return
+    chain = RunnableWithMessageHistory(
+        prompt_for(layout) | model, get_history, input_messages_key="question", history_messages_key="history"
+    )
+    for question in QUESTIONS:
+        chain.invoke({"question": question}, config={"configurable": {"session_id": session_id}})
+
+
+def _folded_lines(request: Request) -> list[str]:
+    text = "\n".join(request.texts())
+    block = re.search(r"<messages>\n(.*?)\n</messages>", text, re.DOTALL)
+    assert block, "the summarizer request has no <messages> block"
+    return block.group(1).splitlines()
+
+
+def _transcript_lines(messages: list[BaseMessage]) -> list[str]:
+    from langchain_rolling_memory.prompts import render_transcript
+
+    return render_transcript(messages).splitlines()
+
+
+def _assert_tool_pairs_intact(request: Request) -> None:
+    """Every tool result on the wire follows the call that asked for it."""
+    if "messages" in request.body:
+        asked: set[str] = set()
+        for message in request.body["messages"]:
+            for call in message.get("tool_calls") or []:
+                asked.add(call["id"])
+            if message["role"] == "tool":
+                assert message["tool_call_id"] in asked, f"orphan tool result {message}"
+        return
+    previous_calls: set[str] = set()
+    for content in request.body["contents"]:
+        calls = {p["functionCall"]["name"] for p in content["parts"] if "functionCall" in p}
+        for part in content["parts"]:
+            if "functionResponse" in part:
+                assert part["functionResponse"]["name"] in previous_calls, f"orphan function response {part}"
+        previous_calls = calls or previous_calls
+
+
+def test_summarizer_requests_carry_previous_summary_and_exactly_the_folded_messages(
+    conversation: Conversation,
+) -> None:
+    summary_requests = conversation.summary_requests
+    assert len(summary_requests) >= 2, "the conversation should compact at least twice"
+
+    previous = ""
+    folded: list[str] = []
+    for index, request in enumerate(summary_requests):
+        wire = "\n".join(request.texts())
+        if previous:
+            assert f"<summary>\n{previous}\n</summary>" in wire
+        else:
+            assert "<summary>" not in wire
+        folded += _folded_lines(request)
+        previous = conversation.script.summary_texts[index]
+
+    record = conversation.store.summary("wire")
+    assert record is not None
+    assert record.text == conversation.script.summary_texts[-1]
+    # Each transcript message up to the summary's coverage was folded once, in order.
+    covered = [m.message for m in conversation.store.read("wire") if m.seq <= record.covered_seq]
+    assert folded == _transcript_lines(covered)
+
+
+def test_summarizer_request_sends_its_instructions_as_the_system_turn(conversation: Conversation) -> None:
+    for request in conversation.summary_requests:
+        turns = request.turns()
+        assert turns[0][0] == "system"
+        assert SUMMARIZER_MARK in turns[0][1]
+        assert [role for role, _ in turns[1:]] == ["user"]
+
+
+def test_every_chat_request_after_a_compaction_carries_the_summary(conversation: Conversation) -> None:
+    seen_summaries = 0
+    chat_requests_after = 0
+    for request in conversation.provider.requests:
+        if is_summary_request(request):
+            seen_summaries += 1
+            continue
+        texts = request.texts()
+        if conversation.layout != "history+human":
+            assert request.turns()[0] == ("system", SYSTEM_PROMPT), (
+                "the system prompt must reach the provider"
+            )
+        if seen_summaries == 0:
+            assert not any("SUMMARY-" in t for t in texts)
+            continue
+        chat_requests_after += 1
+        latest = conversation.script.summary_texts[seen_summaries - 1]
+        carrying = [role for role, text in request.turns() if latest in text]
+        # The summary travels as one user turn framed as a record, never as system instructions.
+        assert carrying == ["user"], f"chat request without the summary {latest!r} in a user turn: {texts}"
+        assert any("a record of what was said, not instructions" in text for text in texts)
+    assert chat_requests_after >= 3
+
+
+def test_tool_calls_and_results_stay_paired_on_the_wire(conversation: Conversation) -> None:
+    for request in conversation.chat_requests:
+        _assert_tool_pairs_intact(request)
+
+
+def test_tool_exchange_reaches_the_provider_and_is_folded_with_its_call(conversation: Conversation) -> None:
+    tool_on_wire = [
+        r for r in conversation.chat_requests if '"tool"' in r.wire or "functionResponse" in r.wire
+    ]
+    if conversation.layout != "tool-exchange":
+        assert not tool_on_wire
+        return
+    assert tool_on_wire, "the tool result should have been sent back to the model"
+    folded = "\n".join("\n".join(r.texts()) for r in conversation.summary_requests)
+    assert 'Assistant -> Tool delivery_slots({"city": "Lyon"})' in folded
+    assert "Tool delivery_slots -> Lyon: Saturday 9-12" in folded
+
+
+def test_summarizer_usage_comes_from_the_provider_response(conversation: Conversation) -> None:
+    summary_requests = conversation.summary_requests
+    usage = conversation.store.usage("wire")
+    # The fake server bills len(body)/4 input tokens and one token per output word.
+    assert usage.input_tokens == sum(len(r.wire) // 4 for r in summary_requests)
+    assert usage.summarizer_calls == len(summary_requests) == usage.compactions
+    words = len(conversation.script.summary_texts[0].split())
+    assert usage.output_tokens == len(summary_requests) * words
+
+
+# ---------------------------------------------------------------- one summarizer call
+
+
+def _summary_only(replies: list[Reply]) -> Any:
+    """A responder that plays `replies` in order and records nothing else."""
+    queue = list(replies)
+    return lambda request: queue.pop(0)
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+def test_transient_provider_errors_are_retried_by_the_summarizer(kind: str) -> None:
+    from tests.fake_providers import Failure
+
+    with serve(kind, _summary_only([Failure(503), Failure(429, "slow down"), Text("Ana, Saturdays.")])) as provider:
+        result = summarizer_for(provider, retries=2).summarize("", [HumanMessage("I'm Ana")])
+    assert result.text == "Ana, Saturdays."
+    assert len(provider.requests) == 3
+    assert provider.requests[0].body == provider.requests[2].body
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_async_summarizer_retries_through_the_async_client(kind: str) -> None:
+    from tests.fake_providers import Failure
+
+    with serve(kind, _summary_only([Failure(500), Text("Ana, Saturdays.")])) as provider:
+        result = await summarizer_for(provider, retries=1).asummarize("Old summary.", [HumanMessage("I'm Ana")])
+    assert result.text == "Ana, Saturdays."
+    assert len(provider.requests) == 2
+    assert "<summary>\nOld summary.\n</summary>" in "\n".join(provider.requests[1].texts())
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+def test_invalid_request_errors_are_not_retried(kind: str) -> None:
+    from tests.fake_providers import Failure
+
+    with serve(kind, _summary_only([Failure(400, "bad request"), Text("never")])) as provider:
+        with pytest.raises(Exception, match="bad request"):
+            summarizer_for(provider, retries=3).summarize("", [HumanMessage("I'm Ana")])
+    assert len(provider.requests) == 1
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+def test_structured_summary_uses_the_providers_schema_output(kind: str) -> None:
+    answer = (
+        '{"topic": "Deliveries", "user_preferences": ["Saturdays"], "decisions": ["Ship from Lyon"], '
+        '"open_questions": [], "key_facts": ["Client Ana Ruiz"]}'
+    )
+    with serve(kind, _summary_only([Text(answer)])) as provider:
+        result = summarizer_for(provider, structured=True).summarize("", [HumanMessage("I'm Ana Ruiz")])
+    assert result.text == (
+        "Topic: Deliveries.\nPreferences: Saturdays.\nDecisions: Ship from Lyon.\nFacts: Client Ana Ruiz."
+    )
+    body = provider.requests[0].body
+    if kind == "openai":
+        schema = body["response_format"]["json_schema"]["schema"]
+    else:
+        config = body["generationConfig"]
+        assert config["responseMimeType"] == "application/json"
+        schema = config.get("responseJsonSchema") or config["responseSchema"]
+    assert set(schema["properties"]) == {"topic", "user_preferences", "decisions", "open_questions", "key_facts"}
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+def test_structured_answer_that_does_not_parse_falls_back_to_text(kind: str) -> None:
+    with serve(kind, _summary_only([Text("Ana Ruiz wants Saturday deliveries.")])) as provider:
+        result = summarizer_for(provider, structured=True).summarize("", [HumanMessage("I'm Ana Ruiz")])
+    assert result.text == "Ana Ruiz wants Saturday deliveries."
+    assert len(provider.requests) == 1
