@@ -25,9 +25,9 @@ class SummaryUsage:
     """Summarizing cost and savings of one session, since its first compaction.
 
     Attributes:
-        compactions: summaries installed.
-        summarizer_calls: model calls made by the summarizer (retries included; 0 for a
-            summarizer that calls no model, like `extractive_summarizer`).
+        summarizer_calls: summaries made and installed (one per compaction).
+        model_calls: model requests those summaries took (a retry after an unusable reply
+            counts; 0 for a summarizer that calls no model, like `extractive_summarizer`).
         input_tokens / output_tokens: tokens the summarizer was billed (from the provider's
             usage metadata, else counted).
         folded_messages: messages folded into the summary.
@@ -39,8 +39,8 @@ class SummaryUsage:
         800
     """
 
-    compactions: int = 0
     summarizer_calls: int = 0
+    model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     folded_messages: int = 0
@@ -64,8 +64,8 @@ class SummaryUsage:
             return cls()
         meta = record.meta if isinstance(record.meta, dict) else {}
         return cls(
-            compactions=_int(meta, "compactions"),
             summarizer_calls=_int(meta, "summarizer_calls"),
+            model_calls=_int(meta, "model_calls"),
             input_tokens=_int(meta, "summarizer_input_tokens"),
             output_tokens=_int(meta, "summarizer_output_tokens"),
             folded_messages=_int(meta, "folded_messages"),

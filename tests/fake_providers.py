@@ -216,6 +216,9 @@ def _handler(provider: FakeProvider) -> type[BaseHTTPRequestHandler]:
             self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
+            # No keep-alive: a client's pooled connection must not outlive the test's event loop.
+            self.send_header("connection", "close")
+            self.close_connection = True
             self.end_headers()
             self.wfile.write(data)
 

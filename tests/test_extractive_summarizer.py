@@ -155,5 +155,5 @@ def test_drives_a_rolling_history_without_a_key() -> None:
     assert "window seat" in history.summary
     assert "14A" not in history.summary
     assert "14A" in history.messages[1].text
-    assert history.usage.summarizer_calls == 0
-    assert history.usage.compactions == 1
+    assert history.usage.summarizer_calls == 1
+    assert history.usage.model_calls == 0

@@ -9,6 +9,7 @@ messages; after a compaction every chat request carries the summary, whatever th
 
 from __future__ import annotations
 
+import gc
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,11 +29,16 @@ from langchain_rolling_memory import (
     Summarizer,
     gemini_summarizer,
     openai_summarizer,
+    with_rolling_memory,
 )
 from tests.fake_providers import FakeProvider, Reply, Request, Text, ToolCall, serve
 
 PROVIDERS = ["openai", "gemini"]
 LAYOUTS = ["system+history+human", "history+human", "tool-exchange"]
+WRAPPERS = ["history", "with_rolling_memory"]
+SESSION = "wire"
+CLIENT = "client-ana"
+FACT = "Leave parcels at the back door"
 SUMMARIZER_MARK = "You keep the running summary"
 SYSTEM_PROMPT = "You are the delivery assistant of Acme."
 
@@ -101,6 +107,7 @@ class Conversation:
     script: Script
     store: RollingStore
     layout: str
+    wrapper: str
 
     @property
     def summary_requests(self) -> list[Request]:
@@ -111,15 +118,19 @@ class Conversation:
         return [r for r in self.provider.requests if not is_summary_request(r)]
 
 
-@pytest.fixture(scope="module", params=[(p, layout) for p in PROVIDERS for layout in LAYOUTS], ids="-".join)
+@pytest.fixture(
+    scope="module",
+    params=[(p, layout, w) for p in PROVIDERS for layout in LAYOUTS for w in WRAPPERS],
+    ids="-".join,
+)
 def conversation(request: pytest.FixtureRequest) -> Iterator[Conversation]:
-    """Each provider and layout, run once per module; the tests read what was sent."""
-    kind, layout = request.param
+    """Each provider, layout and wrapper, run once per module; the tests read what was sent."""
+    kind, layout, wrapper = request.param
     script = Script()
     store = InMemoryRollingStore()
     with serve(kind, script) as provider:
-        converse(provider, store, layout)
-        yield Conversation(provider, script, store, layout)
+        converse(provider, store, layout, wrapper)
+        yield Conversation(provider, script, store, layout, wrapper)
 
 
 def prompt_for(layout: str) -> ChatPromptTemplate:
@@ -146,41 +157,47 @@ QUESTIONS = [
 ]
 
 
-def converse(provider: FakeProvider, store: RollingStore, layout: str, *, session_id: str = "wire") -> None:
-    """Run the QUESTIONS through a real client chain whose history compacts every few turns."""
+def converse(provider: FakeProvider, store: RollingStore, layout: str, wrapper: str) -> None:
+    """Run the QUESTIONS through a real client chain whose history compacts every few turns.
 
+    `wrapper` is ``"history"`` (`RunnableWithMessageHistory` around our history) or
+    ``"with_rolling_memory"`` (our wrapper, which also injects the client's facts).
+    """
     summarizer = summarizer_for(provider)
-
-    def get_history(sid: str) -> RollingSummaryChatMessageHistory:
-        return RollingSummaryChatMessageHistory(
-            sid, summarizer=summarizer, store=store, max_turns=4, keep_last=2
-        )
-
     model = chat_model(provider)
-    if layout == "tool-exchange":
-        chain = RunnableWithMessageHistory(
-            prompt_for(layout) | model.bind_tools([delivery_slots]),
-            get_history,
-            input_messages_key="input",
-            history_messages_key="history",
+    tools = layout == "tool-exchange"
+    chain_model = model.bind_tools([delivery_slots]) if tools else model
+    keys = {"input_messages_key": "input" if tools else "question", "history_messages_key": "history"}
+    config: Any = {"configurable": {"session_id": SESSION, "client_id": CLIENT}}
+    if wrapper == "with_rolling_memory":
+        store.add_fact(CLIENT, FACT)
+        chain: Any = with_rolling_memory(
+            prompt_for(layout) | chain_model,
+            store=store,
+            summarizer=summarizer,
+            max_turns=4,
+            keep_last=2,
+            **keys,
         )
-        config: Any = {"configurable": {"session_id": session_id}}
-        for question in QUESTIONS:
-            reply = chain.invoke({"input": [HumanMessage(question)]}, config=config)
-            while isinstance(reply, AIMessage) and reply.tool_calls:
-                results: list[BaseMessage] = [
-                    ToolMessage(
-                        delivery_slots.invoke(call["args"]), tool_call_id=call["id"], name=call["name"]
-                    )
-                    for call in reply.tool_calls
-                ]
-                reply = chain.invoke({"input": results}, config=config)
-        return
-    chain = RunnableWithMessageHistory(
-        prompt_for(layout) | model, get_history, input_messages_key="question", history_messages_key="history"
-    )
+    else:
+
+        def get_history(session_id: str) -> RollingSummaryChatMessageHistory:
+            return RollingSummaryChatMessageHistory(
+                session_id, summarizer=summarizer, store=store, max_turns=4, keep_last=2
+            )
+
+        chain = RunnableWithMessageHistory(prompt_for(layout) | chain_model, get_history, **keys)
     for question in QUESTIONS:
-        chain.invoke({"question": question}, config={"configurable": {"session_id": session_id}})
+        if not tools:
+            chain.invoke({"question": question}, config=config)
+            continue
+        reply = chain.invoke({"input": [HumanMessage(question)]}, config=config)
+        while isinstance(reply, AIMessage) and reply.tool_calls:
+            results: list[BaseMessage] = [
+                ToolMessage(delivery_slots.invoke(call["args"]), tool_call_id=call["id"], name=call["name"])
+                for call in reply.tool_calls
+            ]
+            reply = chain.invoke({"input": results}, config=config)
 
 
 def _folded_lines(request: Request) -> list[str]:
@@ -232,11 +249,11 @@ def test_summarizer_requests_carry_previous_summary_and_exactly_the_folded_messa
         folded += _folded_lines(request)
         previous = conversation.script.summary_texts[index]
 
-    record = conversation.store.summary("wire")
+    record = conversation.store.summary(SESSION)
     assert record is not None
     assert record.text == conversation.script.summary_texts[-1]
     # Each transcript message up to the summary's coverage was folded once, in order.
-    covered = [m.message for m in conversation.store.read("wire") if m.seq <= record.covered_seq]
+    covered = [m.message for m in conversation.store.read(SESSION) if m.seq <= record.covered_seq]
     assert folded == _transcript_lines(covered)
 
 
@@ -257,9 +274,9 @@ def test_every_chat_request_after_a_compaction_carries_the_summary(conversation:
             continue
         texts = request.texts()
         if conversation.layout != "history+human":
-            assert request.turns()[0] == ("system", SYSTEM_PROMPT), (
-                "the system prompt must reach the provider"
-            )
+            role, text = request.turns()[0]
+            # Gemini merges leading system messages (prompt, then facts) into one systemInstruction.
+            assert (role, text.startswith(SYSTEM_PROMPT)) == ("system", True), "the system prompt must lead"
         if seen_summaries == 0:
             assert not any("SUMMARY-" in t for t in texts)
             continue
@@ -292,10 +309,10 @@ def test_tool_exchange_reaches_the_provider_and_is_folded_with_its_call(conversa
 
 def test_summarizer_usage_comes_from_the_provider_response(conversation: Conversation) -> None:
     summary_requests = conversation.summary_requests
-    usage = conversation.store.usage("wire")
+    usage = conversation.store.usage(SESSION)
     # The fake server bills len(body)/4 input tokens and one token per output word.
     assert usage.input_tokens == sum(len(r.wire) // 4 for r in summary_requests)
-    assert usage.summarizer_calls == len(summary_requests) == usage.compactions
+    assert usage.summarizer_calls == len(summary_requests) == usage.model_calls
     words = len(conversation.script.summary_texts[0].split())
     assert usage.output_tokens == len(summary_requests) * words
 
@@ -313,19 +330,30 @@ def _summary_only(replies: list[Reply]) -> Any:
 def test_transient_provider_errors_are_retried_by_the_summarizer(kind: str) -> None:
     from tests.fake_providers import Failure
 
-    with serve(kind, _summary_only([Failure(503), Failure(429, "slow down"), Text("Ana, Saturdays.")])) as provider:
+    with serve(
+        kind, _summary_only([Failure(503), Failure(429, "slow down"), Text("Ana, Saturdays.")])
+    ) as provider:
         result = summarizer_for(provider, retries=2).summarize("", [HumanMessage("I'm Ana")])
     assert result.text == "Ana, Saturdays."
     assert len(provider.requests) == 3
     assert provider.requests[0].body == provider.requests[2].body
 
 
+# google-genai over aiohttp leaves `ClientResponse.json()` un-awaited when it reads an error
+# response (an upstream bug); collected here so it cannot surface in a later test.
+@pytest.mark.filterwarnings("ignore:coroutine 'ClientResponse.json' was never awaited:RuntimeWarning")
 @pytest.mark.parametrize("kind", PROVIDERS)
 async def test_async_summarizer_retries_through_the_async_client(kind: str) -> None:
     from tests.fake_providers import Failure
 
     with serve(kind, _summary_only([Failure(500), Text("Ana, Saturdays.")])) as provider:
-        result = await summarizer_for(provider, retries=1).asummarize("Old summary.", [HumanMessage("I'm Ana")])
+        summarizer: Any = summarizer_for(provider, retries=1)
+        try:
+            result = await summarizer.asummarize("Old summary.", [HumanMessage("I'm Ana")])
+        finally:
+            if hasattr(summarizer.model, "aclose"):  # Gemini's async transport belongs to this loop
+                await summarizer.model.aclose()
+            gc.collect()
     assert result.text == "Ana, Saturdays."
     assert len(provider.requests) == 2
     assert "<summary>\nOld summary.\n</summary>" in "\n".join(provider.requests[1].texts())
@@ -335,9 +363,11 @@ async def test_async_summarizer_retries_through_the_async_client(kind: str) -> N
 def test_invalid_request_errors_are_not_retried(kind: str) -> None:
     from tests.fake_providers import Failure
 
-    with serve(kind, _summary_only([Failure(400, "bad request"), Text("never")])) as provider:
-        with pytest.raises(Exception, match="bad request"):
-            summarizer_for(provider, retries=3).summarize("", [HumanMessage("I'm Ana")])
+    with (
+        serve(kind, _summary_only([Failure(400, "bad request"), Text("never")])) as provider,
+        pytest.raises(Exception, match="bad request"),
+    ):
+        summarizer_for(provider, retries=3).summarize("", [HumanMessage("I'm Ana")])
     assert len(provider.requests) == 1
 
 
@@ -359,12 +389,33 @@ def test_structured_summary_uses_the_providers_schema_output(kind: str) -> None:
         config = body["generationConfig"]
         assert config["responseMimeType"] == "application/json"
         schema = config.get("responseJsonSchema") or config["responseSchema"]
-    assert set(schema["properties"]) == {"topic", "user_preferences", "decisions", "open_questions", "key_facts"}
+    assert set(schema["properties"]) == {
+        "topic",
+        "user_preferences",
+        "decisions",
+        "open_questions",
+        "key_facts",
+    }
 
 
 @pytest.mark.parametrize("kind", PROVIDERS)
 def test_structured_answer_that_does_not_parse_falls_back_to_text(kind: str) -> None:
-    with serve(kind, _summary_only([Text("Ana Ruiz wants Saturday deliveries.")])) as provider:
+    replies: list[Reply] = [Text("Ana Ruiz wants Saturday deliveries.")] * 2
+    with serve(kind, _summary_only(replies)) as provider:
         result = summarizer_for(provider, structured=True).summarize("", [HumanMessage("I'm Ana Ruiz")])
     assert result.text == "Ana Ruiz wants Saturday deliveries."
-    assert len(provider.requests) == 1
+    # OpenAI's SDK parses the schema itself and raises: the request is sent again without it.
+    assert len(provider.requests) == (2 if kind == "openai" else 1)
+    assert "response_format" not in provider.requests[-1].body
+
+
+def test_every_chat_request_carries_the_clients_facts_as_system_text(conversation: Conversation) -> None:
+    if conversation.wrapper != "with_rolling_memory":
+        assert not any(FACT in r.wire for r in conversation.provider.requests)
+        return
+    for request in conversation.chat_requests:
+        carrying = [role for role, text in request.turns() if FACT in text]
+        # OpenAI gets a system message; Gemini gets it inside its systemInstruction.
+        assert carrying == ["system"], f"the facts should travel once as system text: {request.turns()}"
+    # The facts never go to the summarizer: it folds the conversation, not the client's record.
+    assert not any(FACT in r.wire for r in conversation.summary_requests)

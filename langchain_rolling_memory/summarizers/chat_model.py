@@ -76,6 +76,14 @@ def is_transient_error(exc: BaseException) -> bool:
     return False
 
 
+def _is_parse_failure(exc: BaseException) -> bool:
+    """True if a structured call failed on the answer's shape (the SDK's own parser or a
+    refusal), not on the provider: the caller then asks again for JSON in plain text."""
+    if isinstance(exc, ValueError):
+        return True
+    return any(cls.__name__ == "ModelRefusalError" for cls in type(exc).__mro__)
+
+
 @dataclass(frozen=True)
 class _Reply:
     message: BaseMessage
@@ -93,8 +101,9 @@ class ChatModelSummarizer:
       (possibly empty, which the engine treats as a failure and retries later).
     * With `structured`, the model is asked for a `StructuredSummary` (through
       `with_structured_output` when the model supports it, JSON in the prompt otherwise);
-      the answer is rendered compactly into the summary text, and a reply that does not
-      parse is used as plain text.
+      the answer is rendered compactly into the summary text. If the provider's own parser
+      rejects the answer, the same request is sent once more without the schema; a reply
+      that does not parse is used as plain text.
 
     Args:
         model: any LangChain chat model.
@@ -200,11 +209,6 @@ class ChatModelSummarizer:
             calls=first.calls + second.calls,
         )
 
-    def _runnable(self, strict: bool) -> tuple[Runnable[Any, Any], bool]:
-        if self._structured_model is not None and not strict:
-            return self._structured_model, True
-        return self.model, self.structured and not strict
-
     # ------------------------------------------------------------------ sync
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
@@ -222,9 +226,16 @@ class ChatModelSummarizer:
         self, previous: str, messages: Sequence[BaseMessage], strict: bool
     ) -> tuple[SummaryResult, bool]:
         request = self._request(previous, messages, strict)
-        runnable, structured = self._runnable(strict)
-        output = self._retrying(lambda: runnable.invoke(request))
-        return self._finish(request, self._reply(output, structured))
+        schema_model = self._structured_model if not strict else None
+        if schema_model is not None:
+            try:
+                output = self._retrying(lambda: schema_model.invoke(request))
+                return self._finish(request, self._reply(output, True))
+            except Exception as exc:
+                if not _is_parse_failure(exc):
+                    raise
+        output = self._retrying(lambda: self.model.invoke(request))
+        return self._finish(request, self._reply(output, self.structured and not strict))
 
     def summarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
         result, usable = self._ask(previous, messages, strict=False)
@@ -250,9 +261,16 @@ class ChatModelSummarizer:
         self, previous: str, messages: Sequence[BaseMessage], strict: bool
     ) -> tuple[SummaryResult, bool]:
         request = self._request(previous, messages, strict)
-        runnable, structured = self._runnable(strict)
-        output = await self._aretrying(lambda: runnable.ainvoke(request))
-        return self._finish(request, self._reply(output, structured))
+        schema_model = self._structured_model if not strict else None
+        if schema_model is not None:
+            try:
+                output = await self._aretrying(lambda: schema_model.ainvoke(request))
+                return self._finish(request, self._reply(output, True))
+            except Exception as exc:
+                if not _is_parse_failure(exc):
+                    raise
+        output = await self._aretrying(lambda: self.model.ainvoke(request))
+        return self._finish(request, self._reply(output, self.structured and not strict))
 
     async def asummarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
         result, usable = await self._aask(previous, messages, strict=False)
