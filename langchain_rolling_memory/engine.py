@@ -284,6 +284,7 @@ class Compactor:
         output_tokens = result.output_tokens
         if output_tokens is None:
             output_tokens = self.token_counter([HumanMessage(result.text)])
+        meta["compactions"] = int(meta.get("compactions", 0)) + 1
         meta["summarizer_calls"] = int(meta.get("summarizer_calls", 0)) + 1
         meta["model_calls"] = int(meta.get("model_calls", 0)) + result.calls
         meta["summarizer_input_tokens"] = int(meta.get("summarizer_input_tokens", 0)) + input_tokens

@@ -25,7 +25,8 @@ class SummaryUsage:
     """Summarizing cost and savings of one session, since its first compaction.
 
     Attributes:
-        summarizer_calls: summaries made and installed (one per compaction).
+        compactions: summaries installed.
+        summarizer_calls: calls to the summarizer that led to an installed summary.
         model_calls: model requests those summaries took (a retry after an unusable reply
             counts; 0 for a summarizer that calls no model, like `extractive_summarizer`).
         input_tokens / output_tokens: tokens the summarizer was billed (from the provider's
@@ -39,6 +40,7 @@ class SummaryUsage:
         800
     """
 
+    compactions: int = 0
     summarizer_calls: int = 0
     model_calls: int = 0
     input_tokens: int = 0
@@ -64,6 +66,7 @@ class SummaryUsage:
             return cls()
         meta = record.meta if isinstance(record.meta, dict) else {}
         return cls(
+            compactions=_int(meta, "compactions"),
             summarizer_calls=_int(meta, "summarizer_calls"),
             model_calls=_int(meta, "model_calls"),
             input_tokens=_int(meta, "summarizer_input_tokens"),

@@ -33,7 +33,7 @@ def test_counters_add_up_over_compactions_on_every_backend(store: RollingStore) 
     history.add_messages(_turns(3))
     history.add_messages(_turns(3, start=3))
     usage = store.usage("s-usage")
-    assert usage.summarizer_calls == 2
+    assert usage.compactions == usage.summarizer_calls == 2
     assert usage.model_calls == 4
     assert (usage.input_tokens, usage.output_tokens, usage.summarizer_tokens) == (2000, 100, 2100)
     assert usage.folded_messages == len(history.transcript) - (len(history.messages) - 1)
