@@ -237,6 +237,28 @@ def test_a_session_of_another_client_is_refused() -> None:
     assert len(store.transcript("s1")) == 2
 
 
+def test_a_run_of_another_client_cannot_read_a_session_even_without_writing() -> None:
+    from langgraph.runtime import Runtime
+
+    store = open_store("memory://")
+    store.append("s1", [HumanMessage("ana's secret")], client_id="ana")
+    memory = RollingMemoryMiddleware(store=store, summarizer=RecordingSummarizer())
+    runtime = Runtime(context={"client_id": "bob", "session_id": "s1"})
+    with pytest.raises(OwnershipError, match="another client"):
+        memory.before_model({"messages": []}, runtime)
+    assert (
+        memory.before_model({"messages": []}, Runtime(context={"client_id": "ana", "session_id": "s1"}))
+        is None
+    )
+
+
+def test_the_private_state_channel_is_the_one_the_run_helpers_track() -> None:
+    from langchain_rolling_memory.agent_run import PERSISTED_KEY
+    from langchain_rolling_memory.agents import RollingMemoryState
+
+    assert PERSISTED_KEY in RollingMemoryState.__annotations__
+
+
 def test_resolve_ids_prefers_the_context_then_configurable_then_thread() -> None:
     assert resolve_ids({"session_id": "a", "client_id": "c"}, {"thread_id": "t"}).session_id == "a"
     assert resolve_ids(None, {"session_id": "s", "thread_id": "t"}).session_id == "s"
@@ -266,6 +288,19 @@ def test_each_message_of_each_turn_is_stored_exactly_once(checkpointer: bool) ->
     assert len({m.id for m in transcript}) == len(transcript)
 
 
+def test_messages_sent_again_with_their_ids_are_not_stored_twice() -> None:
+    # A stateless client (no checkpointer) that sends the whole conversation back each time.
+    store = open_store("memory://")
+    model = ScriptedChatModel()
+    agent, _ = build(model, store, checkpointer=False, max_turns=50, keep_last=2)
+    conversation: list[BaseMessage] = []
+    for text in ["one", "two", "three"]:
+        conversation.append(HumanMessage(text, id=f"h-{text}"))
+        conversation = agent.invoke({"messages": conversation}, config("s1", "ana"))["messages"]
+    assert [m.text for m in store.transcript("s1")] == ["one", "ok 1", "two", "ok 2", "three", "ok 3"]
+    assert [m.text for m in model.requests[-1][1:]] == ["one", "ok 1", "two", "ok 2", "three"]
+
+
 def test_the_checkpointer_keeps_every_message_while_the_model_sees_the_view() -> None:
     store = open_store("memory://")
     summarizer = RecordingSummarizer()
@@ -285,10 +320,11 @@ def test_the_checkpointer_keeps_every_message_while_the_model_sees_the_view() ->
     assert [m.text for m in folded] == [m.text for m in store.transcript("s1")[: len(folded)]]
 
 
-def test_stream_stores_the_same_transcript_as_invoke() -> None:
+@pytest.mark.parametrize("checkpointer", [True, False], ids=["checkpointer", "no-checkpointer"])
+def test_stream_stores_the_same_transcript_as_invoke(checkpointer: bool) -> None:
     store = open_store("memory://")
     model = ScriptedChatModel(script=[tool_call("weather", {"city": "Oslo"}, "w1"), AIMessage("Cold.")])
-    agent, _ = build(model, store)
+    agent, _ = build(model, store, checkpointer=checkpointer)
     chunks = list(agent.stream(user("Weather in Oslo?"), config("s1", "ana"), stream_mode="updates"))
     assert chunks
     assert kinds(store.transcript("s1")) == ["human", "ai", "tool", "ai"]
@@ -307,6 +343,33 @@ def test_a_session_started_without_a_checkpointer_continues_with_one() -> None:
         "third",
     ]
     assert "first" in text_of(model.requests[-1])
+
+
+def test_a_session_moves_from_a_history_chain_to_the_agent_and_back() -> None:
+    from langchain_rolling_memory import RollingSummaryChatMessageHistory
+
+    store = open_store("memory://")
+    summarizer = RecordingSummarizer()
+
+    def history() -> RollingSummaryChatMessageHistory:
+        return RollingSummaryChatMessageHistory(
+            "s1", summarizer=summarizer, store=store, client_id="ana", max_turns=4, keep_last=2
+        )
+
+    for i in range(3):
+        history().add_messages([HumanMessage(f"chain question {i}"), AIMessage(f"chain answer {i}")])
+    before = history().messages
+    assert before[0].text.startswith("[Summary")
+
+    model = ScriptedChatModel()
+    agent, _ = build(model, store, summarizer=summarizer, max_turns=4, keep_last=2)
+    agent.invoke(user("agent question"), config("s1", "ana"))
+    # The agent's first request is the chain's view plus the new question.
+    assert [m.text for m in model.requests[0][1:]] == [m.text for m in before] + ["agent question"]
+
+    after = history()
+    assert [m.text for m in after.transcript][-2:] == ["agent question", "ok 1"]
+    assert after.messages[-1].text == "ok 1"
 
 
 # ---------------------------------------------------------------------- policies
