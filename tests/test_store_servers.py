@@ -1,0 +1,111 @@
+"""What only the server backends have: URLs and prefixes, missing extras, Redis expiry."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+import redis
+from langchain_core.messages import AIMessage, HumanMessage
+from store_kit import POSTGRES_URL, REDIS_URL, leftovers
+
+from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError
+from langchain_rolling_memory.stores import RollingStore, open_store
+
+
+@pytest.mark.parametrize(
+    ("url", "module", "extra"),
+    [
+        ("postgresql://postgres@127.0.0.1:5432/test", "psycopg", "postgres"),
+        ("redis://127.0.0.1:6379/0", "redis", "redis"),
+    ],
+)
+def test_a_missing_driver_names_the_extra_to_install(
+    url: str, module: str, extra: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(MissingExtraError, match=rf"langchain-rolling-memory\[{extra}\]"):
+        open_store(url)
+
+
+def test_the_prefix_parameter_sets_the_table_prefix_and_is_not_passed_to_libpq(
+    pg_store: tuple[RollingStore, str],
+) -> None:
+    store = open_store(f"{POSTGRES_URL}?prefix=lrm_urltest_&application_name=x")
+    try:
+        assert store.prefix == "lrm_urltest_"  # type: ignore[attr-defined]
+        assert "prefix" not in store._conninfo  # type: ignore[attr-defined]
+        assert "application_name=x" in store._conninfo  # type: ignore[attr-defined]
+    finally:
+        store.close()
+        from store_kit import wipe
+
+        wipe(store)
+
+
+def test_the_prefix_parameter_sets_the_key_prefix(redis_store: tuple[RollingStore, str]) -> None:
+    store = open_store(f"{REDIS_URL}?prefix=lrm-urltest:")
+    try:
+        assert store.prefix == "lrm-urltest:"  # type: ignore[attr-defined]
+        assert "prefix" not in store._url  # type: ignore[attr-defined]
+    finally:
+        store.close()
+        from store_kit import wipe
+
+        wipe(store)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://postgres@127.0.0.1:5432/test?prefix=Bad-Prefix", "redis://127.0.0.1:6379/0?prefix=a b"],
+)
+def test_an_unsafe_prefix_is_refused(url: str) -> None:
+    with pytest.raises(ConfigurationError, match="prefix"):
+        open_store(url)
+
+
+class TestRedisExpiry:
+    def _store(self, redis_store: tuple[RollingStore, str], ttl: float) -> RollingStore:
+        from langchain_rolling_memory.stores.redis import RedisRollingStore
+
+        base = redis_store[0]
+        return RedisRollingStore(REDIS_URL, key_prefix=base.prefix, ttl=ttl)  # type: ignore[attr-defined]
+
+    def test_every_write_refreshes_the_expiry_of_the_session(
+        self, redis_store: tuple[RollingStore, str]
+    ) -> None:
+        store = self._store(redis_store, ttl=3600)
+        try:
+            store.append("s1", [HumanMessage("hi")], client_id="c1")
+            store.install_summary("s1", "sum", covered_seq=1, expected_version=0)
+            store.set_state("s1", {"a": 1})
+            keys = [k for k in store.keys.session("s1") if not k.endswith(":lease")]  # type: ignore[attr-defined]
+            with redis.Redis.from_url(REDIS_URL) as r:
+                for key in keys:
+                    r.pexpire(key, 50_000)
+                store.append("s1", [AIMessage("hello")])
+                ttls = [r.pttl(key) for key in keys]
+            assert all(3_000_000 < t <= 3_600_000 for t in ttls), ttls
+            assert store.facts("c1") == []
+        finally:
+            store.close()
+
+    def test_an_expired_session_is_gone_everywhere(self, redis_store: tuple[RollingStore, str]) -> None:
+        store = self._store(redis_store, ttl=0.3)
+        try:
+            store.append("sess-expiring", [HumanMessage("hi")], client_id="client-expiring")
+            store.add_fact("client-expiring", "facts do not expire")
+            time.sleep(0.6)
+            assert store.read("sess-expiring") == []
+            assert store.session_info("sess-expiring") is None
+            assert store.sessions("client-expiring") == []
+            assert [f.text for f in store.facts("client-expiring")] == ["facts do not expire"]
+            assert store.purge(older_than=0) == 0
+            assert [line for line in leftovers(store, "sess-expiring") if "facts" not in line] == []
+        finally:
+            store.close()
+
+    def test_ttl_must_be_positive(self, redis_store: tuple[RollingStore, str]) -> None:
+        with pytest.raises(ConfigurationError, match="ttl"):
+            self._store(redis_store, ttl=0)
