@@ -17,12 +17,13 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
+from langchain_rolling_memory.background import call_with_timeout, workers
 from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens, tool_safe_cut
 from langchain_rolling_memory.prompts import clean_summary
 from langchain_rolling_memory.stores.base import RollingStore, StoredMessage, SummaryRecord
@@ -96,7 +97,8 @@ class SessionState:
 
 @dataclass(frozen=True)
 class CompactionResult:
-    """One installed compaction; `messages` are the ones folded into `summary`."""
+    """One installed compaction; `messages` are the ones folded into `summary`, `meta` the
+    summary record's usage accounting."""
 
     session_id: str
     folded: int
@@ -104,6 +106,12 @@ class CompactionResult:
     version: int
     summary: str
     messages: tuple[BaseMessage, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def record(self) -> SummaryRecord:
+        """The summary record this compaction installed (its `updated_at` is not known here)."""
+        return SummaryRecord(self.summary, self.covered_seq, self.version, dict(self.meta))
 
 
 @runtime_checkable
@@ -127,17 +135,21 @@ class _Failures:
 
 @dataclass
 class _Book:
-    """Per-store, in-process bookkeeping shared by every history of the same store."""
+    """Per-store, in-process bookkeeping shared by every history of the same store.
+
+    `pending` holds one future per session with a background compaction in flight (a
+    thread's, or the mirror of an event-loop task's); `tasks` holds those tasks strongly,
+    since the event loop keeps only weak references to them.
+    """
 
     failures: dict[str, _Failures] = field(default_factory=dict)
-    pending: dict[str, concurrent.futures.Future[Any] | asyncio.Task[Any]] = field(default_factory=dict)
+    pending: dict[str, concurrent.futures.Future[CompactionResult | None]] = field(default_factory=dict)
+    tasks: dict[str, asyncio.Task[CompactionResult | None]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 _BOOKS: weakref.WeakKeyDictionary[RollingStore, _Book] = weakref.WeakKeyDictionary()
 _BOOKS_LOCK = threading.Lock()
-_POOL: concurrent.futures.ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
 
 
 def _book(store: RollingStore) -> _Book:
@@ -146,14 +158,6 @@ def _book(store: RollingStore) -> _Book:
         if book is None:
             book = _BOOKS[store] = _Book()
         return book
-
-
-def _pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="rolling-memory")
-        return _POOL
 
 
 class Compactor:
@@ -174,6 +178,9 @@ class Compactor:
             told about each installed summary, e.g. a fact extractor; its failures are
             logged and never undo the compaction.
         clock: monotonic clock for back-off (injected for tests).
+        exit_timeout: seconds the interpreter waits at exit for a background compaction of
+            this compactor that is still running (it is not lost if cut short: its
+            messages are in the transcript and the next turn compacts them).
     """
 
     def __init__(
@@ -191,6 +198,7 @@ class Compactor:
         on_error: ErrorCallback | None = None,
         on_compaction: CompactionListener | CompactionCallback | None = None,
         clock: Callable[[], float] = time.monotonic,
+        exit_timeout: float = 30.0,
     ) -> None:
         self.store = store
         self.summarizer = summarizer
@@ -204,6 +212,7 @@ class Compactor:
         self.on_error = on_error
         self.on_compaction = on_compaction
         self.clock = clock
+        self.exit_timeout = exit_timeout
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._book = _book(store)
 
@@ -225,6 +234,29 @@ class Compactor:
     async def aload(self, session_id: str) -> SessionState:
         record, rows = await self.store.asummary_and_tail(session_id, limit=self.read_limit)
         return self._state(record, rows)
+
+    def extend(
+        self, state: SessionState, appended: Sequence[StoredMessage], record: SummaryRecord | None
+    ) -> SessionState | None:
+        """The state after `appended` was written, without reading the tail again.
+
+        `record` is the summary record read after the write. None when the shortcut cannot be
+        sure to equal a fresh `load`: a summary landed meanwhile, another writer's messages
+        sit in between, or the tail was already truncated. The caller then reloads.
+        """
+        if state.truncated or not appended or (record.version if record else 0) != state.version:
+            return None
+        last = state.tail[-1].seq if state.tail else state.covered_seq
+        if appended[0].seq != last + 1:
+            return None
+        return self._state(record, [*state.tail, *appended])
+
+    def folded(self, state: SessionState, result: CompactionResult) -> SessionState | None:
+        """The state after `result` was installed on top of `state`, without a read (None:
+        reload, because the compaction did not start from this exact state)."""
+        if state.truncated or result.version != state.version + 1:
+            return None
+        return SessionState(result.record, [m for m in state.tail if m.seq > result.covered_seq], False)
 
     def token_counts(self, rows: Sequence[StoredMessage]) -> list[int]:
         return [m.tokens if m.tokens is not None else self.token_counter([m.message]) for m in rows]
@@ -346,6 +378,12 @@ class Compactor:
         except Exception:
             logger.exception("rolling memory: the on_compaction callback raised (the summary is kept)")
 
+    def _fresh(self, state: SessionState, fresh: SummaryRecord | None) -> SessionState | None:
+        """`state` with the record just read if its version is unchanged, else None (reload)."""
+        if (fresh.version if fresh else 0) != state.version:
+            return None
+        return SessionState(fresh, state.tail, state.truncated)
+
     def _clean(self, result: SummaryResult) -> SummaryResult:
         text = clean_summary(result.text, max_words=self.max_words)
         if not text:
@@ -356,27 +394,7 @@ class Compactor:
         return SummaryResult(text, result.input_tokens, result.output_tokens, result.calls)
 
     def _summarize_sync(self, previous: str, messages: list[BaseMessage]) -> SummaryResult:
-        if self.timeout is None:
-            return self.summarizer.summarize(previous, messages)
-        # A daemon thread, not a pool: a summarizer that hangs past its timeout must neither
-        # hold a worker that background compactions wait for, nor keep the interpreter alive.
-        box: dict[str, Any] = {}
-
-        def call() -> None:
-            try:
-                box["result"] = self.summarizer.summarize(previous, messages)
-            except BaseException as exc:  # re-raised in the compacting thread
-                box["error"] = exc
-
-        worker = threading.Thread(target=call, name="rolling-memory-summarizer", daemon=True)
-        worker.start()
-        worker.join(self.timeout)
-        if worker.is_alive():
-            msg = f"the summarizer took longer than timeout={self.timeout}s"
-            raise TimeoutError(msg)
-        if "error" in box:
-            raise box["error"]
-        return box["result"]  # type: ignore[no-any-return]
+        return call_with_timeout(lambda: self.summarizer.summarize(previous, messages), self.timeout)
 
     def compact(
         self, session_id: str, state: SessionState | None = None, *, force: bool = False
@@ -392,9 +410,8 @@ class Compactor:
         if not self.store.claim(session_id, self.owner, self.lease_ttl):
             return None
         try:
-            fresh = self.store.summary(session_id)
-            if (fresh.version if fresh else 0) != state.version:
-                state = self.load(session_id)
+            # Re-read under the lease: another process may have folded these messages already.
+            state = self._fresh(state, self.store.summary(session_id)) or self.load(session_id)
             oldest = (
                 self.store.read(session_id, after_seq=state.covered_seq, limit=self.policy.cap, newest=False)
                 if state.truncated
@@ -430,6 +447,7 @@ class Compactor:
             state.version + 1,
             result.text,
             tuple(m.message for m in batch),
+            meta,
         )
         self._notify(done)
         return done
@@ -444,9 +462,7 @@ class Compactor:
         if not await self.store.aclaim(session_id, self.owner, self.lease_ttl):
             return None
         try:
-            fresh = await self.store.asummary(session_id)
-            if (fresh.version if fresh else 0) != state.version:
-                state = await self.aload(session_id)
+            state = self._fresh(state, await self.store.asummary(session_id)) or await self.aload(session_id)
             oldest = (
                 await self.store.aread(
                     session_id, after_seq=state.covered_seq, limit=self.policy.cap, newest=False
@@ -486,46 +502,126 @@ class Compactor:
             state.version + 1,
             result.text,
             tuple(m.message for m in batch),
+            meta,
         )
         await self._anotify(done)
         return done
 
     # ------------------------------------------------------------------ background
 
-    def schedule(self, session_id: str) -> bool:
-        """Run `compact` in a worker thread unless one is already pending for the session."""
+    def _claim_slot(self, session_id: str) -> bool:
+        """True if no background compaction of the session is in flight (caller holds the lock)."""
+        current = self._book.pending.get(session_id)
+        return current is None or current.done()
+
+    def _settle(self, session_id: str, future: concurrent.futures.Future[Any]) -> None:
         with self._book.lock:
-            current = self._book.pending.get(session_id)
-            if current is not None and not current.done():
+            if self._book.pending.get(session_id) is future:
+                del self._book.pending[session_id]
+
+    def schedule(self, session_id: str) -> bool:
+        """Run `compact` on a background worker thread unless one is already in flight for
+        the session (in this process); False if one was.
+
+        The process waits for it at exit (up to `exit_timeout`); `flush` waits for it now.
+        """
+        with self._book.lock:
+            if not self._claim_slot(session_id):
                 return False
-            future = _pool().submit(self.compact, session_id)
+            future = workers.submit(lambda: self.compact(session_id), exit_timeout=self.exit_timeout)
             self._book.pending[session_id] = future
+        future.add_done_callback(lambda f: self._settle(session_id, f))
         return True
 
     def aschedule(self, session_id: str) -> bool:
-        """Run `acompact` as a task of the running loop unless one is already pending."""
+        """Run `acompact` as a task of the running loop unless a compaction of the session is
+        already in flight (in this process); False if one was.
+
+        If the loop shuts down first (``asyncio.run`` cancels leftover tasks), the compaction
+        is handed to a worker thread, so it still lands (see `schedule`).
+        """
+        loop = asyncio.get_running_loop()
         with self._book.lock:
-            current = self._book.pending.get(session_id)
-            if current is not None and not current.done():
+            if not self._claim_slot(session_id):
                 return False
-            task = asyncio.get_running_loop().create_task(self.acompact(session_id))
-            self._book.pending[session_id] = task
+            mirror: concurrent.futures.Future[CompactionResult | None] = concurrent.futures.Future()
+            mirror.set_running_or_notify_cancel()
+            task = loop.create_task(self.acompact(session_id), name=f"rolling-memory compaction {session_id}")
+            self._book.pending[session_id] = mirror
+            self._book.tasks[session_id] = task
+        mirror.add_done_callback(lambda f: self._settle(session_id, f))
+        task.add_done_callback(lambda t: self._task_done(session_id, mirror, t))
         return True
 
-    def flush(self, session_id: str, timeout: float | None = None) -> None:
-        """Wait for the session's pending background compaction (thread or task) to finish."""
+    def _task_done(
+        self,
+        session_id: str,
+        mirror: concurrent.futures.Future[CompactionResult | None],
+        task: asyncio.Task[CompactionResult | None],
+    ) -> None:
         with self._book.lock:
-            pending = self._book.pending.get(session_id)
-        if isinstance(pending, concurrent.futures.Future):
-            concurrent.futures.wait([pending], timeout=timeout)
-        elif pending is not None and not pending.done():
-            msg = "a compaction task is pending on an event loop: use `await aflush()`"
-            raise RuntimeError(msg)
+            if self._book.tasks.get(session_id) is task:
+                del self._book.tasks[session_id]
+        if task.cancelled():
+            # The loop is closing (or someone cancelled us): finish on a worker thread.
+            handoff = workers.submit(lambda: self.compact(session_id), exit_timeout=self.exit_timeout)
+            handoff.add_done_callback(lambda f: _copy_outcome(f, mirror))
+            return
+        exc = task.exception()
+        if exc is not None:
+            mirror.set_exception(exc)
+        else:
+            mirror.set_result(task.result())
 
-    async def aflush(self, session_id: str, timeout: float | None = None) -> None:
+    def pending(self, session_id: str) -> concurrent.futures.Future[CompactionResult | None] | None:
+        """The in-flight background compaction of the session in this process, if any."""
         with self._book.lock:
-            pending = self._book.pending.get(session_id)
-        if isinstance(pending, concurrent.futures.Future):
-            await asyncio.wait_for(asyncio.wrap_future(pending), timeout)
-        elif pending is not None:
-            await asyncio.wait_for(asyncio.shield(pending), timeout)
+            future = self._book.pending.get(session_id)
+        return None if future is None or future.done() else future
+
+    def flush(self, session_id: str, timeout: float | None = None) -> bool:
+        """Wait for the session's background compaction (thread or task) to finish.
+
+        Returns False if it was still running after `timeout` seconds. Raises RuntimeError
+        when called on the thread of the event loop that runs the compaction task (waiting
+        there would block the very loop it needs: use `aflush`).
+        """
+        with self._book.lock:
+            future = self._book.pending.get(session_id)
+            task = self._book.tasks.get(session_id)
+        if future is None:
+            return True
+        if task is not None and not task.done() and _on_loop_thread(task.get_loop()):
+            msg = "a compaction task is pending on this thread's event loop: use `await aflush()`"
+            raise RuntimeError(msg)
+        done, _ = concurrent.futures.wait([future], timeout=timeout)
+        return bool(done)
+
+    async def aflush(self, session_id: str, timeout: float | None = None) -> bool:
+        """Async twin of `flush`: awaits without blocking the event loop."""
+        with self._book.lock:
+            future = self._book.pending.get(session_id)
+        if future is None:
+            return True
+        try:
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout)
+        except asyncio.TimeoutError:
+            return False
+        except Exception:  # the compaction's own failure was logged where it happened
+            return True
+        return True
+
+
+def _copy_outcome(source: concurrent.futures.Future[Any], target: concurrent.futures.Future[Any]) -> None:
+    exc = source.exception()
+    if exc is not None:
+        target.set_exception(exc)
+    else:
+        target.set_result(source.result())
+
+
+def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

@@ -107,11 +107,21 @@ class _StoredHistory(BaseChatMessageHistory):
     def _counts(self, messages: Sequence[BaseMessage]) -> list[int | None]:
         return [self.token_counter([m]) for m in messages]
 
-    def _after_append(self) -> list[BaseMessage]:
-        return self._load_view()
+    def _after_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
+        """The view once `appended` (possibly empty) is in the transcript."""
+        raise NotImplementedError
 
-    async def _aafter_append(self) -> list[BaseMessage]:
-        return await self._aload_view()
+    async def _aafter_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
+        raise NotImplementedError
+
+    def _forget_rows(self) -> None:
+        """Drop what is known of the stored session (it was just cleared)."""
+
+    @staticmethod
+    def _stored(
+        seqs: Sequence[int], batch: Sequence[BaseMessage], counts: Sequence[int | None]
+    ) -> list[StoredMessage]:
+        return [StoredMessage(*row) for row in zip(seqs, batch, counts, strict=True)]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Store the messages in the transcript, then refresh the view.
@@ -120,29 +130,35 @@ class _StoredHistory(BaseChatMessageHistory):
         (summarizer, network) they are in the transcript once this returns or raises.
         """
         batch = _messages_only(messages)
+        appended: list[StoredMessage] = []
         if batch:
-            self.store.append(
-                self.session_id, batch, client_id=self.client_id, token_counts=self._counts(batch)
-            )
-        self._view = self._after_append()
+            counts = self._counts(batch)
+            seqs = self.store.append(self.session_id, batch, client_id=self.client_id, token_counts=counts)
+            appended = self._stored(seqs, batch, counts)
+        self._view = self._after_append(appended)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         batch = _messages_only(messages)
+        appended: list[StoredMessage] = []
         if batch:
-            await self.store.aappend(
-                self.session_id, batch, client_id=self.client_id, token_counts=self._counts(batch)
+            counts = self._counts(batch)
+            seqs = await self.store.aappend(
+                self.session_id, batch, client_id=self.client_id, token_counts=counts
             )
-        self._view = await self._aafter_append()
+            appended = self._stored(seqs, batch, counts)
+        self._view = await self._aafter_append(appended)
 
     def clear(self) -> None:
         """Delete the session: transcript, summary and state."""
         self._check_owner()
         self.store.clear_session(self.session_id)
+        self._forget_rows()
         self._view = []
 
     async def aclear(self) -> None:
         await self._acheck_owner()
         await self.store.aclear_session(self.session_id)
+        self._forget_rows()
         self._view = []
 
     @property
@@ -194,6 +210,8 @@ class WindowedChatMessageHistory(_StoredHistory):
     ) -> None:
         self.policy = WindowPolicy(max_messages=max_messages, max_tokens=max_tokens)
         super().__init__(session_id, store=store, client_id=client_id, token_counter=token_counter)
+        # The rows the window was last cut from (None: not read yet).
+        self._rows: list[StoredMessage] | None = None
 
     def _counts_of(self, rows: Sequence[StoredMessage]) -> list[int]:
         return [r.tokens if r.tokens is not None else self.token_counter([r.message]) for r in rows]
@@ -220,6 +238,7 @@ class WindowedChatMessageHistory(_StoredHistory):
             older = self.store.read(self.session_id, limit=limit + len(rows))
             fetched = len(older) - len(rows)
             rows = older
+        self._rows = rows
         return self._cut(rows)
 
     async def _aload_view(self) -> list[BaseMessage]:
@@ -230,7 +249,35 @@ class WindowedChatMessageHistory(_StoredHistory):
             older = await self.store.aread(self.session_id, limit=limit + len(rows))
             fetched = len(older) - len(rows)
             rows = older
+        self._rows = rows
         return self._cut(rows)
+
+    def _extended(self, appended: list[StoredMessage]) -> list[BaseMessage] | None:
+        """The window after `appended`, from the rows already read, when it equals a fresh read.
+
+        A fresh read starts with the last `limit` rows: those are the last `limit` of the rows
+        already read plus the new ones, unless another writer's rows sit in between (then
+        None: reload). Rows shorter than `limit` are the whole transcript, by induction.
+        """
+        rows, limit = self._rows, self._limit()
+        if rows is None or not appended or appended[0].seq != (rows[-1].seq if rows else 0) + 1:
+            return None
+        candidate = [*rows, *appended][-limit:]
+        if not self._enough(candidate, len(candidate), limit):
+            return None
+        self._rows = candidate
+        return self._cut(candidate)
+
+    def _after_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
+        view = self._extended(appended)
+        return view if view is not None else self._load_view()
+
+    async def _aafter_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
+        view = self._extended(appended)
+        return view if view is not None else await self._aload_view()
+
+    def _forget_rows(self) -> None:
+        self._rows = []
 
 
 class RollingSummaryChatMessageHistory(_StoredHistory):
@@ -352,25 +399,46 @@ class RollingSummaryChatMessageHistory(_StoredHistory):
         self._state = await self.compactor.aload(self.session_id)
         return self.compactor.view(self._state)
 
-    def _after_append(self) -> list[BaseMessage]:
-        state = self.compactor.load(self.session_id)
-        if self.compactor.due(state) and not self.compactor.in_backoff(self.session_id):
-            if self.background:
-                self.compactor.schedule(self.session_id)
-            elif self.compactor.compact(self.session_id, state) is not None:
-                state = self.compactor.load(self.session_id)
-        self._state = state
-        return self.compactor.view(state)
+    # After a write the state is extended with the rows just written, and after an inline
+    # compaction it is folded with the installed result: one summary read per turn instead
+    # of re-reading and re-decoding the tail twice. Anything unexpected (another writer, a
+    # summary landed from elsewhere) falls back to a full load.
 
-    async def _aafter_append(self) -> list[BaseMessage]:
-        state = await self.compactor.aload(self.session_id)
-        if self.compactor.due(state) and not self.compactor.in_backoff(self.session_id):
+    def _after_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
+        compactor, state = self.compactor, None
+        if self._state is not None and appended:
+            state = compactor.extend(self._state, appended, self.store.summary(self.session_id))
+        if state is None:
+            state = compactor.load(self.session_id)
+        if compactor.due(state) and not compactor.in_backoff(self.session_id):
             if self.background:
-                self.compactor.aschedule(self.session_id)
-            elif await self.compactor.acompact(self.session_id, state) is not None:
-                state = await self.compactor.aload(self.session_id)
+                compactor.schedule(self.session_id)
+            else:
+                result = compactor.compact(self.session_id, state)
+                if result is not None:
+                    state = compactor.folded(state, result) or compactor.load(self.session_id)
         self._state = state
-        return self.compactor.view(state)
+        return compactor.view(state)
+
+    async def _aafter_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
+        compactor, state = self.compactor, None
+        if self._state is not None and appended:
+            record = await self.store.asummary(self.session_id)
+            state = compactor.extend(self._state, appended, record)
+        if state is None:
+            state = await compactor.aload(self.session_id)
+        if compactor.due(state) and not compactor.in_backoff(self.session_id):
+            if self.background:
+                compactor.aschedule(self.session_id)
+            else:
+                result = await compactor.acompact(self.session_id, state)
+                if result is not None:
+                    state = compactor.folded(state, result) or await compactor.aload(self.session_id)
+        self._state = state
+        return compactor.view(state)
+
+    def _forget_rows(self) -> None:
+        self._state = SessionState(None, [], False)
 
     def compact(self, *, force: bool = False) -> bool:
         """Compact now if due (or, with `force`, fold every unsummarized message); True if a
@@ -386,9 +454,16 @@ class RollingSummaryChatMessageHistory(_StoredHistory):
         self._view = await self._aload_view()
         return done
 
-    def flush(self, timeout: float | None = None) -> None:
-        """Wait for this session's background compaction, if any (the view is not changed)."""
-        self.compactor.flush(self.session_id, timeout)
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait for this session's background compaction, if any; False if it was still
+        running after `timeout` seconds.
 
-    async def aflush(self, timeout: float | None = None) -> None:
-        await self.compactor.aflush(self.session_id, timeout)
+        The view of this object is not changed (it changes only with its own
+        `add_messages`): read `.summary`, or the view of a new history object, to see the
+        result.
+        """
+        return self.compactor.flush(self.session_id, timeout)
+
+    async def aflush(self, timeout: float | None = None) -> bool:
+        """Async twin of `flush`."""
+        return await self.compactor.aflush(self.session_id, timeout)

@@ -1,0 +1,112 @@
+"""A turn costs one tail read: the view after a write is built from what was read, and is
+exactly what a fresh read would give (other writers, compactions and clears included)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from langchain_rolling_memory import RollingSummaryChatMessageHistory, WindowedChatMessageHistory
+from langchain_rolling_memory.stores import RollingStore
+
+
+def summarize(previous: str, messages: Sequence[BaseMessage]) -> str:
+    return f"{previous[:40]} + {len(messages)} folded".strip()
+
+
+def dump(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
+    return [(type(m).__name__, m.text) for m in messages]
+
+
+Factory = Callable[[RollingStore], Any]
+
+KINDS: dict[str, Factory] = {
+    "rolling-count": lambda store: RollingSummaryChatMessageHistory(
+        "s", summarizer=summarize, store=store, max_turns=6, keep_last=2
+    ),
+    "rolling-tokens": lambda store: RollingSummaryChatMessageHistory(
+        "s", summarizer=summarize, store=store, max_turns=None, max_tokens=80, keep_tokens=30
+    ),
+    "window-count": lambda store: WindowedChatMessageHistory("s", store=store, max_messages=5),
+    "window-tokens": lambda store: WindowedChatMessageHistory(
+        "s", store=store, max_messages=None, max_tokens=60
+    ),
+}
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_after_every_write_the_view_equals_a_fresh_read(store: RollingStore, kind: str, seed: int) -> None:
+    make = KINDS[kind]
+    rng = random.Random(seed)
+    writers = [make(store), make(store)]  # two objects on one session: interleaved writers
+    for step in range(40):
+        writer = rng.choice(writers)
+        if rng.random() < 0.3:
+            writer.messages  # noqa: B018 - a read at the start of a call, as RunnableWithMessageHistory does
+        if rng.random() < 0.03:
+            writer.clear()
+        batch: list[BaseMessage] = [HumanMessage(f"q{step} " + "word " * rng.randint(0, 12))]
+        if rng.random() < 0.8:
+            batch.append(AIMessage(f"a{step} " + "word " * rng.randint(0, 12)))
+        writer.add_messages(batch)
+        assert dump(writer.messages) == dump(make(store).messages), f"step {step}"
+
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, store: RollingStore, name: str) -> list[int]:
+    calls = [0]
+    original = getattr(store, name)
+
+    def counted(*args: Any) -> Any:
+        calls[0] += 1
+        return original(*args)
+
+    monkeypatch.setattr(store, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_turn_reads_the_tail_once(store: RollingStore, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    make = KINDS[kind]
+    seed = make(store)
+    for i in range(3):
+        seed.add_messages([HumanMessage(f"q{i}"), AIMessage(f"a{i}")])
+    reads = _count_calls(monkeypatch, store, "_read")
+    for i in range(3, 12):  # compactions included
+        history = make(store)  # a new object per call, as a history factory gives
+        history.messages  # noqa: B018 - the read at the start of a call
+        history.add_messages([HumanMessage(f"q{i}"), AIMessage(f"a{i}")])
+        assert reads[0] == i - 2, f"turn {i}"
+
+
+def test_a_rolling_turn_reads_the_summary_twice_and_never_recounts_tokens(
+    store: RollingStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted: list[str] = []
+
+    def counter(messages: Sequence[BaseMessage]) -> int:
+        counted.extend(m.text for m in messages)
+        return sum(len(m.text) for m in messages)
+
+    def make() -> RollingSummaryChatMessageHistory:
+        return RollingSummaryChatMessageHistory(
+            "s", summarizer=summarize, store=store, max_turns=None, max_tokens=40, token_counter=counter
+        )
+
+    summaries = _count_calls(monkeypatch, store, "_get_summary")
+    for i in range(10):
+        history = make()
+        history.messages  # noqa: B018
+        history.add_messages([HumanMessage(f"question {i}"), AIMessage(f"answer {i}")])
+    assert summaries[0] == 2 * 10 + store.summary("s").version  # type: ignore[union-attr]
+    # Each message is counted when it is written, and once more as part of the input of the
+    # summarizer call that folds it (this summarizer reports no usage): never per turn.
+    record = store.summary("s")
+    assert record is not None
+    transcript = [m.text for m in store.transcript("s")]
+    for seq, text in enumerate(transcript, start=1):
+        assert counted.count(text) == (2 if seq <= record.covered_seq else 1), text
