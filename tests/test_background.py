@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from langchain_rolling_memory import (
     SUMMARY_MESSAGE_ID,
+    InMemoryRollingStore,
     RollingSummaryChatMessageHistory,
     SQLiteRollingStore,
     SummaryResult,
@@ -228,7 +229,19 @@ class LoopBoundSummarizer:
         raise AssertionError("unreachable")
 
 
-def test_a_task_cut_short_by_the_loop_closing_is_finished_on_a_worker_thread(store: RollingStore) -> None:
+@pytest.fixture(params=["memory", "sqlite"])
+def local_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RollingStore]:
+    """An embedded store: the tests below close event loops on purpose, and a server
+    backend's async connections belong to the loop that opened them."""
+    backend = InMemoryRollingStore() if request.param == "memory" else SQLiteRollingStore(tmp_path / "m.db")
+    yield backend
+    backend.close()
+
+
+def test_a_task_cut_short_by_the_loop_closing_is_finished_on_a_worker_thread(
+    local_store: RollingStore,
+) -> None:
+    store = local_store
     summarizer = LoopBoundSummarizer()
     h = history(store, summarizer)
 
@@ -248,7 +261,8 @@ def test_a_task_cut_short_by_the_loop_closing_is_finished_on_a_worker_thread(sto
     assert record.covered_seq == 4
 
 
-def test_a_task_that_never_started_before_the_loop_closed_still_lands(store: RollingStore) -> None:
+def test_a_task_that_never_started_before_the_loop_closed_still_lands(local_store: RollingStore) -> None:
+    store = local_store
     summarizer = LoopBoundSummarizer()
     h = history(store, summarizer)
 

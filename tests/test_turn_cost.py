@@ -57,16 +57,29 @@ def test_after_every_write_the_view_equals_a_fresh_read(store: RollingStore, kin
         assert dump(writer.messages) == dump(make(store).messages), f"step {step}"
 
 
-def _count_calls(monkeypatch: pytest.MonkeyPatch, store: RollingStore, name: str) -> list[int]:
-    calls = [0]
-    original = getattr(store, name)
+class Reads:
+    """Counts a store's reads by primitive; a primitive called by another counts once, as the outer."""
 
-    def counted(*args: Any) -> Any:
-        calls[0] += 1
-        return original(*args)
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, store: RollingStore) -> None:
+        self.counts = {"_read": 0, "_get_summary": 0, "_summary_and_tail": 0}
+        self._depth = 0
+        for name in self.counts:
+            monkeypatch.setattr(store, name, self._wrap(name, getattr(store, name)))
 
-    monkeypatch.setattr(store, name, counted)
-    return calls
+    def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any) -> Any:
+            self.counts[name] += self._depth == 0
+            self._depth += 1
+            try:
+                return original(*args)
+            finally:
+                self._depth -= 1
+
+        return counted
+
+    @property
+    def tail(self) -> int:
+        return self.counts["_read"] + self.counts["_summary_and_tail"]
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
@@ -75,15 +88,15 @@ def test_a_turn_reads_the_tail_once(store: RollingStore, kind: str, monkeypatch:
     seed = make(store)
     for i in range(3):
         seed.add_messages([HumanMessage(f"q{i}"), AIMessage(f"a{i}")])
-    reads = _count_calls(monkeypatch, store, "_read")
+    reads = Reads(monkeypatch, store)
     for i in range(3, 12):  # compactions included
         history = make(store)  # a new object per call, as a history factory gives
         history.messages  # noqa: B018 - the read at the start of a call
         history.add_messages([HumanMessage(f"q{i}"), AIMessage(f"a{i}")])
-        assert reads[0] == i - 2, f"turn {i}"
+        assert reads.tail == i - 2, f"turn {i}"
 
 
-def test_a_rolling_turn_reads_the_summary_twice_and_never_recounts_tokens(
+def test_a_rolling_turn_reads_the_tail_once_and_never_recounts_tokens(
     store: RollingStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     counted: list[str] = []
@@ -97,16 +110,19 @@ def test_a_rolling_turn_reads_the_summary_twice_and_never_recounts_tokens(
             "s", summarizer=summarize, store=store, max_turns=None, max_tokens=40, token_counter=counter
         )
 
-    summaries = _count_calls(monkeypatch, store, "_get_summary")
+    reads = Reads(monkeypatch, store)
     for i in range(10):
         history = make()
         history.messages  # noqa: B018
         history.add_messages([HumanMessage(f"question {i}"), AIMessage(f"answer {i}")])
-    assert summaries[0] == 2 * 10 + store.summary("s").version  # type: ignore[union-attr]
-    # Each message is counted when it is written, and once more as part of the input of the
-    # summarizer call that folds it (this summarizer reports no usage): never per turn.
+    counts = dict(reads.counts, tail=reads.tail)
     record = store.summary("s")
     assert record is not None
+    assert counts["tail"] == 10  # the read at the start of each call
+    # One summary-only read after each write, and one under the lease of each compaction.
+    assert counts["_get_summary"] == 10 + record.version
+    # Each message is counted when it is written, and once more as part of the input of the
+    # summarizer call that folds it (this summarizer reports no usage): never per turn.
     transcript = [m.text for m in store.transcript("s")]
     for seq, text in enumerate(transcript, start=1):
         assert counted.count(text) == (2 if seq <= record.covered_seq else 1), text
