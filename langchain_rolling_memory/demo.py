@@ -149,7 +149,7 @@ def run_demo(
     summarizer: SummarizerLike | None = None,
     extractor: FactExtractor | None = None,
     client_id: str | None = None,
-    max_turns: int = 6,
+    max_turns: int = 4,
     keep_last: int = 2,
     max_words: int = 60,
 ) -> Iterator[DemoTurn]:
