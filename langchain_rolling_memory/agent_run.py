@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
@@ -26,6 +26,7 @@ __all__ = [
     "UNBOUND",
     "MemoryIds",
     "not_stored",
+    "pair_tool_calls",
     "persisted",
     "persisted_update",
     "refuse_other_owner",
@@ -188,6 +189,47 @@ def refuse_other_owner(ids: MemoryIds, info: SessionInfo | None) -> None:
             "use a session id of this client"
         )
         raise OwnershipError(msg)
+
+
+_NO_RESULT = "No result was recorded for this tool call (it was interrupted or its arguments were malformed)."
+
+
+def _call_ids(message: AIMessage) -> dict[str, str]:
+    # Providers send invalid tool calls as calls too (OpenAI requires an answer to each).
+    calls = [*message.tool_calls, *message.invalid_tool_calls]
+    return {str(c["id"]): str(c.get("name") or "unknown") for c in calls if c.get("id")}
+
+
+def pair_tool_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """`messages` with every tool call answered right after its `AIMessage`, and no orphan
+    tool result, so that providers accept the request.
+
+    A call left without a result (a run interrupted between the call and its result, or a
+    call whose arguments were malformed) gets an error result; a tool result that does not
+    follow its call (LangChain's own answer to a malformed call, stored after the next user
+    message) is left out. Well-formed lists come back unchanged.
+    """
+    out: list[BaseMessage] = []
+    pending: dict[str, str] = {}
+
+    def close() -> None:
+        out.extend(
+            ToolMessage(_NO_RESULT, tool_call_id=call_id, name=name, status="error")
+            for call_id, name in pending.items()
+        )
+        pending.clear()
+
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            if pending.pop(message.tool_call_id, None) is not None:
+                out.append(message)
+            continue
+        close()
+        out.append(message)
+        if isinstance(message, AIMessage):
+            pending.update(_call_ids(message))
+    close()
+    return out
 
 
 def with_memory(system: SystemMessage | None, block: str) -> SystemMessage | None:

@@ -37,6 +37,7 @@ from langchain_rolling_memory.agent_run import (  # noqa: E402
     UNBOUND,
     MemoryIds,
     not_stored,
+    pair_tool_calls,
     persisted,
     persisted_update,
     refuse_other_owner,
@@ -53,6 +54,7 @@ from langchain_rolling_memory.ids import validate_id  # noqa: E402
 from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens  # noqa: E402
 from langchain_rolling_memory.stores.base import Fact, RollingStore  # noqa: E402
 from langchain_rolling_memory.summarizers.base import SummarizerLike, as_summarizer  # noqa: E402
+from langchain_rolling_memory.usage import SummaryUsage  # noqa: E402
 
 __all__ = ["RollingMemoryMiddleware", "RollingMemoryState", "resolve_ids"]
 
@@ -215,7 +217,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any, Any]):
         # Messages an outer middleware added to the request (not from the stored state) stay.
         extra = [m for m in request.messages if m.id is None or m.id not in done]
         return request.override(
-            messages=cast("list[AnyMessage]", [*self.compactor.view(session), *extra]),
+            messages=cast("list[AnyMessage]", pair_tool_calls([*self.compactor.view(session), *extra])),
             system_message=with_memory(request.system_message, memory),
         )
 
@@ -375,6 +377,16 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any, Any]):
     def transcript(self, session_id: str) -> list[BaseMessage]:
         """Every message of the session, in order (never changed by compaction)."""
         return self.store.transcript(session_id)
+
+    async def atranscript(self, session_id: str) -> list[BaseMessage]:
+        return await self.store.atranscript(session_id)
+
+    def usage(self, session_id: str) -> SummaryUsage:
+        """What summarizing the session cost and saved so far (see `SummaryUsage`)."""
+        return self.store.usage(session_id)
+
+    async def ausage(self, session_id: str) -> SummaryUsage:
+        return await self.store.ausage(session_id)
 
     def __repr__(self) -> str:
         return f"RollingMemoryMiddleware(store={type(self.store).__name__}, background={self.background})"

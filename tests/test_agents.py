@@ -20,7 +20,7 @@ from langchain_rolling_memory import (
     RollingStore,
     open_store,
 )
-from langchain_rolling_memory.agents import RollingMemoryMiddleware, resolve_ids
+from langchain_rolling_memory.agents import RollingMemoryMiddleware
 
 
 @tool
@@ -259,13 +259,6 @@ def test_the_private_state_channel_is_the_one_the_run_helpers_track() -> None:
     assert PERSISTED_KEY in RollingMemoryState.__annotations__
 
 
-def test_resolve_ids_prefers_the_context_then_configurable_then_thread() -> None:
-    assert resolve_ids({"session_id": "a", "client_id": "c"}, {"thread_id": "t"}).session_id == "a"
-    assert resolve_ids(None, {"session_id": "s", "thread_id": "t"}).session_id == "s"
-    ids = resolve_ids(None, {}, thread_id="t", default_client_id="d")
-    assert (ids.session_id, ids.client_id) == ("t", "d")
-
-
 # ---------------------------------------------------------------------- each message stored once
 
 
@@ -305,7 +298,7 @@ def test_the_checkpointer_keeps_every_message_while_the_model_sees_the_view() ->
     store = open_store("memory://")
     summarizer = RecordingSummarizer()
     model = ScriptedChatModel()
-    agent, _ = build(model, store, summarizer=summarizer, max_turns=4, keep_last=2)
+    agent, memory = build(model, store, summarizer=summarizer, max_turns=4, keep_last=2)
     _turns(agent, [f"question {i}" for i in range(6)])
     state = agent.get_state(config("s1"))
     assert len(state.values["messages"]) == 12  # nothing removed from the agent state
@@ -318,6 +311,8 @@ def test_the_checkpointer_keeps_every_message_while_the_model_sees_the_view() ->
     # What was folded is exactly the start of the transcript, in order, once.
     folded = [m for _, batch in summarizer.calls for m in batch]
     assert [m.text for m in folded] == [m.text for m in store.transcript("s1")[: len(folded)]]
+    usage = memory.usage("s1")
+    assert (usage.compactions, usage.folded_messages) == (len(summarizer.calls), len(folded))
 
 
 @pytest.mark.parametrize("checkpointer", [True, False], ids=["checkpointer", "no-checkpointer"])
@@ -370,6 +365,34 @@ def test_a_session_moves_from_a_history_chain_to_the_agent_and_back() -> None:
     after = history()
     assert [m.text for m in after.transcript][-2:] == ["agent question", "ok 1"]
     assert after.messages[-1].text == "ok 1"
+
+
+@pytest.mark.parametrize("checkpointer", [True, False], ids=["checkpointer", "no-checkpointer"])
+def test_a_malformed_tool_call_never_leaves_an_unanswered_call_or_an_orphan_result(
+    checkpointer: bool,
+) -> None:
+    store = open_store("memory://")
+    malformed = AIMessage(
+        "",
+        invalid_tool_calls=[
+            {
+                "name": "weather",
+                "args": "{oops",
+                "id": "bad-1",
+                "error": "bad json",
+                "type": "invalid_tool_call",
+            }
+        ],
+    )
+    model = ScriptedChatModel(script=[malformed, AIMessage("fine"), AIMessage("still fine")])
+    agent, _ = build(model, store, checkpointer=checkpointer)
+    _turns(agent, ["one", "two", "three"])
+    for request in model.requests[1:]:
+        body = [m for m in request if m.type != "system"]
+        answered = [i for i, m in enumerate(body) if isinstance(m, ToolMessage) and m.tool_call_id == "bad-1"]
+        calling = [i for i, m in enumerate(body) if isinstance(m, AIMessage) and m.invalid_tool_calls]
+        assert [i + 1 for i in calling] == answered, kinds(body)
+    assert any(isinstance(m, AIMessage) and m.invalid_tool_calls for m in store.transcript("s1"))
 
 
 # ---------------------------------------------------------------------- policies
