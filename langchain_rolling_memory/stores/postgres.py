@@ -1,8 +1,8 @@
-"""PostgreSQL backend on psycopg 3 pools: sync primitives and their native async twins.
+"""PostgreSQL backend on psycopg 3 pools: the store class, its sync pool and sync primitives.
 
-Owns connections, retries and the mapping of driver errors; the SQL is in `postgres_sql.py`
-and the rules (validation, facts, export) in `base.py`. psycopg is imported only when a
-store is created, so the package works without the ``postgres`` extra.
+Owns connections, migrations and sync retries; the async twins are in `postgres_aio.py`, the
+SQL in `postgres_sql.py` and the rules (validation, facts, export) in `base.py`. psycopg is
+imported only when a store is created, so the package works without the ``postgres`` extra.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from langchain_rolling_memory.errors import (
@@ -18,7 +18,6 @@ from langchain_rolling_memory.errors import (
     MissingExtraError,
     OwnershipError,
     SchemaVersionError,
-    StoreError,
 )
 from langchain_rolling_memory.stores.base import (
     SCHEMA_VERSION,
@@ -29,11 +28,13 @@ from langchain_rolling_memory.stores.base import (
     SummaryRecord,
     split_prefix,
 )
+from langchain_rolling_memory.stores.postgres_aio import AsyncPostgresPrimitives
 from langchain_rolling_memory.stores.postgres_sql import (
     Queries,
     append_params,
     check_prefix,
     fact_params,
+    owned_by_other,
     rows_of,
     session_of,
     summary_and_tail_of,
@@ -60,11 +61,7 @@ def _driver() -> Any:
     return psycopg, psycopg_pool
 
 
-def _owned_by_other(session_id: str, client_id: str | None) -> OwnershipError:
-    return OwnershipError(f"session {session_id!r} belongs to another client than {client_id!r}")
-
-
-class PostgresRollingStore(RollingStore):
+class PostgresRollingStore(AsyncPostgresPrimitives, RollingStore):
     """Transcripts, summaries and facts in PostgreSQL, shared by many app processes.
 
     A turn costs two statements whatever the transcript's length: one append (the session
@@ -160,21 +157,6 @@ class PostgresRollingStore(RollingStore):
                     conn.execute(statement)
                 conn.execute(q.set_version, (str(number),))
 
-    def _lost(self, exc: BaseException, conn: Any) -> bool:
-        return isinstance(exc, self._psycopg.OperationalError) and (
-            conn is None or conn.closed or conn.broken
-        )
-
-    def _fail(self, op: str, exc: BaseException, retried: bool) -> StoreError:
-        after = " twice (the call was retried once on a fresh connection)" if retried else ""
-        hint = (
-            "; the batch may or may not be stored: read the session's tail before appending it again"
-            if op == "append" and retried
-            else ""
-        )
-        msg = f"PostgreSQL {op} failed{after}: {type(exc).__name__}: {exc}{hint}"
-        return StoreError(msg)
-
     def _run(
         self,
         op: str,
@@ -197,47 +179,6 @@ class PostgresRollingStore(RollingStore):
                 self._pool.check()
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _apool_for_loop(self) -> Any:
-        loop = asyncio.get_running_loop()
-        if self._apool is None or self._apool_loop is not loop:
-            pool = self._psycopg_pool.AsyncConnectionPool(
-                self._conninfo,
-                min_size=1,
-                max_size=self._pool_size,
-                kwargs=self._kwargs,
-                timeout=self._timeout,
-                open=False,
-                name=f"rolling-memory-async-{self.prefix}",
-            )
-            await pool.open()
-            if self._apool is not None and self._apool_loop is loop:  # another task won the race
-                await pool.close()
-            else:
-                self._apool, self._apool_loop = pool, loop
-        return self._apool
-
-    async def _arun(
-        self,
-        op: str,
-        fn: Callable[[Any], Awaitable[_T]],
-        retry: Callable[[Any], Awaitable[_T]] | None = None,
-    ) -> _T:
-        psycopg = self._psycopg
-        pool = await self._apool_for_loop()
-        for attempt in (1, 2):
-            conn = None
-            try:
-                async with pool.connection() as conn:
-                    return await (fn if attempt == 1 else retry or fn)(conn)
-            except (OwnershipError, SchemaVersionError):
-                raise
-            except psycopg.Error as exc:
-                if attempt == 2 or not self._lost(exc, conn):
-                    raise self._fail(op, exc, attempt == 2) from exc
-                logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)
-                await pool.check()
-        raise AssertionError("unreachable")  # pragma: no cover
-
     def close(self) -> None:
         """Close the pools. An async pool is closed here only if its event loop is idle; in
         async code prefer ``await store.aclose()``."""
@@ -253,7 +194,7 @@ class PostgresRollingStore(RollingStore):
             await pool.close()
         await asyncio.to_thread(self.close)
 
-    # ------------------------------------------------------------------ append (sync & async)
+    # ------------------------------------------------------------------ append
 
     def _append(
         self,
@@ -268,7 +209,7 @@ class PostgresRollingStore(RollingStore):
         def first(conn: Any) -> list[int]:
             seqs = sorted(int(r[0]) for r in conn.execute(q.append, params).fetchall())
             if not seqs:
-                raise _owned_by_other(session_id, client_id)
+                raise owned_by_other(session_id, client_id)
             return seqs
 
         def again(conn: Any) -> list[int]:
@@ -282,94 +223,29 @@ class PostgresRollingStore(RollingStore):
 
         return self._run("append", first, again)
 
-    async def _aappend(
-        self,
-        session_id: str,
-        client_id: str | None,
-        rows: Sequence[tuple[str, int | None]],
-        now: float,
-    ) -> list[int]:
-        params = append_params(session_id, client_id, list(rows), now, uuid.uuid4().hex)
-        q = self.q
-
-        async def first(conn: Any) -> list[int]:
-            cur = await conn.execute(q.append, params)
-            seqs = sorted(int(r[0]) for r in await cur.fetchall())
-            if not seqs:
-                raise _owned_by_other(session_id, client_id)
-            return seqs
-
-        async def again(conn: Any) -> list[int]:
-            async with conn.transaction() as tx:
-                await conn.execute(q.lock_session, (session_id, now, now))
-                cur = await conn.execute(q.find_batch, (session_id, params["batch"]))
-                done = [int(r[0]) for r in await cur.fetchall()]
-                if done:
-                    tx.force_rollback = True
-                    return done
-                return await first(conn)
-
-        return await self._arun("append", first, again)
-
     # ------------------------------------------------------------------ one-statement primitives
 
     def _fetch(self, op: str, sql: str, params: Any) -> list[tuple[Any, ...]]:
         return self._run(op, lambda conn: conn.execute(sql, params).fetchall())
 
-    async def _afetch(self, op: str, sql: str, params: Any) -> list[tuple[Any, ...]]:
-        async def go(conn: Any) -> list[tuple[Any, ...]]:
-            cur = await conn.execute(sql, params)
-            return list(await cur.fetchall())
-
-        return await self._arun(op, go)
-
     def _count(self, op: str, sql: str, params: Any) -> int:
         return self._run(op, lambda conn: int(conn.execute(sql, params).rowcount))
-
-    async def _acount(self, op: str, sql: str, params: Any) -> int:
-        async def go(conn: Any) -> int:
-            return int((await conn.execute(sql, params)).rowcount)
-
-        return await self._arun(op, go)
 
     def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
         sql, params = self.q.read(session_id, after_seq, limit, newest)
         return rows_of(self._fetch("read", sql, params), newest, limit)
 
-    async def _aread(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
-        sql, params = self.q.read(session_id, after_seq, limit, newest)
-        return rows_of(await self._afetch("read", sql, params), newest, limit)
-
     def _summary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
         params = {"sid": session_id, "limit": limit}
         return summary_and_tail_of(self._fetch("read", self.q.summary_and_tail, params))
-
-    async def _asummary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
-        params = {"sid": session_id, "limit": limit}
-        return summary_and_tail_of(await self._afetch("read", self.q.summary_and_tail, params))
 
     def _last_seq(self, session_id: str) -> int:
         rows = self._fetch("read", self.q.last_seq, (session_id,))
         return int(rows[0][0]) if rows else 0
 
-    async def _alast_seq(self, session_id: str) -> int:
-        rows = await self._afetch("read", self.q.last_seq, (session_id,))
-        return int(rows[0][0]) if rows else 0
-
     def _get_summary(self, session_id: str) -> SummaryRecord | None:
         rows = self._fetch("read", self.q.get_summary, (session_id,))
         return summary_of(rows[0] if rows else None)
-
-    async def _aget_summary(self, session_id: str) -> SummaryRecord | None:
-        rows = await self._afetch("read", self.q.get_summary, (session_id,))
-        return summary_of(rows[0] if rows else None)
-
-    def _cas_args(
-        self, session_id: str, text: str, covered: int, meta: str, expected: int, now: float
-    ) -> tuple[str, tuple[Any, ...]]:
-        if expected == 0:
-            return self.q.insert_summary, (session_id, text, covered, meta, now)
-        return self.q.update_summary, (text, covered, meta, now, session_id, expected)
 
     # A CAS retried after a lost reply answers False if the first attempt landed: the
     # compactor then treats the window as done by someone else, which it is.
@@ -379,88 +255,42 @@ class PostgresRollingStore(RollingStore):
         sql, params = self._cas_args(session_id, text, covered_seq, meta, expected_version, now)
         return self._count("summary", sql, params) == 1
 
-    async def _acas_summary(
-        self, session_id: str, text: str, covered_seq: int, meta: str, expected_version: int, now: float
-    ) -> bool:
-        sql, params = self._cas_args(session_id, text, covered_seq, meta, expected_version, now)
-        return await self._acount("summary", sql, params) == 1
-
     def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
         return self._count("lease", self.q.claim, (session_id, owner, now + ttl, now)) == 1
 
-    async def _aclaim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
-        return await self._acount("lease", self.q.claim, (session_id, owner, now + ttl, now)) == 1
-
     def _release(self, session_id: str, owner: str) -> None:
         self._count("lease", self.q.release, (session_id, owner))
-
-    async def _arelease(self, session_id: str, owner: str) -> None:
-        await self._acount("lease", self.q.release, (session_id, owner))
 
     def _get_session(self, session_id: str) -> SessionInfo | None:
         rows = self._fetch("read", self.q.get_session, (session_id,))
         return session_of(session_id, rows[0] if rows else None)
 
-    async def _aget_session(self, session_id: str) -> SessionInfo | None:
-        rows = await self._afetch("read", self.q.get_session, (session_id,))
-        return session_of(session_id, rows[0] if rows else None)
-
     def _list_sessions(self, client_id: str) -> list[str]:
         return [str(r[0]) for r in self._fetch("read", self.q.list_sessions, (client_id,))]
-
-    async def _alist_sessions(self, client_id: str) -> list[str]:
-        return [str(r[0]) for r in await self._afetch("read", self.q.list_sessions, (client_id,))]
 
     def _get_state(self, session_id: str) -> str | None:
         rows = self._fetch("read", self.q.get_state, (session_id,))
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
-    async def _aget_state(self, session_id: str) -> str | None:
-        rows = await self._afetch("read", self.q.get_state, (session_id,))
-        return None if not rows or rows[0][0] is None else str(rows[0][0])
-
     def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
         params = {"sid": session_id, "cid": client_id, "now": now, "state": state}
         if not self._fetch("state", self.q.set_state, params):
-            raise _owned_by_other(session_id, client_id)
-
-    async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
-        params = {"sid": session_id, "cid": client_id, "now": now, "state": state}
-        if not await self._afetch("state", self.q.set_state, params):
-            raise _owned_by_other(session_id, client_id)
+            raise owned_by_other(session_id, client_id)
 
     def _delete_session(self, session_id: str) -> None:
         self._fetch("delete", self.q.delete_session, {"sid": session_id})
 
-    async def _adelete_session(self, session_id: str) -> None:
-        await self._afetch("delete", self.q.delete_session, {"sid": session_id})
-
     def _list_facts(self, client_id: str) -> list[Fact]:
         return [Fact(*r) for r in self._fetch("facts", self.q.list_facts, (client_id,))]
-
-    async def _alist_facts(self, client_id: str) -> list[Fact]:
-        return [Fact(*r) for r in await self._afetch("facts", self.q.list_facts, (client_id,))]
 
     def _put_fact(self, fact: Fact) -> None:
         self._count("facts", self.q.put_fact, fact_params(fact))
 
-    async def _aput_fact(self, fact: Fact) -> None:
-        await self._acount("facts", self.q.put_fact, fact_params(fact))
-
     def _delete_fact(self, client_id: str, fact_id: str) -> bool:
         return self._count("facts", self.q.delete_fact, (client_id, fact_id)) == 1
-
-    async def _adelete_fact(self, client_id: str, fact_id: str) -> bool:
-        return await self._acount("facts", self.q.delete_fact, (client_id, fact_id)) == 1
 
     def _delete_client(self, client_id: str) -> None:
         self._fetch("forget", self.q.delete_client, {"cid": client_id})
 
-    async def _adelete_client(self, client_id: str) -> None:
-        await self._afetch("forget", self.q.delete_client, {"cid": client_id})
-
     def _purge(self, cutoff: float) -> int:
         return int(self._fetch("purge", self.q.purge, {"cutoff": cutoff})[0][0])
-
-    async def _apurge(self, cutoff: float) -> int:
-        return int((await self._afetch("purge", self.q.purge, {"cutoff": cutoff}))[0][0])

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
 from langchain_rolling_memory.stores.base import SCHEMA_VERSION, Fact, Row, SessionInfo, SummaryRecord
 
 __all__ = ["MIGRATIONS", "Queries", "check_prefix"]
@@ -201,6 +201,10 @@ class Queries:
         if limit is None:
             return self.read_all, (session_id, after_seq)
         return (self.read_newest if newest else self.read_oldest), (session_id, after_seq, limit)
+
+
+def owned_by_other(session_id: str, client_id: str | None) -> OwnershipError:
+    return OwnershipError(f"session {session_id!r} belongs to another client than {client_id!r}")
 
 
 def append_params(

@@ -1,7 +1,7 @@
-"""The key layout and Lua scripts of the Redis backend (plain Redis: no modules).
+"""The key layout, the Lua scripts and the decoding of their replies (plain Redis: no modules).
 
-Owns text only (no connection, no driver import), shared by the sync and async twins in
-`redis.py`. Every primitive that reads-then-writes is one Lua script, so Redis runs it
+No connection and no driver import: shared by the sync twins in `redis.py` and the async
+ones in `redis_aio.py`. Every primitive that reads-then-writes is one Lua script, so Redis runs it
 atomically; reads that need two values (summary and tail) are one script too, so a turn
 is one round trip.
 
@@ -22,11 +22,24 @@ Ids may contain ``:``, but a suffix never does, so no two ids map to one key.
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
+from typing import Any
 
-from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
+from langchain_rolling_memory.stores.base import Row, SummaryRecord
 
-__all__ = ["SESSION_SUFFIXES", "Keys", "check_prefix"]
+__all__ = [
+    "SCRIPTS",
+    "SESSION_SUFFIXES",
+    "Keys",
+    "check_prefix",
+    "encode_row",
+    "owned_by_other",
+    "rows_of",
+    "summary_of",
+]
 
 _PREFIX = re.compile(r"[A-Za-z0-9_:.\-]{0,64}")
 SESSION_SUFFIXES = ("info", "msgs", "sum", "lease", "batches")
@@ -231,3 +244,42 @@ end
 return {#old, gone}
 """
 )
+
+# name -> Lua source; registered once per client.
+SCRIPTS = {
+    "append": APPEND,
+    "read": READ,
+    "summary_and_tail": SUMMARY_AND_TAIL,
+    "cas": CAS_SUMMARY,
+    "claim": CLAIM,
+    "release": RELEASE,
+    "set_state": SET_STATE,
+    "list_sessions": LIST_SESSIONS,
+    "delete_session": DELETE_SESSION,
+    "delete_client": DELETE_CLIENT,
+    "purge": PURGE,
+}
+
+
+def encode_row(payload: str, tokens: int | None) -> str:
+    return f"{'-' if tokens is None else tokens} {payload}"
+
+
+def rows_of(reply: Sequence[Any]) -> list[Row]:
+    """``[first seq, item...]`` from the scripts -> rows."""
+    first = int(reply[0])
+    out: list[Row] = []
+    for offset, item in enumerate(reply[1:]):
+        tokens, _, payload = str(item).partition(" ")
+        out.append((first + offset, payload, None if tokens == "-" else int(tokens)))
+    return out
+
+
+def summary_of(text: Any, covered: Any, version: Any, meta: Any, updated: Any) -> SummaryRecord | None:
+    if not version:
+        return None
+    return SummaryRecord(str(text), int(covered), int(version), json.loads(meta), float(updated))
+
+
+def owned_by_other(session_id: str, client_id: str | None) -> OwnershipError:
+    return OwnershipError(f"session {session_id!r} belongs to another client than {client_id!r}")

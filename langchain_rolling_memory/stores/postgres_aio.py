@@ -1,0 +1,217 @@
+"""The native async twins of the PostgreSQL primitives, on psycopg's AsyncConnectionPool.
+
+Owns the async pool (one per event loop: async connections belong to the loop that made
+them) and the ``_a*`` primitives; the sync class, the plumbing they share and the SQL are
+in `postgres.py` and `postgres_sql.py`. Every primitive is the same statement as its sync
+twin, so both behave alike, retries included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError, StoreError
+from langchain_rolling_memory.stores.base import Fact, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.stores.postgres_sql import (
+    Queries,
+    append_params,
+    fact_params,
+    owned_by_other,
+    rows_of,
+    session_of,
+    summary_and_tail_of,
+    summary_of,
+)
+
+__all__ = ["AsyncPostgresPrimitives"]
+
+logger = logging.getLogger("langchain_rolling_memory")
+
+_T = TypeVar("_T")
+
+
+class AsyncPostgresPrimitives:
+    """Mixed into `PostgresRollingStore` ahead of `RollingStore`, whose thread-based async
+    defaults these replace; also holds the error mapping both twins use."""
+
+    q: Queries
+    prefix: str
+    _psycopg: Any
+    _psycopg_pool: Any
+    _conninfo: str
+    _pool_size: int
+    _timeout: float
+    _kwargs: dict[str, Any]
+    _apool: Any
+    _apool_loop: asyncio.AbstractEventLoop | None
+
+    def _lost(self, exc: BaseException, conn: Any) -> bool:
+        return isinstance(exc, self._psycopg.OperationalError) and (
+            conn is None or conn.closed or conn.broken
+        )
+
+    def _fail(self, op: str, exc: BaseException, retried: bool) -> StoreError:
+        after = " twice (the call was retried once on a fresh connection)" if retried else ""
+        hint = (
+            "; the batch may or may not be stored: read the session's tail before appending it again"
+            if op == "append" and retried
+            else ""
+        )
+        msg = f"PostgreSQL {op} failed{after}: {type(exc).__name__}: {exc}{hint}"
+        return StoreError(msg)
+
+    async def _apool_for_loop(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._apool is None or self._apool_loop is not loop:
+            pool = self._psycopg_pool.AsyncConnectionPool(
+                self._conninfo,
+                min_size=1,
+                max_size=self._pool_size,
+                kwargs=self._kwargs,
+                timeout=self._timeout,
+                open=False,
+                name=f"rolling-memory-async-{self.prefix}",
+            )
+            await pool.open()
+            if self._apool is not None and self._apool_loop is loop:  # another task won the race
+                await pool.close()
+            else:
+                self._apool, self._apool_loop = pool, loop
+        return self._apool
+
+    async def _arun(
+        self,
+        op: str,
+        fn: Callable[[Any], Awaitable[_T]],
+        retry: Callable[[Any], Awaitable[_T]] | None = None,
+    ) -> _T:
+        psycopg = self._psycopg
+        pool = await self._apool_for_loop()
+        for attempt in (1, 2):
+            conn = None
+            try:
+                async with pool.connection() as conn:
+                    return await (fn if attempt == 1 else retry or fn)(conn)
+            except (OwnershipError, SchemaVersionError):
+                raise
+            except psycopg.Error as exc:
+                if attempt == 2 or not self._lost(exc, conn):
+                    raise self._fail(op, exc, attempt == 2) from exc
+                logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)
+                await pool.check()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _aappend(
+        self,
+        session_id: str,
+        client_id: str | None,
+        rows: Sequence[tuple[str, int | None]],
+        now: float,
+    ) -> list[int]:
+        params = append_params(session_id, client_id, list(rows), now, uuid.uuid4().hex)
+        q = self.q
+
+        async def first(conn: Any) -> list[int]:
+            cur = await conn.execute(q.append, params)
+            seqs = sorted(int(r[0]) for r in await cur.fetchall())
+            if not seqs:
+                raise owned_by_other(session_id, client_id)
+            return seqs
+
+        async def again(conn: Any) -> list[int]:
+            async with conn.transaction() as tx:
+                await conn.execute(q.lock_session, (session_id, now, now))
+                cur = await conn.execute(q.find_batch, (session_id, params["batch"]))
+                done = [int(r[0]) for r in await cur.fetchall()]
+                if done:
+                    tx.force_rollback = True
+                    return done
+                return await first(conn)
+
+        return await self._arun("append", first, again)
+
+    async def _afetch(self, op: str, sql: str, params: Any) -> list[tuple[Any, ...]]:
+        async def go(conn: Any) -> list[tuple[Any, ...]]:
+            cur = await conn.execute(sql, params)
+            return list(await cur.fetchall())
+
+        return await self._arun(op, go)
+
+    async def _acount(self, op: str, sql: str, params: Any) -> int:
+        async def go(conn: Any) -> int:
+            return int((await conn.execute(sql, params)).rowcount)
+
+        return await self._arun(op, go)
+
+    async def _aread(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
+        sql, params = self.q.read(session_id, after_seq, limit, newest)
+        return rows_of(await self._afetch("read", sql, params), newest, limit)
+
+    async def _asummary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
+        params = {"sid": session_id, "limit": limit}
+        return summary_and_tail_of(await self._afetch("read", self.q.summary_and_tail, params))
+
+    async def _alast_seq(self, session_id: str) -> int:
+        rows = await self._afetch("read", self.q.last_seq, (session_id,))
+        return int(rows[0][0]) if rows else 0
+
+    async def _aget_summary(self, session_id: str) -> SummaryRecord | None:
+        rows = await self._afetch("read", self.q.get_summary, (session_id,))
+        return summary_of(rows[0] if rows else None)
+
+    def _cas_args(
+        self, session_id: str, text: str, covered: int, meta: str, expected: int, now: float
+    ) -> tuple[str, tuple[Any, ...]]:
+        if expected == 0:
+            return self.q.insert_summary, (session_id, text, covered, meta, now)
+        return self.q.update_summary, (text, covered, meta, now, session_id, expected)
+
+    async def _acas_summary(
+        self, session_id: str, text: str, covered_seq: int, meta: str, expected_version: int, now: float
+    ) -> bool:
+        sql, params = self._cas_args(session_id, text, covered_seq, meta, expected_version, now)
+        return await self._acount("summary", sql, params) == 1
+
+    async def _aclaim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+        return await self._acount("lease", self.q.claim, (session_id, owner, now + ttl, now)) == 1
+
+    async def _arelease(self, session_id: str, owner: str) -> None:
+        await self._acount("lease", self.q.release, (session_id, owner))
+
+    async def _aget_session(self, session_id: str) -> SessionInfo | None:
+        rows = await self._afetch("read", self.q.get_session, (session_id,))
+        return session_of(session_id, rows[0] if rows else None)
+
+    async def _alist_sessions(self, client_id: str) -> list[str]:
+        return [str(r[0]) for r in await self._afetch("read", self.q.list_sessions, (client_id,))]
+
+    async def _aget_state(self, session_id: str) -> str | None:
+        rows = await self._afetch("read", self.q.get_state, (session_id,))
+        return None if not rows or rows[0][0] is None else str(rows[0][0])
+
+    async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+        params = {"sid": session_id, "cid": client_id, "now": now, "state": state}
+        if not await self._afetch("state", self.q.set_state, params):
+            raise owned_by_other(session_id, client_id)
+
+    async def _adelete_session(self, session_id: str) -> None:
+        await self._afetch("delete", self.q.delete_session, {"sid": session_id})
+
+    async def _alist_facts(self, client_id: str) -> list[Fact]:
+        return [Fact(*r) for r in await self._afetch("facts", self.q.list_facts, (client_id,))]
+
+    async def _aput_fact(self, fact: Fact) -> None:
+        await self._acount("facts", self.q.put_fact, fact_params(fact))
+
+    async def _adelete_fact(self, client_id: str, fact_id: str) -> bool:
+        return await self._acount("facts", self.q.delete_fact, (client_id, fact_id)) == 1
+
+    async def _adelete_client(self, client_id: str) -> None:
+        await self._afetch("forget", self.q.delete_client, {"cid": client_id})
+
+    async def _apurge(self, cutoff: float) -> int:
+        return int((await self._afetch("purge", self.q.purge, {"cutoff": cutoff}))[0][0])
