@@ -82,7 +82,14 @@ def _console(stderr: bool = False) -> Any:
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    return Console(file=stream, width=None if stream.isatty() else 120, highlight=False)
+    wide = stream.isatty() or "COLUMNS" in os.environ
+    return Console(file=stream, width=None if wide else 120, highlight=False)
+
+
+def _shown(url: str) -> str:
+    """The URL with the home folder written ``~``, as people type it."""
+    home = Path.home().as_posix()
+    return url.replace(home, "~", 1) if home != "/" else url
 
 
 def _render() -> Any:
@@ -134,7 +141,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 max_turns=args.max_turns,
                 keep_last=args.keep_last,
             )
-            _render().render_demo(console, turns, store_url=url, provider=args.provider)
+            _render().render_demo(console, turns, store_url=_shown(url), provider=args.provider)
     finally:
         store.close()
     return 0
