@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,13 +46,13 @@ _SUMMARY_HEADER = "Summary of the earlier conversation (quoted):"
 
 # Zero-width and bidirectional controls: invisible, so a fact could hide text behind them.
 _INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+# The C0 and C1 control characters (Unicode category Cc).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def _flatten(text: str) -> str:
     """One line of visible text: control characters and every kind of line break become spaces."""
-    text = _INVISIBLE.sub("", text)
-    text = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in text)
-    return " ".join(text.split())
+    return " ".join(_CONTROL.sub(" ", _INVISIBLE.sub("", text)).split())
 
 
 # Characters that end a line for some reader (Python's splitlines, JavaScript, Unicode) and
@@ -91,10 +90,14 @@ def _fact_line(fact: Fact) -> str:
     return f"- {quote_fact(fact.text)}"
 
 
-def _line_tokens(line: str, token_counter: TokenCounter) -> int:
-    # Counters price a message's envelope too; a line of the block has none.
+def _line_counter(token_counter: TokenCounter) -> Callable[[str], int]:
+    """Tokens of one line of the block: counters also price a message's envelope, a line has none."""
     envelope = token_counter([HumanMessage("")])
-    return max(1, token_counter([HumanMessage(line)]) - envelope)
+
+    def count(line: str) -> int:
+        return max(1, token_counter([HumanMessage(line)]) - envelope)
+
+    return count
 
 
 def _priority(fact: Fact) -> tuple[int, float, float, str]:
@@ -108,6 +111,31 @@ def _display_order(fact: Fact) -> tuple[float, str]:
     return (fact.created_at, fact.id)
 
 
+def _select(
+    facts: Sequence[Fact], max_tokens: int | None, token_counter: TokenCounter
+) -> tuple[list[Fact], int, dict[str, str]]:
+    if max_tokens is not None and max_tokens < 0:
+        msg = f"max_tokens must be None or >= 0, got max_tokens={max_tokens!r}"
+        raise ConfigurationError(msg)
+    unique = list({f.id: f for f in facts}.values())
+    if max_tokens is None:
+        return sorted(unique, key=_display_order), 0, {}
+    chosen: list[Fact] = []
+    lines: dict[str, str] = {}
+    used = 0
+    line_tokens = _line_counter(token_counter)
+    for fact in sorted(unique, key=_priority):
+        line = _fact_line(fact)
+        used += line_tokens(line)
+        if used > max_tokens:
+            # Stop at the first fact that does not fit: what is shown is always "the keyed
+            # facts, then the newest ones", never an older fact picked because it is short.
+            break
+        chosen.append(fact)
+        lines[fact.id] = line
+    return sorted(chosen, key=_display_order), len(unique) - len(chosen), lines
+
+
 def select_facts(
     facts: Sequence[Fact], *, max_tokens: int | None = None, token_counter: TokenCounter = count_tokens
 ) -> tuple[list[Fact], int]:
@@ -115,20 +143,8 @@ def select_facts(
 
     When they do not all fit, keyed facts and then the newest ones are kept first.
     """
-    if max_tokens is not None and max_tokens < 0:
-        msg = f"max_tokens must be None or >= 0, got max_tokens={max_tokens!r}"
-        raise ConfigurationError(msg)
-    unique = {f.id: f for f in facts}.values()
-    if max_tokens is None:
-        return sorted(unique, key=_display_order), 0
-    chosen: list[Fact] = []
-    used = 0
-    for fact in sorted(unique, key=_priority):
-        cost = _line_tokens(_fact_line(fact), token_counter)
-        if used + cost <= max_tokens:
-            chosen.append(fact)
-            used += cost
-    return sorted(chosen, key=_display_order), len(unique) - len(chosen)
+    chosen, left_out, _ = _select(facts, max_tokens, token_counter)
+    return chosen, left_out
 
 
 def render_facts(
@@ -143,8 +159,8 @@ def render_facts(
         - "Delivers on Saturdays"
         - [team] "Logistics team"
     """
-    chosen, left_out = select_facts(facts, max_tokens=max_tokens, token_counter=token_counter)
-    lines = [_fact_line(f) for f in chosen]
+    chosen, left_out, known = _select(facts, max_tokens, token_counter)
+    lines = [known.get(f.id) or _fact_line(f) for f in chosen]
     if lines and left_out:
         lines.append(f"({left_out} older fact{'s' if left_out > 1 else ''} not shown)")
     return "\n".join(lines)

@@ -188,3 +188,13 @@ def test_memory_message_replaces_an_earlier_one_instead_of_piling_up() -> None:
     assert [m.id for m in insert_memory_message(out, None)] == [None]
     assert new is not None
     assert new.id == MEMORY_MESSAGE_ID
+
+
+def test_budget_never_skips_a_newer_fact_to_show_an_older_short_one() -> None:
+    facts = [
+        fact("old", "short", created=1.0),
+        fact("new", "a much longer and newer fact about the invoices of the client " * 3, created=2.0),
+    ]
+    kept, left_out = select_facts(facts, max_tokens=10)
+    assert kept == []
+    assert left_out == 2
