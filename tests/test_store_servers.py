@@ -109,3 +109,35 @@ class TestRedisExpiry:
     def test_ttl_must_be_positive(self, redis_store: tuple[RollingStore, str]) -> None:
         with pytest.raises(ConfigurationError, match="ttl"):
             self._store(redis_store, ttl=0)
+
+
+def _plan_nodes(plan: dict[str, object]) -> list[dict[str, object]]:
+    nodes = [plan]
+    for child in plan.get("Plans", []):  # type: ignore[attr-defined]
+        nodes += _plan_nodes(child)
+    return nodes
+
+
+def test_a_turns_read_scans_only_the_unsummarized_tail_in_postgres(
+    pg_store: tuple[RollingStore, str],
+) -> None:
+    import psycopg
+
+    store, _ = pg_store
+    for _ in range(4):
+        store.append("long", [HumanMessage("x" * 50)] * 500)
+    store.install_summary("long", "sum", covered_seq=1900, expected_version=0)
+    queries = store.q  # type: ignore[attr-defined]
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"ANALYZE {store.prefix}messages")  # type: ignore[attr-defined]
+        row = conn.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + queries.summary_and_tail, {"sid": "long", "limit": 13}
+        ).fetchone()
+    assert row is not None
+    nodes = _plan_nodes(row[0][0]["Plan"])
+    scans = [n for n in nodes if n.get("Relation Name") == f"{store.prefix}messages"]  # type: ignore[attr-defined]
+    assert scans, nodes
+    assert all(n["Node Type"] != "Seq Scan" for n in scans)
+    assert all(int(n.get("Rows Removed by Filter", 0)) == 0 for n in scans)  # type: ignore[call-overload]
+    # 100 unsummarized messages, 13 wanted: the scan stops at 13 (newest first), at any length.
+    assert sum(int(n["Actual Rows"]) for n in scans) <= 13  # type: ignore[call-overload]
