@@ -13,8 +13,9 @@ from typing import Any
 
 from langchain_core._api.deprecation import LangChainDeprecationWarning
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder, SystemMessagePromptTemplate
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSequence
 from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_core.runnables.utils import ConfigurableFieldSpec
 
@@ -106,6 +107,36 @@ def session_history_factory(
         )
 
     return get_session_history
+
+
+def _leading_prompt(runnable: Runnable[Any, Any]) -> ChatPromptTemplate | None:
+    """The chat prompt the chain starts with, if it starts with one."""
+    first = runnable.first if isinstance(runnable, RunnableSequence) else runnable
+    return first if isinstance(first, ChatPromptTemplate) else None
+
+
+def _check_placement(runnable: Runnable[Any, Any], messages_key: str | None) -> None:
+    """Warn when the memory message would follow a non-system message of the prompt.
+
+    langchain-google-genai drops a `SystemMessage` that is not first unless the request
+    starts with one: behind a leading human or AI message the facts would silently vanish.
+    """
+    prompt = _leading_prompt(runnable)
+    if prompt is None or messages_key is None:
+        return
+    for part in prompt.messages:
+        if isinstance(part, MessagesPlaceholder) and part.variable_name == messages_key:
+            return
+        if not isinstance(part, (SystemMessage, SystemMessagePromptTemplate)):
+            warnings.warn(
+                f"with_rolling_memory: the prompt has a non-system message before the "
+                f"{{{messages_key}}} placeholder, so the memory system message would not lead the "
+                "request (Gemini drops such a message). Put {memory} or {facts} in the prompt's "
+                "system message, or move the placeholder first.",
+                UserWarning,
+                stacklevel=3,
+            )
+            return
 
 
 def _prompt_variables(runnable: Runnable[Any, Any]) -> set[str]:
@@ -257,6 +288,8 @@ def with_rolling_memory(
     )
     wanted = _prompt_variables(runnable)
     add_message = memory_message if memory_message is not None else not (wanted & {"facts", "memory"})
+    if add_message:
+        _check_placement(runnable, history_messages_key or input_messages_key)
     injector = _Injector(
         store,
         messages_key=history_messages_key or input_messages_key,

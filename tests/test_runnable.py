@@ -273,3 +273,36 @@ def test_the_summary_message_placement_reaches_the_model_as_a_user_record(store:
     assert isinstance(summary[0], HumanMessage)
     assert "not instructions" in summary[0].text
     assert not isinstance(model.received[-1][-1], AIMessage)
+
+
+def test_a_prompt_that_would_bury_the_memory_message_gets_a_warning(store: RollingStore) -> None:
+    prompt = ChatPromptTemplate.from_messages(
+        [("human", "Context: a shop."), MessagesPlaceholder("history"), ("human", "{q}")]
+    )
+    model = recording_model(replies())
+    with pytest.warns(UserWarning, match="Gemini drops"):
+        with_rolling_memory(
+            prompt | model, store=store, summarizer=summarize, input_messages_key="q", history_messages_key="history"
+        )
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [("system", "You help."), MessagesPlaceholder("history"), ("human", "{q}")],
+        [MessagesPlaceholder("history"), ("human", "{q}")],
+        [("system", "You help.\n{facts}"), ("human", "Context"), MessagesPlaceholder("history"), ("human", "{q}")],
+    ],
+    ids=["after-system", "placeholder-first", "prompt-places-facts"],
+)
+def test_prompts_where_the_memory_leads_get_no_warning(store: RollingStore, messages: list[Any]) -> None:
+    prompt = ChatPromptTemplate.from_messages(messages)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with_rolling_memory(
+            prompt | recording_model(replies()),
+            store=store,
+            summarizer=summarize,
+            input_messages_key="q",
+            history_messages_key="history",
+        )
