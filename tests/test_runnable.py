@@ -282,7 +282,11 @@ def test_a_prompt_that_would_bury_the_memory_message_gets_a_warning(store: Rolli
     model = recording_model(replies())
     with pytest.warns(UserWarning, match="Gemini drops"):
         with_rolling_memory(
-            prompt | model, store=store, summarizer=summarize, input_messages_key="q", history_messages_key="history"
+            prompt | model,
+            store=store,
+            summarizer=summarize,
+            input_messages_key="q",
+            history_messages_key="history",
         )
 
 
@@ -291,7 +295,12 @@ def test_a_prompt_that_would_bury_the_memory_message_gets_a_warning(store: Rolli
     [
         [("system", "You help."), MessagesPlaceholder("history"), ("human", "{q}")],
         [MessagesPlaceholder("history"), ("human", "{q}")],
-        [("system", "You help.\n{facts}"), ("human", "Context"), MessagesPlaceholder("history"), ("human", "{q}")],
+        [
+            ("system", "You help.\n{facts}"),
+            ("human", "Context"),
+            MessagesPlaceholder("history"),
+            ("human", "{q}"),
+        ],
     ],
     ids=["after-system", "placeholder-first", "prompt-places-facts"],
 )
