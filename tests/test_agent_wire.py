@@ -120,3 +120,19 @@ def test_the_transcript_holds_every_message_sent_and_received(run: AgentRun) -> 
     questions = [m.text for m in transcript if isinstance(m, HumanMessage)]
     assert questions == QUESTIONS
     assert len(transcript) == len(QUESTIONS) * 2 + 2 * sum("which slots" in q for q in QUESTIONS)
+
+
+@pytest.mark.parametrize("kind", ["openai", "gemini"])
+def test_without_a_system_prompt_the_facts_still_lead_as_system_text(kind: str) -> None:
+    store = InMemoryRollingStore()
+    store.add_fact(CLIENT, FACT)
+    with serve(kind, Script()) as provider:
+        memory = RollingMemoryMiddleware(store=store, summarizer=summarizer_for(provider))
+        agent = create_agent(chat_model(provider), [], middleware=[memory])
+        agent.invoke(
+            {"messages": [HumanMessage("hello")]}, {"configurable": {"thread_id": "s", "client_id": CLIENT}}
+        )
+    turns = provider.requests[-1].turns()
+    assert turns[0][0] == "system"
+    assert FACT in turns[0][1]
+    assert turns[-1] == ("user", "hello")
