@@ -31,7 +31,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
-from langchain_rolling_memory import RollingStore, open_store
+from langchain_rolling_memory import InMemoryRollingStore, RollingStore
 from langchain_rolling_memory.agents import RollingMemoryMiddleware
 
 
@@ -84,6 +84,52 @@ def summary_reply(messages: list[BaseMessage]) -> str:
     """A summary of about 80 words: the last words of the request (a stand-in for an LLM)."""
     words = messages[-1].text.split()
     return " ".join(words[-80:])
+
+
+_OPERATIONS = frozenset(
+    {
+        "append",
+        "read",
+        "last_seq",
+        "summary",
+        "summary_and_tail",
+        "install_summary",
+        "claim",
+        "release",
+        "session_info",
+        "get_state",
+        "set_state",
+        "facts",
+        "add_fact",
+    }
+)
+
+
+class CountingStore(InMemoryRollingStore):
+    """The in-memory store, counting the operations asked of it from outside (each one is a
+    round trip, or a few, on PostgreSQL or Redis); calls the store makes to itself are not
+    counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.operations = 0
+        self._depth = 0
+
+    def __getattribute__(self, name: str) -> Any:
+        attribute = super().__getattribute__(name)
+        if name not in _OPERATIONS:
+            return attribute
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            if self._depth == 0:
+                self.operations += 1
+            self._depth += 1
+            try:
+                return attribute(*args, **kwargs)
+            finally:
+                self._depth -= 1
+
+        return counted
 
 
 @tool
@@ -171,6 +217,7 @@ class Row:
     summarizer_in: int
     summarizer_out: int
     state_messages: int
+    store_operations: int
     transcript_messages: str
     pairs_intact: bool
     facts_in_prompt: bool
@@ -181,8 +228,9 @@ def run(
     turns: Sequence[Turn],
     make: Callable[[RecordingModel, RollingStore], AgentMiddleware[Any, Any, Any] | None],
 ) -> Row:
-    store = open_store("memory://")
+    store = CountingStore()
     store.add_fact("client-1", FACT)
+    store.operations = 0
     model = RecordingModel(replies=script(turns))
     summarizer = RecordingModel(reply_fn=summary_reply)
     middleware = make(summarizer, store)
@@ -213,6 +261,7 @@ def run(
         summarizer_in=sum(count_tokens_approximately(r) for r in summarizer.requests),
         summarizer_out=sum(count_tokens_approximately([m]) for m in summarizer.outputs),
         state_messages=len(state),
+        store_operations=store.operations,
         transcript_messages=str(len(store.transcript("session-1"))) if ours else "-",
         pairs_intact=all(
             tool_pairs_intact([m for m in r if not isinstance(m, SystemMessage)]) for r in model.requests
@@ -258,8 +307,8 @@ def configurations(
 HEADER = (
     "| middleware | model calls | tokens sent to the model | of which client facts | largest request | summarizer calls "
     "| summarizer tokens in | summarizer tokens out | messages in agent state | messages in our transcript "
-    "| tool pairs intact | client facts in every request |\n"
-    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
+    "| store operations per model call | tool pairs intact | client facts in every request |\n"
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
 )
 
 
@@ -269,7 +318,7 @@ def table(rows: Sequence[Row]) -> str:
         lines.append(
             f"| {r.name} | {r.model_calls} | {r.model_tokens} | {r.facts_tokens} | {r.max_request_tokens} | {r.summarizer_calls} "
             f"| {r.summarizer_in} | {r.summarizer_out} | {r.state_messages} | {r.transcript_messages} "
-            f"| {'yes' if r.pairs_intact else 'NO'} | {'yes' if r.facts_in_prompt else 'no'} |"
+            f"| {r.store_operations / r.model_calls:.1f} | {'yes' if r.pairs_intact else 'NO'} | {'yes' if r.facts_in_prompt else 'no'} |"
         )
     return "\n".join(lines)
 

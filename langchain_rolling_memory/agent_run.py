@@ -8,7 +8,8 @@ the run. The hooks that use them are `agents`; memory logic stays in the engine 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ __all__ = [
     "resolve_ids",
     "run_ids",
     "unpersisted",
+    "unstreamed",
     "with_memory",
 ]
 
@@ -230,6 +232,26 @@ def pair_tool_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
             pending.update(_call_ids(message))
     close()
     return out
+
+
+@contextmanager
+def unstreamed() -> Iterator[None]:
+    """Inside: model calls (summarizer, extractor) carry LangGraph's ``nostream`` tag.
+
+    They inherit the hook's run config through a context variable, and with it the stream
+    handler of ``stream_mode="messages"``, which would show the summary as if the agent said
+    it. Tagged, they are still traced as child runs but not streamed. Tasks started inside
+    (background compaction) copy the tagged context.
+    """
+    from langchain_core.runnables.config import var_child_runnable_config
+    from langgraph.constants import TAG_NOSTREAM
+
+    current = var_child_runnable_config.get() or {}
+    token = var_child_runnable_config.set({**current, "tags": [*current.get("tags", []), TAG_NOSTREAM]})
+    try:
+        yield
+    finally:
+        var_child_runnable_config.reset(token)
 
 
 def with_memory(system: SystemMessage | None, block: str) -> SystemMessage | None:

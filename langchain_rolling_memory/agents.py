@@ -45,6 +45,7 @@ from langchain_rolling_memory.agent_run import (  # noqa: E402
     resolve_ids,
     run_ids,
     unpersisted,
+    unstreamed,
     with_memory,
 )
 from langchain_rolling_memory.engine import Compactor, ErrorCallback, SessionState  # noqa: E402
@@ -234,6 +235,10 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any, Any]):
     # ------------------------------------------------------------------ sync hooks
 
     def _persist(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
+        """Append the state's new messages; None if there were none.
+
+        An append names the client, so the store itself refuses another client's session.
+        """
         new = unpersisted(state)
         if not new:
             return None
@@ -243,29 +248,31 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any, Any]):
             self.store.append(
                 ids.session_id, fresh, client_id=ids.client_id, token_counts=self._counts(fresh)
             )
+        elif ids.client_id is not None:
+            refuse_other_owner(ids, self.store.session_info(ids.session_id))
         return persisted_update(state, new)
 
-    def _check_owner(self, ids: MemoryIds) -> None:
-        if ids.client_id is not None:
-            refuse_other_owner(ids, self.store.session_info(ids.session_id))
-
-    def _maybe_compact(self, ids: MemoryIds) -> None:
-        if self.compactor.in_backoff(ids.session_id):
-            return
-        session = self.compactor.load(ids.session_id)
-        if not self.compactor.due(session):
-            return
+    def _compacted(self, ids: MemoryIds, session: SessionState) -> SessionState:
+        """`session` after a compaction if one is due (inline), else as it is."""
+        if not self.compactor.due(session) or self.compactor.in_backoff(ids.session_id):
+            return session
         if self.background:
             self.compactor.schedule(ids.session_id)
-        else:
-            self.compactor.compact(ids.session_id, session)
+            return session
+        with unstreamed():
+            result = self.compactor.compact(ids.session_id, session)
+        if result is None:
+            return session
+        return self.compactor.folded(session, result) or self.compactor.load(ids.session_id)
 
     def before_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Store the new messages (the input, tool results), then compact if due."""
+        """Store the new messages (the user's input, tool results) before the model runs."""
         ids = self.ids(runtime)
-        self._check_owner(ids)
         update = self._persist(state, ids)
-        self._maybe_compact(ids)
+        if update is None and ids.client_id is not None:
+            # Nothing written, so the store did not check whose session this is: the model
+            # call must not read another client's conversation.
+            refuse_other_owner(ids, self.store.session_info(ids.session_id))
         return update
 
     def after_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -273,10 +280,13 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any, Any]):
         return self._persist(state, self.ids(runtime))
 
     def after_agent(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Store what is left (results of `return_direct` tools), then compact if due."""
+        """Store what is left (results of `return_direct` tools); in the background mode,
+        start a due compaction now, between turns."""
         ids = self.ids(runtime)
         update = self._persist(state, ids)
-        self._maybe_compact(ids)
+        idle = self.background and not self.compactor.in_backoff(ids.session_id)
+        if idle and self.compactor.due(self.compactor.load(ids.session_id)):
+            self.compactor.schedule(ids.session_id)
         return update
 
     def wrap_model_call(
@@ -284,9 +294,9 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage:
-        """Send the model our view instead of the state's messages."""
+        """Compact if due, then send the model our view instead of the state's messages."""
         ids = self.ids(request.runtime)
-        session = self.compactor.load(ids.session_id)
+        session = self._compacted(ids, self.compactor.load(ids.session_id))
         facts = self.store.facts(ids.client_id) if ids.client_id else []
         memory = self._memory(facts, self.store.get_state(ids.session_id))
         return handler(self._request(request, session, memory))
@@ -296,7 +306,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        """Run `remember` bound to the run's client; other tools pass through."""
+        """Run our memory tools bound to the run's ids; other tools pass through."""
         bound = self._bind(request)
         return handler(bound if bound is not None else request)
 
@@ -312,28 +322,28 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any, Any]):
             await self.store.aappend(
                 ids.session_id, fresh, client_id=ids.client_id, token_counts=self._counts(fresh)
             )
+        elif ids.client_id is not None:
+            refuse_other_owner(ids, await self.store.asession_info(ids.session_id))
         return persisted_update(state, new)
 
-    async def _acheck_owner(self, ids: MemoryIds) -> None:
-        if ids.client_id is not None:
-            refuse_other_owner(ids, await self.store.asession_info(ids.session_id))
-
-    async def _amaybe_compact(self, ids: MemoryIds) -> None:
-        if self.compactor.in_backoff(ids.session_id):
-            return
-        session = await self.compactor.aload(ids.session_id)
-        if not self.compactor.due(session):
-            return
+    async def _acompacted(self, ids: MemoryIds, session: SessionState) -> SessionState:
+        if not self.compactor.due(session) or self.compactor.in_backoff(ids.session_id):
+            return session
         if self.background:
-            self.compactor.aschedule(ids.session_id)
-        else:
-            await self.compactor.acompact(ids.session_id, session)
+            with unstreamed():
+                self.compactor.aschedule(ids.session_id)
+            return session
+        with unstreamed():
+            result = await self.compactor.acompact(ids.session_id, session)
+        if result is None:
+            return session
+        return self.compactor.folded(session, result) or await self.compactor.aload(ids.session_id)
 
     async def abefore_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         ids = self.ids(runtime)
-        await self._acheck_owner(ids)
         update = await self._apersist(state, ids)
-        await self._amaybe_compact(ids)
+        if update is None and ids.client_id is not None:
+            refuse_other_owner(ids, await self.store.asession_info(ids.session_id))
         return update
 
     async def aafter_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -342,7 +352,10 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any, Any]):
     async def aafter_agent(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         ids = self.ids(runtime)
         update = await self._apersist(state, ids)
-        await self._amaybe_compact(ids)
+        idle = self.background and not self.compactor.in_backoff(ids.session_id)
+        if idle and self.compactor.due(await self.compactor.aload(ids.session_id)):
+            with unstreamed():
+                self.compactor.aschedule(ids.session_id)
         return update
 
     async def awrap_model_call(
@@ -351,7 +364,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage:
         ids = self.ids(request.runtime)
-        session = await self.compactor.aload(ids.session_id)
+        session = await self._acompacted(ids, await self.compactor.aload(ids.session_id))
         facts = await self.store.afacts(ids.client_id) if ids.client_id else []
         memory = self._memory(facts, await self.store.aget_state(ids.session_id))
         return await handler(self._request(request, session, memory))

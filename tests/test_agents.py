@@ -517,3 +517,46 @@ def test_without_langchain_the_middleware_names_the_agents_extra(monkeypatch: py
     monkeypatch.delitem(sys.modules, "langchain_rolling_memory.agents")
     with pytest.raises(MissingExtraError, match=r"langchain-rolling-memory\[agents\]"):
         importlib.import_module("langchain_rolling_memory.agents")
+
+
+# ---------------------------------------------------------------------- streaming
+
+
+def _streaming_agent(background: bool) -> tuple[Any, RollingMemoryMiddleware, RollingStore]:
+    from langchain_core.language_models import GenericFakeChatModel
+
+    store = open_store("memory://")
+    summarizer = GenericFakeChatModel(messages=iter([AIMessage(f"SUMMARY-TEXT {i}") for i in range(20)]))
+    agent, memory = build(
+        ScriptedChatModel(), store, summarizer=summarizer, max_turns=2, keep_last=1, background=background
+    )
+    return agent, memory, store
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+def test_streamed_messages_never_show_the_summary_as_an_agent_reply(background: bool) -> None:
+    agent, memory, store = _streaming_agent(background)
+    streamed: list[str] = []
+    for i in range(4):
+        for chunk, _meta in agent.stream(user(f"q{i}"), config("s1", "ana"), stream_mode="messages"):
+            streamed.append(chunk.text)
+    memory.flush("s1")
+    record = store.summary("s1")
+    assert record is not None
+    assert record.text.startswith("SUMMARY-TEXT")
+    assert streamed
+    assert not any("SUMMARY-TEXT" in text for text in streamed)
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+async def test_async_streamed_messages_never_show_the_summary(background: bool) -> None:
+    agent, memory, store = _streaming_agent(background)
+    streamed: list[str] = []
+    for i in range(4):
+        async for chunk, _meta in agent.astream(user(f"q{i}"), config("s1", "ana"), stream_mode="messages"):
+            streamed.append(chunk.text)
+        await memory.aflush("s1")
+    record = await store.asummary("s1")
+    assert record is not None
+    assert streamed
+    assert not any("SUMMARY-TEXT" in text for text in streamed)
