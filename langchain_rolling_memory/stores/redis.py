@@ -102,17 +102,15 @@ class RedisRollingStore(AsyncRedisPrimitives, RollingStore):
         self.ttl = ttl
         self._ttl_ms = 0 if ttl is None else max(1, math.ceil(ttl * 1000))
         self._url = url
+        from redis.asyncio.retry import Retry as AsyncRetry
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
         # redis-py would silently resend a command after a dropped connection; an append
         # resent that way could land twice, so retries are ours (and idempotent).
-        self._kwargs: dict[str, Any] = {
-            "decode_responses": True,
-            "retry": Retry(NoBackoff(), 0),
-            **(client_kwargs or {}),
-        }
-        self._r = self._redis.Redis.from_url(url, **self._kwargs)
+        self._kwargs: dict[str, Any] = {"decode_responses": True, **(client_kwargs or {})}
+        self._akwargs: dict[str, Any] = {"retry": AsyncRetry(NoBackoff(), 0), **self._kwargs}
+        self._r = self._redis.Redis.from_url(url, **{"retry": Retry(NoBackoff(), 0), **self._kwargs})
         self._scripts = {name: self._r.register_script(src) for name, src in lua.SCRIPTS.items()}
         self._ar: Any = None
         self._ar_loop: asyncio.AbstractEventLoop | None = None

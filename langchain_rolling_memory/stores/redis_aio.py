@@ -34,7 +34,7 @@ class AsyncRedisPrimitives:
     keys: lua.Keys
     _redis: Any
     _url: str
-    _kwargs: dict[str, Any]
+    _akwargs: dict[str, Any]
     _ttl_ms: int
     _ar: Any
     _ar_loop: asyncio.AbstractEventLoop | None
@@ -54,7 +54,7 @@ class AsyncRedisPrimitives:
         loop = asyncio.get_running_loop()
         if self._ar is None or self._ar_loop is not loop:
             # redis.asyncio connections belong to the loop that made them.
-            self._ar = self._redis.asyncio.Redis.from_url(self._url, **self._kwargs)
+            self._ar = self._redis.asyncio.Redis.from_url(self._url, **self._akwargs)
             self._ar_loop = loop
             self._ascripts = {name: self._ar.register_script(src) for name, src in lua.SCRIPTS.items()}
         return self._ar
