@@ -69,6 +69,7 @@ from langchain_rolling_memory.policy import (
     fold_cut,
     window_cut,
 )
+from langchain_rolling_memory.presets import PRESETS, Preset, preset
 from langchain_rolling_memory.prompts import SummaryPrompt, clean_summary, default_prompt
 from langchain_rolling_memory.runnable import (
     client_session_config_specs,
@@ -103,6 +104,13 @@ from langchain_rolling_memory.tools import (
     remember_tool,
     session_state_tool,
 )
+from langchain_rolling_memory.topics import (
+    DEFAULT_TOPIC_PHRASES,
+    TopicDetector,
+    TopicLabels,
+    keyword_topic_shift,
+    topic_cut,
+)
 from langchain_rolling_memory.usage import SummaryUsage
 
 if _TYPE_CHECKING:
@@ -133,7 +141,9 @@ except _PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
+    "DEFAULT_TOPIC_PHRASES",
     "MEMORY_MESSAGE_ID",
+    "PRESETS",
     "SUMMARY_MESSAGE_ID",
     "ChatModelSummarizer",
     "CompactionListener",
@@ -153,6 +163,7 @@ __all__ = [
     "MissingCredentialsError",
     "MissingExtraError",
     "OwnershipError",
+    "Preset",
     "RollingMemoryError",
     "RollingMemoryMiddleware",
     "RollingStore",
@@ -168,6 +179,8 @@ __all__ = [
     "SummaryRecord",
     "SummaryResult",
     "SummaryUsage",
+    "TopicDetector",
+    "TopicLabels",
     "WindowPolicy",
     "WindowedChatMessageHistory",
     "__version__",
@@ -186,6 +199,7 @@ __all__ = [
     "gemini_summarizer",
     "insert_memory_message",
     "is_transient_error",
+    "keyword_topic_shift",
     "load_memory",
     "memory_block",
     "memory_message",
@@ -193,6 +207,7 @@ __all__ = [
     "memory_tools",
     "open_store",
     "openai_summarizer",
+    "preset",
     "quote_fact",
     "remember_tool",
     "render_facts",
@@ -201,6 +216,7 @@ __all__ = [
     "session_state_tool",
     "summary_message",
     "summary_text",
+    "topic_cut",
     "validate_id",
     "window_cut",
     "with_rolling_memory",

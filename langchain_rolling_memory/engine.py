@@ -24,10 +24,19 @@ from typing import Any, Protocol, runtime_checkable
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from langchain_rolling_memory.background import call_with_timeout, workers
+from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens, tool_safe_cut
 from langchain_rolling_memory.prompts import clean_summary
 from langchain_rolling_memory.stores.base import RollingStore, StoredMessage, SummaryRecord
 from langchain_rolling_memory.summarizers.base import Summarizer, SummaryResult, run_coroutine_sync
+from langchain_rolling_memory.topics import (
+    META_SECTIONS,
+    TopicDetector,
+    TopicLabels,
+    compose_sections,
+    open_section,
+    topic_cut,
+)
 
 __all__ = [
     "SUMMARY_MESSAGE_ID",
@@ -177,6 +186,12 @@ class Compactor:
         on_compaction: optional callback (sync or async function, or a `CompactionListener`)
             told about each installed summary, e.g. a fact extractor; its failures are
             logged and never undo the compaction.
+        topic_detector: optional ``(message) -> bool`` (see `keyword_topic_shift`): when a
+            user message starts a new topic, the finished topic is folded at once and kept
+            as its own section of the summary; later compactions rewrite only the current
+            topic's section.
+        topic_labels: section labels (``Topic 1: ...``, ``Current topic: ...``).
+        max_topic_sections: finished sections kept; beyond, the two oldest are joined.
         clock: monotonic clock for back-off (injected for tests).
         exit_timeout: seconds the interpreter waits at exit for a background compaction of
             this compactor that is still running (it is not lost if cut short: its
@@ -197,9 +212,15 @@ class Compactor:
         max_backoff: float = 300.0,
         on_error: ErrorCallback | None = None,
         on_compaction: CompactionListener | CompactionCallback | None = None,
+        topic_detector: TopicDetector | None = None,
+        topic_labels: TopicLabels | None = None,
+        max_topic_sections: int = 5,
         clock: Callable[[], float] = time.monotonic,
         exit_timeout: float = 30.0,
     ) -> None:
+        if max_topic_sections < 1:
+            msg = f"max_topic_sections must be at least 1, got max_topic_sections={max_topic_sections!r}"
+            raise ConfigurationError(msg)
         self.store = store
         self.summarizer = summarizer
         self.policy = policy
@@ -211,6 +232,9 @@ class Compactor:
         self.max_backoff = max_backoff
         self.on_error = on_error
         self.on_compaction = on_compaction
+        self.topic_detector = topic_detector
+        self.topic_labels = topic_labels or TopicLabels()
+        self.max_topic_sections = max_topic_sections
         self.clock = clock
         self.exit_timeout = exit_timeout
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -272,8 +296,46 @@ class Compactor:
         """How many of the tail's messages a compaction would fold now (0: none due)."""
         if state.truncated:
             return 1  # a backlog beyond the cap: fold its oldest chunk
+        finished = self._finished_topic(state)
+        if finished:
+            return finished
         counts = self.token_counts(state.tail) if self.policy.uses_tokens else None
         return self.policy.cut(state.messages, counts)
+
+    def _finished_topic(self, state: SessionState) -> int:
+        """Messages of the tail that form a finished topic (0: none, or no detector)."""
+        if self.topic_detector is None or state.truncated:
+            return 0
+        return topic_cut(state.messages, self.topic_detector)
+
+    # ------------------------------------------------------------------ topic sections
+
+    def _topic_mode(self, state: SessionState) -> bool:
+        return self.topic_detector is not None or (
+            state.record is not None and META_SECTIONS in state.record.meta
+        )
+
+    def _previous(self, state: SessionState) -> str:
+        """What the summarizer is asked to update: the current topic's section in topic mode."""
+        if state.record is None or not self._topic_mode(state):
+            return state.summary
+        return open_section(state.summary, state.record.meta)
+
+    def _compose(
+        self, state: SessionState, text: str, batch: list[StoredMessage], meta: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        """The summary text to install (sections laid out in topic mode) and its meta."""
+        if not self._topic_mode(state):
+            return text, meta
+        closing = self._finished_topic(state) == len(batch)
+        return compose_sections(
+            meta,
+            text,
+            closing=closing,
+            labels=self.topic_labels,
+            max_sections=self.max_topic_sections,
+            max_words=self.max_words,
+        )
 
     def view(self, state: SessionState) -> list[BaseMessage]:
         """Summary message (if any) then the unsummarized tail, or a capped window if too long."""
@@ -420,11 +482,12 @@ class Compactor:
             batch = self._batch(state, oldest) if not force else state.tail
             if not batch:
                 return None
-            result = self._clean(self._summarize_sync(state.summary, [m.message for m in batch]))
-            meta = self._meta(state, result, state.summary, batch)
+            previous = self._previous(state)
+            result = self._clean(self._summarize_sync(previous, [m.message for m in batch]))
+            text, meta = self._compose(state, result.text, batch, self._meta(state, result, previous, batch))
             installed = self.store.install_summary(
                 session_id,
-                result.text,
+                text,
                 covered_seq=batch[-1].seq,
                 expected_version=state.version,
                 meta=meta,
@@ -445,7 +508,7 @@ class Compactor:
             len(batch),
             batch[-1].seq,
             state.version + 1,
-            result.text,
+            text,
             tuple(m.message for m in batch),
             meta,
         )
@@ -473,13 +536,14 @@ class Compactor:
             batch = self._batch(state, oldest) if not force else state.tail
             if not batch:
                 return None
-            call = self.summarizer.asummarize(state.summary, [m.message for m in batch])
+            previous = self._previous(state)
+            call = self.summarizer.asummarize(previous, [m.message for m in batch])
             raw = await asyncio.wait_for(call, self.timeout) if self.timeout is not None else await call
             result = self._clean(raw)
-            meta = self._meta(state, result, state.summary, batch)
+            text, meta = self._compose(state, result.text, batch, self._meta(state, result, previous, batch))
             installed = await self.store.ainstall_summary(
                 session_id,
-                result.text,
+                text,
                 covered_seq=batch[-1].seq,
                 expected_version=state.version,
                 meta=meta,
@@ -500,7 +564,7 @@ class Compactor:
             len(batch),
             batch[-1].seq,
             state.version + 1,
-            result.text,
+            text,
             tuple(m.message for m in batch),
             meta,
         )

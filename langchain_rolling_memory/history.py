@@ -22,6 +22,7 @@ from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, WindowPoli
 from langchain_rolling_memory.stores.base import RollingStore, StoredMessage
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike, as_summarizer
+from langchain_rolling_memory.topics import TopicDetector, topic_labels
 from langchain_rolling_memory.usage import SummaryUsage
 
 __all__ = ["RollingSummaryChatMessageHistory", "WindowedChatMessageHistory"]
@@ -306,7 +307,14 @@ class RollingSummaryChatMessageHistory(_StoredHistory):
         timeout: seconds a summarizer call may take.
         background: compact in a worker (thread, or task for async) instead of inline.
         on_error: ``(session_id, exception)`` callback for failed compactions.
+        topic_detector: ``(message) -> bool`` (e.g. `keyword_topic_shift()`): fold the
+            finished topic as soon as the user changes topic, one summary section per topic.
         compactor: a ready `Compactor` (overrides the settings above).
+        **compactor_options: other `Compactor` settings (``max_topic_sections``,
+            ``topic_labels``, ``backoff``, ``on_compaction``...).
+
+    Presets spread in as keyword arguments: ``RollingSummaryChatMessageHistory("s1",
+    summarizer=..., **preset("support"))`` (see `preset`).
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -337,6 +345,7 @@ class RollingSummaryChatMessageHistory(_StoredHistory):
         timeout: float | None = 60.0,
         background: bool = False,
         on_error: ErrorCallback | None = None,
+        topic_detector: TopicDetector | None = None,
         compactor: Compactor | None = None,
         **compactor_options: Any,
     ) -> None:
@@ -360,7 +369,8 @@ class RollingSummaryChatMessageHistory(_StoredHistory):
                 max_words=max_words,
                 timeout=timeout,
                 on_error=on_error,
-                **compactor_options,
+                topic_detector=topic_detector,
+                **{"topic_labels": topic_labels(language), **compactor_options},
             )
         elif compactor.store is not self.store and store is not None:
             msg = "compactor.store and store= must be the same store"
@@ -386,9 +396,11 @@ class RollingSummaryChatMessageHistory(_StoredHistory):
     @property
     def usage(self) -> SummaryUsage:
         """What summarizing this session cost (calls, tokens) and saves per call."""
+        self._check_owner()
         return self.store.usage(self.session_id)
 
     async def ausage(self) -> SummaryUsage:
+        await self._acheck_owner()
         return await self.store.ausage(self.session_id)
 
     def _load_view(self) -> list[BaseMessage]:

@@ -1,0 +1,207 @@
+"""Topic-aware compaction: the detector, the cut, the sections, and the presets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from langchain_rolling_memory import (
+    PRESETS,
+    ConfigurationError,
+    RollingStore,
+    RollingSummaryChatMessageHistory,
+    keyword_topic_shift,
+    preset,
+    topic_cut,
+)
+from langchain_rolling_memory.topics import TopicLabels, compose_sections
+
+SHIFT = keyword_topic_shift()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("Autre chose : où en est ma facture ?", True, id="fr-autre-chose"),
+        pytest.param("AUTRE CHOSE", True, id="case"),
+        pytest.param("Changement de sujet, svp", True, id="fr-changement"),
+        pytest.param("Rien a voir, mais...", True, id="accents-ignored"),
+        pytest.param("New topic: the invoice", True, id="en-new-topic"),
+        pytest.param("I have another question about billing", True, id="en-another-question"),
+        pytest.param("Something else: my address changed", True, id="en-something-else"),
+        pytest.param("Can you deliver on Saturday?", False, id="same-topic"),
+        pytest.param("Is this a newtopical issue?", False, id="whole-words-only"),
+        pytest.param("quelque chose d'autre", False, id="not-a-listed-phrase"),
+    ],
+)
+def test_keyword_detector(text: str, expected: bool) -> None:
+    assert SHIFT(HumanMessage(text)) is expected
+
+
+def test_only_user_messages_start_a_topic() -> None:
+    assert SHIFT(AIMessage("Another question for you?")) is False
+
+
+def test_detector_phrases_can_be_replaced_or_extended() -> None:
+    custom = keyword_topic_shift(["next ticket"])
+    extended = keyword_topic_shift(extra=["au fait"])
+    assert custom(HumanMessage("Next ticket please"))
+    assert not custom(HumanMessage("new topic"))
+    assert extended(HumanMessage("Au fait, ma commande ?"))
+    assert extended(HumanMessage("new topic"))
+    with pytest.raises(ConfigurationError, match="at least one phrase"):
+        keyword_topic_shift([" "])
+
+
+def _msgs(*texts: str) -> list[BaseMessage]:
+    return [HumanMessage(t) if i % 2 == 0 else AIMessage(t) for i, t in enumerate(texts)]
+
+
+@pytest.mark.parametrize(
+    ("messages", "expected"),
+    [
+        pytest.param(_msgs("invoice?", "paid", "new topic: delivery", "ok"), 2, id="ends-before-the-shift"),
+        pytest.param(
+            _msgs("new topic: delivery", "ok", "when?"), 0, id="shift-at-start-is-the-current-topic"
+        ),
+        pytest.param(_msgs("a", "b", "c", "d"), 0, id="no-shift"),
+        pytest.param(
+            _msgs("a", "b", "new topic: x", "y", "another question", "z"), 2, id="first-shift-first"
+        ),
+    ],
+)
+def test_topic_cut(messages: list[BaseMessage], expected: int) -> None:
+    assert topic_cut(messages, SHIFT) == expected
+
+
+def test_topic_cut_keeps_a_tool_call_with_its_result() -> None:
+    # A (malformed) shift right after a tool call must not split the call from its result.
+    messages: list[BaseMessage] = [
+        HumanMessage("weather?"),
+        AIMessage("", tool_calls=[{"name": "w", "args": {}, "id": "c1"}]),
+        HumanMessage("new topic"),
+        ToolMessage("sunny", tool_call_id="c1"),
+    ]
+    assert topic_cut(messages, SHIFT) == 1
+
+
+def test_sections_are_kept_and_only_the_open_one_is_rewritten() -> None:
+    labels = TopicLabels()
+    text, meta = compose_sections(
+        {}, "Invoice 12 paid.", closing=True, labels=labels, max_sections=5, max_words=50
+    )
+    assert text == "Topic 1: Invoice 12 paid."
+    text, meta = compose_sections(
+        meta, "Delivery Saturday.", closing=False, labels=labels, max_sections=5, max_words=50
+    )
+    assert text == "Topic 1: Invoice 12 paid.\n\nCurrent topic: Delivery Saturday."
+    assert meta["open_section"] == "Delivery Saturday."
+
+
+def test_sections_beyond_the_limit_are_joined_oldest_first() -> None:
+    meta: dict[str, object] = {}
+    for i in range(4):
+        _, meta = compose_sections(
+            meta, f"T{i}.", closing=True, labels=TopicLabels(), max_sections=3, max_words=50
+        )
+    assert meta["topic_sections"] == ["T0. T1.", "T2.", "T3."]
+
+
+# ---------------------------------------------------------------- through a history
+
+
+class Recorder:
+    """A summarizer that records what it was asked to fold and numbers its summaries."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str]]] = []
+
+    def __call__(self, previous: str, messages: Sequence[BaseMessage]) -> str:
+        self.calls.append((previous, [m.text for m in messages]))
+        return f"S{len(self.calls)}"
+
+
+def test_a_topic_shift_folds_the_finished_topic_at_once(store: RollingStore) -> None:
+    recorder = Recorder()
+    history = RollingSummaryChatMessageHistory(
+        "topics", summarizer=recorder, store=store, max_turns=12, keep_last=4, topic_detector=SHIFT
+    )
+    history.add_messages(_msgs("My invoice 12 is wrong", "Fixed, sorry."))
+    assert recorder.calls == []  # under max_turns, same topic: nothing to fold
+    history.add_messages(_msgs("Autre chose : livraison samedi ?", "Oui."))
+    assert recorder.calls == [("", ["My invoice 12 is wrong", "Fixed, sorry."])]
+    assert history.summary == "Topic 1: S1"
+    assert [m.text for m in history.messages[1:]] == ["Autre chose : livraison samedi ?", "Oui."]
+
+
+def test_within_a_topic_only_its_own_section_is_sent_and_rewritten(store: RollingStore) -> None:
+    recorder = Recorder()
+    history = RollingSummaryChatMessageHistory(
+        "topics2", summarizer=recorder, store=store, max_turns=4, keep_last=2, topic_detector=SHIFT
+    )
+    history.add_messages(_msgs("invoice 12?", "paid"))
+    history.add_messages(_msgs("new topic: delivery", "Saturday"))  # closes topic 1
+    history.add_messages(_msgs("which hour?", "9am", "which door?", "back"))  # 6 > 4: fold in topic 2
+    assert recorder.calls[1][0] == ""  # the open section was empty: topic 1 is not resent
+    assert recorder.calls[1][1][0] == "new topic: delivery"
+    assert history.summary == "Topic 1: S1\n\nCurrent topic: S2"
+    history.add_messages(_msgs("and the price?", "free", "thanks", "welcome"))
+    assert recorder.calls[2][0] == "S2"  # only the current topic's section is updated
+    assert history.summary == "Topic 1: S1\n\nCurrent topic: S3"
+    history.add_messages(_msgs("another question: my password", "reset sent"))
+    assert history.summary.startswith("Topic 1: S1\n\nTopic 2: S4")
+
+
+def test_french_histories_label_sections_in_french() -> None:
+    history = RollingSummaryChatMessageHistory(
+        "fr", summarizer=Recorder(), max_turns=12, keep_last=4, topic_detector=SHIFT, language="fr"
+    )
+    history.add_messages(_msgs("facture 12 ?", "payée", "Autre question : la livraison ?", "samedi"))
+    assert history.summary == "Sujet 1: S1"
+
+
+async def test_async_histories_fold_topics_too(store: RollingStore) -> None:
+    recorder = Recorder()
+    history = RollingSummaryChatMessageHistory(
+        "topics-async", summarizer=recorder, store=store, max_turns=12, keep_last=4, topic_detector=SHIFT
+    )
+    await history.aadd_messages(_msgs("invoice?", "paid", "new topic please", "sure"))
+    assert await history.asummary() == "Topic 1: S1"
+
+
+def test_without_a_detector_nothing_changes() -> None:
+    recorder = Recorder()
+    history = RollingSummaryChatMessageHistory("plain", summarizer=recorder, max_turns=12, keep_last=4)
+    history.add_messages(_msgs("invoice?", "paid", "new topic please", "sure"))
+    assert recorder.calls == []
+    assert history.summary == ""
+
+
+# ---------------------------------------------------------------- presets
+
+
+@pytest.mark.parametrize(
+    ("name", "max_turns", "sections"),
+    [("support", 6, True), ("consultation", 10, True), ("tutorial", 4, False), ("chat", 8, False)],
+)
+def test_presets_give_documented_starting_points(name: str, max_turns: int, sections: bool) -> None:
+    settings = preset(name)
+    assert settings["max_turns"] == max_turns
+    assert 1 <= settings["keep_last"] < max_turns
+    assert (settings["topic_detector"] is not None) is sections
+    assert PRESETS[name].why
+
+
+def test_preset_spreads_into_a_history_and_overrides_win() -> None:
+    recorder = Recorder()
+    history = RollingSummaryChatMessageHistory("p", summarizer=recorder, **preset("tutorial", keep_last=1))
+    assert (history.compactor.policy.max_turns, history.compactor.policy.keep_last) == (4, 1)
+    history.add_messages(_msgs("step 1", "done", "step 2", "done", "step 3"))
+    assert recorder.calls[0][1] == ["step 1", "done", "step 2", "done"]
+
+
+def test_unknown_preset_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigurationError, match=r"chat.*consultation.*support.*tutorial"):
+        preset("sales")
