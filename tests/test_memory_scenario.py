@@ -14,7 +14,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from memory_fakes import RecordingChatModel, prompt_text, raw_dump, recording_model
 
-from langchain_rolling_memory import MEMORY_MESSAGE_ID, FactExtractor, memory_tools, with_rolling_memory
+from langchain_rolling_memory import (
+    MEMORY_MESSAGE_ID,
+    FactExtractor,
+    RollingSummaryChatMessageHistory,
+    memory_tools,
+    with_rolling_memory,
+)
 from langchain_rolling_memory.stores import RollingStore
 
 
@@ -147,3 +153,42 @@ def test_two_sessions_share_facts_of_one_client_only_until_it_is_forgotten(store
     # Client B is untouched.
     assert store.sessions("client-b") == ["b-1"]
     assert "b-1" in raw
+
+
+async def test_the_async_path_learns_and_injects_facts_the_same_way(store: RollingStore) -> None:
+    model = recording_model([f"answer {i}" for i in range(10)])
+    extractor = recording_model([json.dumps({"add": [{"text": "Delivers on Saturdays", "key": "delivery_day"}]})])
+    chat = with_rolling_memory(
+        model, store=store, summarizer=summarize, extractor=FactExtractor(extractor), max_turns=4, keep_last=2
+    )
+    a1 = {"configurable": {"client_id": "client-a", "session_id": "a-1"}}
+    for question in ("Deliver on Saturdays please.", "q2", "q3"):
+        await chat.ainvoke([HumanMessage(question)], config=a1)
+    assert len(extractor.received) == 1
+    assert [(f.key, f.text) for f in await store.afacts("client-a")] == [("delivery_day", "Delivers on Saturdays")]
+    await chat.ainvoke([HumanMessage("When?")], config={"configurable": {"client_id": "client-a", "session_id": "a-2"}})
+    assert '[delivery_day] "Delivers on Saturdays"' in memory_of(model.received[-1])
+    await store.aforget("client-a")
+    assert await store.afacts("client-a") == []
+    assert await store.asessions("client-a") == []
+
+
+def test_background_compaction_runs_the_extractor_off_the_turn(store: RollingStore) -> None:
+    model = recording_model([f"answer {i}" for i in range(10)])
+    extractor = recording_model([json.dumps({"add": [{"text": "Prefers email"}]})])
+    chat = with_rolling_memory(
+        model,
+        store=store,
+        summarizer=summarize,
+        extractor=FactExtractor(extractor),
+        max_turns=4,
+        keep_last=2,
+        background=True,
+    )
+    a1 = {"configurable": {"client_id": "client-a", "session_id": "a-1"}}
+    for question in ("Email me, please.", "q2", "q3"):
+        chat.invoke([HumanMessage(question)], config=a1)
+    RollingSummaryChatMessageHistory("a-1", store=store, summarizer=summarize).flush(timeout=30)
+    assert store.summary("a-1") is not None
+    assert [f.text for f in store.facts("client-a")] == ["Prefers email"]
+    assert "Email me, please." in extractor.received[0][-1].text
