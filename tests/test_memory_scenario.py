@@ -157,7 +157,9 @@ def test_two_sessions_share_facts_of_one_client_only_until_it_is_forgotten(store
 
 async def test_the_async_path_learns_and_injects_facts_the_same_way(store: RollingStore) -> None:
     model = recording_model([f"answer {i}" for i in range(10)])
-    extractor = recording_model([json.dumps({"add": [{"text": "Delivers on Saturdays", "key": "delivery_day"}]})])
+    extractor = recording_model(
+        [json.dumps({"add": [{"text": "Delivers on Saturdays", "key": "delivery_day"}]})]
+    )
     chat = with_rolling_memory(
         model, store=store, summarizer=summarize, extractor=FactExtractor(extractor), max_turns=4, keep_last=2
     )
@@ -165,8 +167,12 @@ async def test_the_async_path_learns_and_injects_facts_the_same_way(store: Rolli
     for question in ("Deliver on Saturdays please.", "q2", "q3"):
         await chat.ainvoke([HumanMessage(question)], config=a1)
     assert len(extractor.received) == 1
-    assert [(f.key, f.text) for f in await store.afacts("client-a")] == [("delivery_day", "Delivers on Saturdays")]
-    await chat.ainvoke([HumanMessage("When?")], config={"configurable": {"client_id": "client-a", "session_id": "a-2"}})
+    assert [(f.key, f.text) for f in await store.afacts("client-a")] == [
+        ("delivery_day", "Delivers on Saturdays")
+    ]
+    await chat.ainvoke(
+        [HumanMessage("When?")], config={"configurable": {"client_id": "client-a", "session_id": "a-2"}}
+    )
     assert '[delivery_day] "Delivers on Saturdays"' in memory_of(model.received[-1])
     await store.aforget("client-a")
     assert await store.afacts("client-a") == []
