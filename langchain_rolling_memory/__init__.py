@@ -29,6 +29,7 @@ from langchain_rolling_memory.engine import (
 )
 from langchain_rolling_memory.errors import (
     ConfigurationError,
+    ConversationFormatError,
     FactError,
     InvalidIdError,
     MissingCredentialsError,
@@ -150,6 +151,7 @@ __all__ = [
     "CompactionResult",
     "Compactor",
     "ConfigurationError",
+    "ConversationFormatError",
     "ExtractionResult",
     "ExtractiveSummarizer",
     "Fact",

@@ -56,7 +56,11 @@ def default_store_url() -> str:
 
 
 def provider_models(name: str) -> tuple[Any, Any]:
-    """``(chat model, summarizer)`` of a real provider; a clear error if its key or extra is missing."""
+    """``(chat model, summarizer)`` of a real provider; a clear error if its key or extra is missing.
+
+    The model is ``$ROLLING_MEMORY_MODEL`` (default ``gpt-4o-mini`` / ``gemini-2.5-flash``);
+    ``$ROLLING_MEMORY_BASE_URL`` points both at another endpoint (a proxy, a local server).
+    """
     module, extra, keys, default = _PROVIDERS[name]
     if not any(os.environ.get(k) for k in keys):
         msg = (
@@ -66,15 +70,20 @@ def provider_models(name: str) -> tuple[Any, Any]:
         raise MissingCredentialsError(msg)
     require(module, extra, feature=f"--provider {name}")
     model_name = os.environ.get("ROLLING_MEMORY_MODEL", default)
+    options: dict[str, Any] = {}
+    if os.environ.get("ROLLING_MEMORY_BASE_URL"):
+        options["base_url"] = os.environ["ROLLING_MEMORY_BASE_URL"]
     if name == "openai":
         from langchain_openai import ChatOpenAI
 
-        chat: Any = ChatOpenAI(model=model_name)
-    else:
-        from langchain_google_genai import ChatGoogleGenerativeAI
+        from langchain_rolling_memory.summarizers import openai_summarizer
 
-        chat = ChatGoogleGenerativeAI(model=model_name)
-    return chat, chat
+        return ChatOpenAI(model=model_name, **options), openai_summarizer(model_name, **options)
+    from langchain_google_genai import ChatGoogleGenerativeAI
+
+    from langchain_rolling_memory.summarizers import gemini_summarizer
+
+    return ChatGoogleGenerativeAI(model=model_name, **options), gemini_summarizer(model_name, **options)
 
 
 def _console(stderr: bool = False) -> Any:
@@ -121,10 +130,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     must be set).
     """
     from langchain_rolling_memory.demo import run_demo
+    from langchain_rolling_memory.extractor import FactExtractor
 
-    model = summarizer = None
+    model = summarizer = extractor = None
     if args.provider != "offline":
         model, summarizer = provider_models(args.provider)
+        extractor = FactExtractor(model)
     console = _console()
     url = args.store or default_store_url()
     store = open_store(url)
@@ -137,6 +148,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 store,
                 model=model,
                 summarizer=summarizer,
+                extractor=extractor,
                 client_id=args.client,
                 max_turns=args.max_turns,
                 keep_last=args.keep_last,

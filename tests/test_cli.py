@@ -13,6 +13,7 @@ from langchain_rolling_memory import RollingSummaryChatMessageHistory, open_stor
 from langchain_rolling_memory.cli import default_store_url, main
 from langchain_rolling_memory.demo import run_demo
 from langchain_rolling_memory.facts import MEMORY_MESSAGE_ID
+from tests.fake_providers import Request, serve
 
 
 @pytest.fixture(autouse=True)
@@ -267,3 +268,41 @@ def test_help_comes_from_the_docstrings(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["replay", "--help"]) == 0
     assert "break-even" in capsys.readouterr().out
     assert main(["nonsense"]) == 2
+
+
+def _provider_script(request: Request) -> str:
+    """Answers like a provider would: facts for the extractor, a summary, or a chat answer."""
+    texts = request.texts()
+    system = " ".join(texts[:1])
+    if "durable facts" in system:
+        new = texts[-1].rsplit("<messages>", 1)[-1]
+        adds = []
+        if "peanut" in new:
+            adds.append({"text": "Has a severe peanut allergy", "key": "allergy"})
+        if "Logistics" in new:
+            adds.append({"text": "Moves to the Logistics team", "key": "team"})
+        return json.dumps({"add": adds, "update": [], "delete": []})
+    if "running summary" in system:
+        return "Sam Rivera, a new data analyst, asked about onboarding."
+    return "Here is what the handbook says."
+
+
+@pytest.mark.parametrize("provider", ["openai", "gemini"])
+def test_demo_with_a_provider_sends_the_remembered_facts_in_session_2(
+    provider: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("langchain_openai" if provider == "openai" else "langchain_google_genai")
+    with serve(provider, _provider_script) as server:
+        monkeypatch.setenv("OPENAI_API_KEY" if provider == "openai" else "GOOGLE_API_KEY", "test-key")
+        monkeypatch.setenv("ROLLING_MEMORY_BASE_URL", server.base_url)
+        assert main(["demo", "--store", "memory://", "--provider", provider]) == 0
+    out = capsys.readouterr().out
+    assert "Here is what the handbook says." in out
+    chats = [r for r in server.requests if "onboarding assistant" in r.wire]
+    assert len(chats) == 12
+    first_of_session_2 = next(r for r in chats if "Hi again!" in r.texts()[-1])
+    prompt = " ".join(first_of_session_2.texts())
+    assert "Moves to the Logistics team" in prompt
+    assert "Has a severe peanut allergy" in prompt
+    assert "badge" not in prompt  # nothing of session 1's transcript: the facts carried it
+    assert any("running summary" in r.wire for r in server.requests), "the provider summarized"
