@@ -23,10 +23,10 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_rolling_memory.extractor import FactExtractor
 from langchain_rolling_memory.offline import OfflineChatModel, keyless_extractor, keyless_summarizer
 from langchain_rolling_memory.policy import count_tokens
-from langchain_rolling_memory.replay import EstimatedCostSummarizer
 from langchain_rolling_memory.runnable import with_rolling_memory
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
+from langchain_rolling_memory.summarizers.estimated import EstimatedCostSummarizer
 from langchain_rolling_memory.usage import SummaryUsage
 
 __all__ = ["HANDBOOK", "SCRIPT", "SYSTEM_PROMPT", "DemoTurn", "offline_model", "run_demo"]
@@ -105,7 +105,7 @@ class DemoTurn:
     """Tokens the summarizer was billed in this session so far (0 for the keyless one)."""
     estimated_summarizer_tokens: int = 0
     """For the keyless summarizer: what an LLM summarizer would have been billed so far
-    (whole run); see `replay.EstimatedCostSummarizer`."""
+    (whole run); see `summarizers.estimated.EstimatedCostSummarizer`."""
     prompt: list[BaseMessage] = field(default_factory=list)
 
 

@@ -118,3 +118,37 @@ def test_progress_is_reported_after_each_message() -> None:
 def test_replay_needs_a_strategy() -> None:
     with pytest.raises(ValueError, match="at least one strategy"):
         replay(_talk(2), strategies=[])
+
+
+def test_a_keyless_summary_is_billed_as_an_llm_would_be_billed() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from langchain_rolling_memory import default_prompt, extractive_summarizer
+    from langchain_rolling_memory.policy import count_tokens
+    from langchain_rolling_memory.summarizers.base import SummaryResult
+    from langchain_rolling_memory.summarizers.estimated import EstimatedCostSummarizer
+
+    folded = [HumanMessage("My budget is 800 euros and I deliver on Saturdays."), AIMessage("Noted.")]
+    billed = EstimatedCostSummarizer(extractive_summarizer(max_words=40), max_words=40)
+    result = billed.summarize("", folded)
+    request = default_prompt().messages("", folded, max_words=40)
+    assert result.calls == 1
+    assert result.input_tokens == count_tokens(request)
+    assert result.output_tokens == count_tokens([AIMessage(result.text)])
+    assert billed.estimated_tokens == result.input_tokens + result.output_tokens
+
+    recorded = EstimatedCostSummarizer(extractive_summarizer(max_words=40), max_words=40, record_only=True)
+    untouched = recorded.summarize("", folded)
+    assert (untouched.calls, untouched.input_tokens, untouched.output_tokens) == (0, 0, 0)
+    assert recorded.estimated_tokens == billed.estimated_tokens
+
+    class Billed:
+        def summarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
+            return SummaryResult("from a model", 11, 3, calls=1)
+
+        async def asummarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
+            return self.summarize(previous, messages)
+
+    real = EstimatedCostSummarizer(Billed())
+    assert real.summarize("", folded) == SummaryResult("from a model", 11, 3, calls=1)
+    assert real.estimated_tokens == 0
