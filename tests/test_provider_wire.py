@@ -419,3 +419,19 @@ def test_every_chat_request_carries_the_clients_facts_as_system_text(conversatio
         assert carrying == ["system"], f"the facts should travel once as system text: {request.turns()}"
     # The facts never go to the summarizer: it folds the conversation, not the client's record.
     assert not any(FACT in r.wire for r in conversation.summary_requests)
+
+
+def test_gemini_client_drops_a_non_leading_system_message_so_the_summary_is_a_user_turn() -> None:
+    # A canary for the trap the summary's placement avoids: if langchain-google-genai stops
+    # dropping this message, the reason for a user-role summary is gone (it stays correct).
+    from langchain_core.messages import SystemMessage
+
+    from langchain_rolling_memory import summary_message
+
+    with serve("gemini", lambda request: "ok") as provider:
+        model = chat_model(provider)
+        model.invoke([HumanMessage("hello"), SystemMessage("SYSTEM-SUMMARY"), HumanMessage("next")])
+        model.invoke([HumanMessage("hello"), summary_message("USER-SUMMARY"), HumanMessage("next")])
+    dropped, kept = provider.requests
+    assert "SYSTEM-SUMMARY" not in dropped.wire
+    assert [role for role, text in kept.turns() if "USER-SUMMARY" in text] == ["user"]
