@@ -103,3 +103,15 @@ def hanging_compactor(url: str, session_id: str, calls_file: str, lease_ttl: flo
         lease_ttl=lease_ttl,
     )
     compactor.compact(session_id)
+
+
+def facts_worker(url: str, client_id: str, writer: str, rounds: int, start: Any) -> None:
+    store = open_store(url)
+    try:
+        start.wait(60)
+        # Every writer adds the same new facts in the same order, so they race on each one.
+        for k in range(rounds):
+            store.add_fact(client_id, f"Fact number {k}")
+            store.add_fact(client_id, f"Value {k} from {writer}", key=f"key-{k}")
+    finally:
+        store.close()

@@ -16,6 +16,7 @@ from store_workers import (
     RecordingSummarizer,
     append_worker,
     compact_worker,
+    facts_worker,
     hanging_compactor,
     read_lines,
     turns_worker,
@@ -137,3 +138,16 @@ def test_a_killed_compactor_blocks_the_session_only_until_its_lease_expires(
     assert result is not None
     assert (result.version, result.covered_seq) == (1, 7)
     assert len(read_lines(calls)) == 2
+
+
+def test_processes_adding_the_same_facts_store_each_once(shared_store: RollingStore) -> None:
+    start = CTX.Event()
+    url, writers = store_url(shared_store), 3
+    procs = [
+        CTX.Process(target=facts_worker, args=(url, "client-1", f"w{w}", 40, start)) for w in range(writers)
+    ]
+    _run_all(procs, start)
+    facts = shared_store.facts("client-1")
+    unkeyed = sorted(f.text for f in facts if f.key is None)
+    assert unkeyed == sorted(f"Fact number {k}" for k in range(40))
+    assert sorted(f.key for f in facts if f.key is not None) == sorted(f"key-{k}" for k in range(40))

@@ -60,6 +60,9 @@ FactFilter = Callable[[str, "str | None"], "str | None"]
 
 _T = TypeVar("_T")
 
+FactPlan = Callable[[list["Fact"]], "Fact | None"]
+"""Given a client's facts, the fact to write (new or replacing one), or None."""
+
 Row = tuple[int, str, "int | None"]
 """A transcript row as backends return it: ``(seq, message_json, tokens)``."""
 
@@ -232,6 +235,22 @@ class RollingStore(ABC):
     @abstractmethod
     def _purge(self, cutoff: float) -> int:
         """Delete sessions not updated since `cutoff`; return how many."""
+
+    def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+        """Read the client's facts, let `plan` pick the fact to write (None: nothing), write it;
+        return what was read and what was written.
+
+        The default is a read then a write. Backends shared by processes make it one atomic
+        step per client, so two processes adding the same fact store it once.
+        """
+        existing = self._list_facts(client_id)
+        fact = plan(existing)
+        if fact is not None:
+            self._put_fact(fact)
+        return existing, fact
+
+    async def _achange_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+        return await self._thread(self._change_facts, client_id, plan)
 
     def close(self) -> None:  # noqa: B027 - a no-op default that backends may override
         """Release connections; the default has nothing to release."""
@@ -628,12 +647,10 @@ class RollingStore(ABC):
         checked = self._check_fact(text, key, source)
         if checked is None:
             return None
-        existing = self._list_facts(client_id)
-        fact = self._plan_fact(client_id, existing, *checked, source)
-        if fact is None:
-            return _find(existing, *checked)
-        self._put_fact(fact)
-        return fact
+        existing, fact = self._change_facts(
+            client_id, lambda facts: self._plan_fact(client_id, facts, *checked, source)
+        )
+        return fact if fact is not None else _find(existing, *checked)
 
     async def aadd_fact(
         self, client_id: str, text: str, *, key: str | None = None, source: str = "code"
@@ -642,12 +659,10 @@ class RollingStore(ABC):
         checked = self._check_fact(text, key, source)
         if checked is None:
             return None
-        existing = await self._alist_facts(client_id)
-        fact = self._plan_fact(client_id, existing, *checked, source)
-        if fact is None:
-            return _find(existing, *checked)
-        await self._aput_fact(fact)
-        return fact
+        existing, fact = await self._achange_facts(
+            client_id, lambda facts: self._plan_fact(client_id, facts, *checked, source)
+        )
+        return fact if fact is not None else _find(existing, *checked)
 
     def facts(self, client_id: str) -> list[Fact]:
         """The client's facts, oldest first."""

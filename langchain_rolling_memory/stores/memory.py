@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_rolling_memory.errors import OwnershipError
-from langchain_rolling_memory.stores.base import Fact, RollingStore, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.stores.base import Fact, FactPlan, RollingStore, Row, SessionInfo, SummaryRecord
 
 __all__ = ["InMemoryRollingStore"]
 
@@ -156,6 +156,10 @@ class InMemoryRollingStore(RollingStore):
     def _put_fact(self, fact: Fact) -> None:
         with self._lock:
             self._facts.setdefault(fact.client_id, {})[fact.id] = replace(fact)
+
+    def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+        with self._lock:
+            return super()._change_facts(client_id, plan)
 
     def _delete_fact(self, client_id: str, fact_id: str) -> bool:
         with self._lock:

@@ -22,6 +22,7 @@ from langchain_rolling_memory.errors import (
 from langchain_rolling_memory.stores.base import (
     SCHEMA_VERSION,
     Fact,
+    FactPlan,
     RollingStore,
     Row,
     SessionInfo,
@@ -282,6 +283,21 @@ class PostgresRollingStore(AsyncPostgresPrimitives, RollingStore):
 
     def _list_facts(self, client_id: str) -> list[Fact]:
         return [Fact(*r) for r in self._fetch("facts", self.q.list_facts, (client_id,))]
+
+    def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+        q = self.q
+
+        def go(conn: Any) -> tuple[list[Fact], Fact | None]:
+            with conn.transaction():
+                conn.execute(q.lock_facts, (f"{self.prefix}facts:{client_id}",))
+                existing = [Fact(*r) for r in conn.execute(q.list_facts, (client_id,)).fetchall()]
+                fact = plan(existing)
+                if fact is not None:
+                    conn.execute(q.put_fact, fact_params(fact))
+                return existing, fact
+
+        # Retried after a lost reply, the plan sees the fact it wrote and writes nothing.
+        return self._run("facts", go)
 
     def _put_fact(self, fact: Fact) -> None:
         self._count("facts", self.q.put_fact, fact_params(fact))

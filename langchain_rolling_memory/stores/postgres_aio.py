@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError, StoreError
-from langchain_rolling_memory.stores.base import Fact, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.stores.base import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores.postgres_sql import (
     Queries,
     append_params,
@@ -203,6 +203,21 @@ class AsyncPostgresPrimitives:
 
     async def _alist_facts(self, client_id: str) -> list[Fact]:
         return [Fact(*r) for r in await self._afetch("facts", self.q.list_facts, (client_id,))]
+
+    async def _achange_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+        q = self.q
+
+        async def go(conn: Any) -> tuple[list[Fact], Fact | None]:
+            async with conn.transaction():
+                await conn.execute(q.lock_facts, (f"{self.prefix}facts:{client_id}",))
+                cur = await conn.execute(q.list_facts, (client_id,))
+                existing = [Fact(*r) for r in await cur.fetchall()]
+                fact = plan(existing)
+                if fact is not None:
+                    await conn.execute(q.put_fact, fact_params(fact))
+                return existing, fact
+
+        return await self._arun("facts", go)
 
     async def _aput_fact(self, fact: Fact) -> None:
         await self._acount("facts", self.q.put_fact, fact_params(fact))

@@ -194,6 +194,8 @@ class Queries:
             "WHERE f.client_id = excluded.client_id"
         )
         self.delete_fact = f"DELETE FROM {p}facts WHERE client_id = %s AND id = %s"
+        # Fact writers of one client queue here (a new fact has no row to lock yet).
+        self.lock_facts = "SELECT pg_advisory_xact_lock(hashtext(%s))"
 
     def read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool

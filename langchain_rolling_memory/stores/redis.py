@@ -10,7 +10,6 @@ redis-py is imported only when a store is created, so the package works without 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ from langchain_rolling_memory.stores import redis_scripts as lua
 from langchain_rolling_memory.stores.base import (
     SCHEMA_VERSION,
     Fact,
+    FactPlan,
     RollingStore,
     Row,
     SessionInfo,
@@ -247,8 +247,28 @@ class RedisRollingStore(AsyncRedisPrimitives, RollingStore):
         key = self.keys.facts(client_id)
         return self._facts(self._call("facts", lambda: self._r.hgetall(key)))
 
+    def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+        key = self.keys.facts(client_id)
+
+        def go() -> tuple[list[Fact], Fact | None]:
+            with self._r.pipeline() as pipe:
+                while True:  # optimistic: start again if another writer changed the facts meanwhile
+                    try:
+                        pipe.watch(key)
+                        existing = self._facts(pipe.hgetall(key))
+                        fact = plan(existing)
+                        if fact is not None:
+                            pipe.multi()
+                            pipe.hset(key, fact.id, lua.fact_json(fact))
+                            pipe.execute()
+                        return existing, fact
+                    except self._redis.WatchError:
+                        continue
+
+        return self._call("facts", go)
+
     def _put_fact(self, fact: Fact) -> None:
-        key, value = self.keys.facts(fact.client_id), json.dumps(fact.to_dict(), ensure_ascii=False)
+        key, value = self.keys.facts(fact.client_id), lua.fact_json(fact)
         self._call("facts", lambda: self._r.hset(key, fact.id, value))
 
     def _delete_fact(self, client_id: str, fact_id: str) -> bool:

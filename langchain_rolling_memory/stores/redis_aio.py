@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from langchain_rolling_memory.errors import StoreError
 from langchain_rolling_memory.stores import redis_scripts as lua
-from langchain_rolling_memory.stores.base import Fact, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.stores.base import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 
 __all__ = ["AsyncRedisPrimitives"]
 
@@ -200,9 +200,30 @@ class AsyncRedisPrimitives:
         key = self.keys.facts(client_id)
         return self._facts(await self._acall("facts", lambda: client.hgetall(key)))
 
+    async def _achange_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+        client = await self._aclient()
+        key = self.keys.facts(client_id)
+
+        async def go() -> tuple[list[Fact], Fact | None]:
+            async with client.pipeline() as pipe:
+                while True:
+                    try:
+                        await pipe.watch(key)
+                        existing = self._facts(await pipe.hgetall(key))
+                        fact = plan(existing)
+                        if fact is not None:
+                            pipe.multi()
+                            pipe.hset(key, fact.id, lua.fact_json(fact))
+                            await pipe.execute()
+                        return existing, fact
+                    except self._redis.WatchError:
+                        continue
+
+        return await self._acall("facts", go)
+
     async def _aput_fact(self, fact: Fact) -> None:
         client = await self._aclient()
-        key, value = self.keys.facts(fact.client_id), json.dumps(fact.to_dict(), ensure_ascii=False)
+        key, value = self.keys.facts(fact.client_id), lua.fact_json(fact)
         await self._acall("facts", lambda: client.hset(key, fact.id, value))
 
     async def _adelete_fact(self, client_id: str, fact_id: str) -> bool:

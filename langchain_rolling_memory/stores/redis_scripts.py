@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
-from langchain_rolling_memory.stores.base import Row, SummaryRecord
+from langchain_rolling_memory.stores.base import Fact, Row, SummaryRecord
 
 __all__ = [
     "SCRIPTS",
@@ -36,6 +36,7 @@ __all__ = [
     "Keys",
     "check_prefix",
     "encode_row",
+    "fact_json",
     "owned_by_other",
     "rows_of",
     "summary_of",
@@ -283,3 +284,7 @@ def summary_of(text: Any, covered: Any, version: Any, meta: Any, updated: Any) -
 
 def owned_by_other(session_id: str, client_id: str | None) -> OwnershipError:
     return OwnershipError(f"session {session_id!r} belongs to another client than {client_id!r}")
+
+
+def fact_json(fact: Fact) -> str:
+    return json.dumps(fact.to_dict(), ensure_ascii=False)

@@ -20,6 +20,7 @@ from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, 
 from langchain_rolling_memory.stores.base import (
     SCHEMA_VERSION,
     Fact,
+    FactPlan,
     RollingStore,
     Row,
     SessionInfo,
@@ -329,23 +330,35 @@ class SQLiteRollingStore(RollingStore):
         )
         return [Fact(*row) for row in rows]
 
+    def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+        # One write transaction: a second process adding the same fact waits, then sees it.
+        with self._write() as conn:
+            existing = self._list_facts(client_id)
+            fact = plan(existing)
+            if fact is not None:
+                self._insert_fact(conn, fact)
+            return existing, fact
+
     def _put_fact(self, fact: Fact) -> None:
         with self._write() as conn:
-            conn.execute(
-                f"INSERT INTO {self._t('facts')} (id, client_id, text, key, source, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET text = excluded.text, "
-                "key = excluded.key, source = excluded.source, updated_at = excluded.updated_at "
-                f"WHERE {self._t('facts')}.client_id = excluded.client_id",
-                (
-                    fact.id,
-                    fact.client_id,
-                    fact.text,
-                    fact.key,
-                    fact.source,
-                    fact.created_at,
-                    fact.updated_at,
-                ),
-            )
+            self._insert_fact(conn, fact)
+
+    def _insert_fact(self, conn: sqlite3.Connection, fact: Fact) -> None:
+        conn.execute(
+            f"INSERT INTO {self._t('facts')} (id, client_id, text, key, source, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET text = excluded.text, "
+            "key = excluded.key, source = excluded.source, updated_at = excluded.updated_at "
+            f"WHERE {self._t('facts')}.client_id = excluded.client_id",
+            (
+                fact.id,
+                fact.client_id,
+                fact.text,
+                fact.key,
+                fact.source,
+                fact.created_at,
+                fact.updated_at,
+            ),
+        )
 
     def _delete_fact(self, client_id: str, fact_id: str) -> bool:
         with self._write() as conn:
