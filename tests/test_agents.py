@@ -395,6 +395,27 @@ def test_a_malformed_tool_call_never_leaves_an_unanswered_call_or_an_orphan_resu
     assert any(isinstance(m, AIMessage) and m.invalid_tool_calls for m in store.transcript("s1"))
 
 
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_a_human_in_the_loop_pause_stores_the_call_once_after_the_decision(decision: str) -> None:
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+    from langgraph.types import Command
+
+    store = open_store("memory://")
+    model = ScriptedChatModel(script=[tool_call("weather", {"city": "Paris"}, "w1"), AIMessage("done")])
+    memory = RollingMemoryMiddleware(store=store, summarizer=RecordingSummarizer())
+    review = HumanInTheLoopMiddleware(interrupt_on={"weather": True})
+    agent = create_agent(model, [weather], middleware=[memory, review], checkpointer=InMemorySaver())
+    paused = agent.invoke(user("Weather in Paris?"), config("s1", "ana"))
+    assert "__interrupt__" in paused
+    answer: dict[str, Any] = (
+        {"type": decision} if decision == "approve" else {"type": decision, "message": "no"}
+    )
+    agent.invoke(Command(resume={"decisions": [answer]}), config("s1", "ana"))
+    transcript = store.transcript("s1")
+    assert kinds(transcript) == ["human", "ai", "tool", "ai"]
+    assert transcript[2].status == ("success" if decision == "approve" else "error")
+
+
 # ---------------------------------------------------------------------- policies
 
 
