@@ -10,7 +10,7 @@ tool binding) is `agent_run`; cutting, summarizing and storing stay in `policy`,
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from langchain_rolling_memory.errors import ConfigurationError, require
 
@@ -27,9 +27,6 @@ from langchain.agents.middleware.types import (  # noqa: E402 - after the extra 
 from langchain_core.language_models import BaseChatModel  # noqa: E402
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage  # noqa: E402
 from langchain_core.tools import BaseTool  # noqa: E402
-from langgraph.prebuilt.tool_node import ToolCallRequest, ToolRuntime  # noqa: E402
-from langgraph.runtime import Runtime  # noqa: E402
-from langgraph.types import Command  # noqa: E402
 from typing_extensions import NotRequired  # noqa: E402
 
 from langchain_rolling_memory.agent_run import (  # noqa: E402
@@ -57,6 +54,11 @@ from langchain_rolling_memory.stores.base import Fact, RollingStore  # noqa: E40
 from langchain_rolling_memory.summarizers.base import SummarizerLike, as_summarizer  # noqa: E402
 from langchain_rolling_memory.usage import SummaryUsage  # noqa: E402
 
+if TYPE_CHECKING:  # where these live moved between langchain / langgraph 1.x releases
+    from langgraph.prebuilt.tool_node import ToolCallRequest, ToolRuntime
+    from langgraph.runtime import Runtime
+    from langgraph.types import Command
+
 __all__ = ["RollingMemoryMiddleware", "RollingMemoryState", "resolve_ids"]
 
 
@@ -78,7 +80,7 @@ def _listener(extractor: FactExtractor | BaseChatModel | None, store: RollingSto
     return extractor.bind(store)
 
 
-class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any, Any]):
+class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     """The same memory as the histories, for agents built with `create_agent`.
 
     Each run's new messages (the user's input, AI messages, tool calls and results) are
