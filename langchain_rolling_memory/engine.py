@@ -411,6 +411,21 @@ class Compactor:
         with self._book.lock:
             self._book.failures.pop(session_id, None)
 
+    # The session was erased (forget, clear_session, purge) while its summary was being
+    # written: the summary just installed would outlive the erasure, unowned and beyond the
+    # reach of `forget`. Erase it too.
+    def _drop_orphan(self, session_id: str) -> None:
+        logger.warning(
+            "rolling memory: session %r was erased during its compaction; dropping the summary", session_id
+        )
+        self.store.clear_session(session_id)
+
+    async def _adrop_orphan(self, session_id: str) -> None:
+        logger.warning(
+            "rolling memory: session %r was erased during its compaction; dropping the summary", session_id
+        )
+        await self.store.aclear_session(session_id)
+
     def _notify(self, result: CompactionResult) -> None:
         listener = self.on_compaction
         if listener is None:
@@ -502,6 +517,9 @@ class Compactor:
                 logger.exception("rolling memory: could not release the lease of %r", session_id)
         if not installed:
             return None
+        if self.store.last_seq(session_id) < batch[-1].seq:
+            self._drop_orphan(session_id)
+            return None
         self._succeed(session_id)
         done = CompactionResult(
             session_id,
@@ -557,6 +575,9 @@ class Compactor:
             except Exception:
                 logger.exception("rolling memory: could not release the lease of %r", session_id)
         if not installed:
+            return None
+        if await self.store.alast_seq(session_id) < batch[-1].seq:
+            await self._adrop_orphan(session_id)
             return None
         self._succeed(session_id)
         done = CompactionResult(

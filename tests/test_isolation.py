@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from langchain_core.messages import HumanMessage
 from memory_fakes import raw_dump
@@ -115,3 +117,34 @@ async def test_a_history_refuses_to_read_a_session_of_another_client_async(store
     with pytest.raises(OwnershipError):
         await intruder.aclear()
     assert len(await store.atranscript("s-a")) == 1
+
+
+def test_a_summary_written_while_the_client_is_forgotten_does_not_outlive_the_erasure(
+    store: RollingStore,
+) -> None:
+    def summarize(previous: str, messages: Any) -> str:
+        store.forget("ana")  # the erasure lands while the summary is being written
+        return "Ana said her IBAN is FR76"
+
+    history = RollingSummaryChatMessageHistory(
+        "s1", client_id="ana", store=store, summarizer=summarize, max_turns=4, keep_last=2
+    )
+    history.add_messages([HumanMessage(f"m{i}") for i in range(5)])
+    assert store.summary("s1") is None
+    assert store.session_info("s1") is None
+    raw = raw_dump(store)
+    assert raw is not None
+    assert "FR76" not in raw
+
+
+async def test_an_async_summary_written_while_the_client_is_forgotten_is_dropped(store: RollingStore) -> None:
+    async def summarize(previous: str, messages: Any) -> str:
+        await store.aforget("ana")
+        return "Ana said her IBAN is FR76"
+
+    history = RollingSummaryChatMessageHistory(
+        "s1", client_id="ana", store=store, summarizer=summarize, max_turns=4, keep_last=2
+    )
+    await history.aadd_messages([HumanMessage(f"m{i}") for i in range(5)])
+    assert await store.asummary("s1") is None
+    assert "FR76" not in (raw_dump(store) or "FR76 missing dump")
