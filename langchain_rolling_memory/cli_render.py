@@ -152,7 +152,7 @@ def render_replay(console: Any, report: ReplayReport, *, source: str, summarizer
         saved = row["saved_vs_full"]
         even = row["break_even"]
         table.add_row(
-            str(row["label"]),
+            str(row["strategy"]),
             str(row["requests"]),
             f"{row['input_tokens']:,}",
             f"{row['mean_request_tokens']:,.0f}",
@@ -165,6 +165,8 @@ def render_replay(console: Any, report: ReplayReport, *, source: str, summarizer
             "-" if even is None else f"msg {even}",
         )
     console.print(table)
+    for r in report.results:
+        console.print(f"  {r.strategy.name:<14} {r.strategy.label}")
     for name in ("summary", "summary+facts"):
         try:
             result = report.result(name)
@@ -173,7 +175,7 @@ def render_replay(console: Any, report: ReplayReport, *, source: str, summarizer
         even = report.break_even(name)
         when = f"from message {even} on" if even is not None else "not within this conversation"
         console.print(
-            f"{result.strategy.label}: summarizing pays for itself {when} "
+            f"{result.strategy.name}: summarizing pays for itself {when} "
             f"({result.memory_calls} memory calls, {result.memory_tokens:,} tokens)."
         )
     console.print(

@@ -68,9 +68,9 @@ class Strategy:
         if self.kind == "full":
             return "full buffer"
         if self.kind == "window":
-            return f"window {self.window}"
-        extra = " + facts" if self.facts else ""
-        return f"summary {self.max_turns}/{self.keep_last}{extra}"
+            return f"window of {self.window} messages"
+        extra = " + client facts" if self.facts else ""
+        return f"rolling summary (max_turns={self.max_turns}, keep_last={self.keep_last}){extra}"
 
 
 def default_strategies(*, window: int = 12, max_turns: int = 12, keep_last: int = 6) -> list[Strategy]:

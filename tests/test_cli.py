@@ -142,7 +142,12 @@ def test_replay_of_200_messages_prints_its_table_and_writes_its_plot(
     png = tmp_path / "tokens.png"
     assert main(["replay", str(talk), "--plot", str(png)]) == 0
     out = capsys.readouterr().out
-    for label in ("full buffer", "window 12", "summary 12/6", "summary 12/6 + facts"):
+    for label in (
+        "full buffer",
+        "window of 12 messages",
+        "rolling summary (max_turns=12, keep_last=6)",
+        "rolling summary (max_turns=12, keep_last=6) + client facts",
+    ):
         assert label in out
     assert "200 messages" in out
     assert "pays for itself from message" in out
