@@ -84,12 +84,14 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     """The same memory as the histories, for agents built with `create_agent`.
 
     Each run's new messages (the user's input, AI messages, tool calls and results) are
-    appended once to the session's transcript in `store`; the model is sent the system
-    prompt, then the client's facts, the session summary and the unsummarized tail, as the
-    engine cuts them (count or token policy, tool pairs kept together). The agent state is
-    left whole, so a LangGraph checkpointer keeps every message too. `tools` holds the
-    `remember` tool, bound at each call to the run's client. Put this middleware first in
-    `middleware=[...]` so that the others see its view.
+    appended once to the session's transcript in `store`. Before each model call a due
+    compaction runs (inline, or handed to the background), then the model is sent the system
+    prompt followed by the client's facts and the session state (quoted data), the session
+    summary and the unsummarized tail, as the engine cuts them (count or token policy, tool
+    pairs kept together). The agent state is left whole, so a LangGraph checkpointer keeps
+    every message too. `tools` holds the memory tools (`remember` by default), each bound at
+    every call to the run's client. Put this middleware first in `middleware=[...]` so that
+    the others see its view.
 
     The session is the run context's ``session_id``, else ``configurable["session_id"]``,
     else the ``thread_id``; the client is the context's ``client_id``, else
