@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -11,14 +11,12 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-Reply = AIMessage | Callable[[list[BaseMessage]], AIMessage]
-
 
 class ScriptedChatModel(BaseChatModel):
     """Answers with `script` in order (a reply, or a function of the request) and records
     each request it receives in `requests`; `bind_tools` returns the model itself."""
 
-    script: list[Any] = Field(default_factory=list)
+    script: list[AIMessage | Callable[[list[BaseMessage]], AIMessage]] = Field(default_factory=list)
     requests: list[list[BaseMessage]] = Field(default_factory=list)
     default: str = "ok"
 
@@ -88,7 +86,3 @@ def tool_pairs_intact(messages: Sequence[BaseMessage]) -> bool:
         if isinstance(message, AIMessage):
             open_calls = {str(c["id"]) for c in message.tool_calls}
     return not open_calls
-
-
-def count_requests(model: ScriptedChatModel) -> Iterator[int]:
-    yield len(model.requests)
