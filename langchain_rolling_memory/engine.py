@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import functools
 import inspect
+import itertools
 import logging
 import os
 import socket
@@ -99,7 +102,7 @@ class SessionState:
     def version(self) -> int:
         return self.record.version if self.record else 0
 
-    @property
+    @functools.cached_property
     def messages(self) -> list[BaseMessage]:
         return [m.message for m in self.tail]
 
@@ -162,11 +165,27 @@ _BOOKS_LOCK = threading.Lock()
 
 
 def _book(store: RollingStore) -> _Book:
+    # A history is built at every call of a chain: keep this lookup off the lock when we can.
+    book = getattr(store, "_lrm_book", None)
+    if isinstance(book, _Book):
+        return book
     with _BOOKS_LOCK:
         book = _BOOKS.get(store)
         if book is None:
             book = _BOOKS[store] = _Book()
+        with contextlib.suppress(AttributeError):  # __slots__: the weak dictionary still works
+            store._lrm_book = book  # type: ignore[attr-defined]
         return book
+
+
+_PROCESS = f"{socket.gethostname()}:{uuid.uuid4().hex[:8]}"
+_OWNERS = itertools.count()
+
+
+def _owner() -> str:
+    """A lease owner id unique to one compactor: host and a random token (two replicas may
+    share a hostname and a pid), the pid (a forked child inherits the token), a counter."""
+    return f"{_PROCESS}:{os.getpid()}:{next(_OWNERS)}"
 
 
 class Compactor:
@@ -237,7 +256,7 @@ class Compactor:
         self.max_topic_sections = max_topic_sections
         self.clock = clock
         self.exit_timeout = exit_timeout
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.owner = _owner()
         self._book = _book(store)
 
     # ------------------------------------------------------------------ reading

@@ -7,8 +7,10 @@ sync and async twins. Does not decide when to summarize (engine) nor where to st
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import threading
+import types
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, Union, runtime_checkable
@@ -125,6 +127,9 @@ class FunctionSummarizer:
         return f"FunctionSummarizer({getattr(self.fn, '__name__', self.fn)!r})"
 
 
+_PLAIN_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
+
+
 def as_summarizer(obj: SummarizerLike, *, language: str = "en", max_words: int = 120) -> Summarizer:
     """Turn a function, an async function, a chat model or a `Summarizer` into a `Summarizer`.
 
@@ -143,6 +148,9 @@ def as_summarizer(obj: SummarizerLike, *, language: str = "en", max_words: int =
         from langchain_rolling_memory.summarizers.chat_model import chat_model_summarizer
 
         return chat_model_summarizer(obj, language=language, max_words=max_words)
+    if isinstance(obj, _PLAIN_FUNCTIONS):
+        # Histories are built at every call of a chain: skip the slow protocol check.
+        return FunctionSummarizer(obj)
     if isinstance(obj, Summarizer):
         return obj
     if callable(obj):
