@@ -128,7 +128,7 @@ def profile(turn: Turn, turns: int, top: int = 14) -> str:
     stats = pstats.Stats(profiler, stream=out)
     total = stats.total_tt  # type: ignore[attr-defined]
     rows = []
-    for (filename, line, name), (_, calls, tottime, cumtime, _) in sorted(
+    for (filename, line, name), (_, calls, tottime, _cumtime, _) in sorted(
         stats.stats.items(),  # type: ignore[attr-defined]
         key=lambda item: -item[1][2],
     )[:top]:

@@ -347,8 +347,10 @@ def plot(results: dict[int, list[Row]], path: Path) -> None:
         ax.set_title(f"{length} messages (LoCoMo, all conversations)")
         ax.set_xlabel("thousand tokens")
         ax.invert_yaxis()
-        ax.legend(loc="lower right")
-    fig.tight_layout()
+        ax.set_xlim(0, max(r.total for r in rows) / 1000 * 1.25)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 

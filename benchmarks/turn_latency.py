@@ -39,25 +39,32 @@ POSTGRES_URL = os.environ.get("LRM_POSTGRES_URL", "postgresql://postgres@127.0.0
 SUMMARY_SECONDS = 0.5
 MAX_TURNS, KEEP_LAST = 12, 6
 TARGET_MS = 5.0
+SEED_SUMMARY = " ".join(["The user told the assistant about the week, the family and the plans."] * 4)
 WARM_UP = 20
 
 
-# The turn being timed, and the turns during which a summarizer started (inline: inside the
-# turn; background: on a worker, just after the turn that scheduled it).
-_turn = [-1]
-_summarized: list[int] = []
+# Which summarizer started during which round (inline: inside the turn; background: on a
+# worker, just after the turn that scheduled it; middleware: inside the turn).
+_round = [-1]
+_started: dict[str, set[int]] = {}
 
 
-def slow_summarizer(previous: str, messages: Sequence[BaseMessage]) -> str:
-    _summarized.append(_turn[0])
-    time.sleep(SUMMARY_SECONDS)
-    return f"{previous[:300]} Then {len(messages)} more messages about the user's week.".strip()
+def slow_summarizer(mode: str) -> Callable[[str, Sequence[BaseMessage]], str]:
+    def summarize(previous: str, messages: Sequence[BaseMessage]) -> str:
+        _started.setdefault(mode, set()).add(_round[0])
+        time.sleep(SUMMARY_SECONDS)
+        return f"{previous[:300]} Then {len(messages)} more messages about the user's week.".strip()
+
+    return summarize
 
 
-def slow_middleware_summary(messages: list[BaseMessage]) -> str:
-    _summarized.append(_turn[0])
-    time.sleep(SUMMARY_SECONDS)
-    return f"{len(messages)} messages about the user's week."
+def slow_middleware_summary(mode: str) -> Callable[[list[BaseMessage]], str]:
+    def summarize(messages: list[BaseMessage]) -> str:
+        _started.setdefault(mode, set()).add(_round[0])
+        time.sleep(SUMMARY_SECONDS)
+        return f"{len(messages)} messages about the user's week."
+
+    return summarize
 
 
 @dataclass
@@ -80,29 +87,25 @@ def reply(messages: list[BaseMessage]) -> str:
     return "Sounds good, tell me more."
 
 
-def timed(turn: Callable[[int, str], None], lines: list[str], think: float) -> tuple[list[float], list[int]]:
-    """Time each turn; return the samples (ms) and the turns that started a summarizer."""
-    _summarized.clear()
-    samples: list[float] = []
-    for i, line in enumerate(lines):
-        _turn[0] = i
-        start = time.perf_counter()
-        turn(i, line)
-        samples.append((time.perf_counter() - start) * 1000)
-        time.sleep(think)
-    _turn[0] = -1
-    return samples, sorted(set(_summarized))
+@dataclass
+class Mode:
+    """One way of running turns: `prepare(i)` (untimed), then `turn(i, line)` (timed)."""
+
+    name: str
+    turn: Callable[[int, str], None]
+    prepare: Callable[[int], None] = lambda i: None
+    finish: Callable[[], None] = lambda: None
 
 
 def ours(
+    name: str,
     store: RollingStore,
-    lines: list[str],
-    think: float,
     *,
     background: bool,
     session_length: int | None,
     prefix: str = "",
-) -> tuple[list[float], list[int]]:
+    seed: int = 0,
+) -> Mode:
     """Turns through RunnableWithMessageHistory; `session_length` turns per session (None: one)."""
     prompt = ChatPromptTemplate.from_messages(
         [("system", SYSTEM), MessagesPlaceholder("history"), ("human", "{question}")]
@@ -113,7 +116,7 @@ def ours(
     def get_history(session_id: str) -> RollingSummaryChatMessageHistory:
         history = RollingSummaryChatMessageHistory(
             session_id,
-            summarizer=slow_summarizer,
+            summarizer=slow_summarizer(name),
             store=store,
             max_turns=MAX_TURNS,
             keep_last=KEEP_LAST,
@@ -126,40 +129,49 @@ def ours(
         chain, get_history, input_messages_key="question", history_messages_key="history"
     )
 
+    def session_of(i: int) -> str:
+        return f"{prefix}{name.replace(' ', '_')}-" + (
+            "one" if session_length is None else f"s{i // session_length}"
+        )
+
+    def prepare(i: int) -> None:
+        if seed and session_length is not None and i % session_length == 0:
+            # The state right after a compaction: a summary, `seed` messages after it.
+            session = session_of(i)
+            store.append(session, [HumanMessage(f"earlier {k}") for k in range(seed)])
+            store.install_summary(session, SEED_SUMMARY, covered_seq=0, expected_version=0)
+
     def turn(i: int, line: str) -> None:
-        session = prefix + ("one" if session_length is None else f"s{i // session_length}")
-        chat.invoke({"question": line}, config={"configurable": {"session_id": session}})
+        chat.invoke({"question": line}, config={"configurable": {"session_id": session_of(i)}})
 
-    result = timed(turn, lines, think)
-    for history in made[-1:]:
-        history.flush()
-    return result
+    def finish() -> None:
+        for history in made[-1:]:
+            history.flush()
+
+    return Mode(name, turn, prepare, finish)
 
 
-def middleware(url: str, lines: list[str], think: float) -> tuple[list[float], list[int]]:
+def middleware(name: str, saver: Any, prefix: str = "") -> Mode:
     summarizer_model = RecordingModel(reply_fn=reply)  # not called: `summarizer=` writes the summary
     agent_middleware = SummarizationMiddleware(
         summarizer_model,
         trigger=("messages", MAX_TURNS + 1),
         keep=("messages", KEEP_LAST),
-        summarizer=slow_middleware_summary,
+        summarizer=slow_middleware_summary(name),
     )
-    with _checkpointer(url) as saver:
-        agent = create_agent(
-            RecordingModel(reply_fn=reply),
-            [],
-            system_prompt=SYSTEM,
-            middleware=[agent_middleware],
-            checkpointer=saver,
-        )
-        thread = [f"warm{uuid.uuid4().hex[:8]}"]
+    agent = create_agent(
+        RecordingModel(reply_fn=reply),
+        [],
+        system_prompt=SYSTEM,
+        middleware=[agent_middleware],
+        checkpointer=saver,
+    )
+    thread = f"{prefix}t{uuid.uuid4().hex[:8]}"
 
-        def turn(i: int, line: str) -> None:
-            agent.invoke({"messages": [HumanMessage(line)]}, {"configurable": {"thread_id": thread[0]}})
+    def turn(i: int, line: str) -> None:
+        agent.invoke({"messages": [HumanMessage(line)]}, {"configurable": {"thread_id": thread}})
 
-        timed(turn, lines[:WARM_UP], think)  # warm-up: connections, statements, imports
-        thread[0] = f"t{uuid.uuid4().hex[:8]}"
-        return timed(turn, lines, think)
+    return Mode(name, turn, finish=lambda: saver.delete_thread(thread))
 
 
 class _checkpointer:
@@ -187,52 +199,54 @@ class _checkpointer:
         self._context.__exit__(*exc)
 
 
-def measure(backend: str, url: str, lines: list[str], think: float, modes: Sequence[str]) -> list[Run]:
-    runs = []
-    plans: dict[str, Callable[[], tuple[list[float], list[int]]]] = {}
-    stores: list[RollingStore] = []
+def modes(store: RollingStore, saver: Any, prefix: str, chosen: Sequence[str]) -> list[Mode]:
+    # The baseline: sessions that start as the long session looks right after a compaction
+    # (a summary and keep_last messages) and end before the next one is due: the same view
+    # sizes, and no turn ever compacts.
+    short = (MAX_TURNS - KEEP_LAST) // 2
+    makers: dict[str, Callable[[], Mode]] = {
+        "no compaction due": lambda: ours(
+            "no compaction due", store, background=False, session_length=short, seed=KEEP_LAST, prefix=prefix
+        ),
+        "inline": lambda: ours("inline", store, background=False, session_length=None, prefix=prefix),
+        "background": lambda: ours("background", store, background=True, session_length=None, prefix=prefix),
+        "SummarizationMiddleware": lambda: middleware("SummarizationMiddleware", saver, prefix),
+    }
+    return [makers[name]() for name in chosen]
 
-    def with_store(fn: Callable[[RollingStore], tuple[list[float], list[int]]]) -> Callable[[], Any]:
-        def go() -> tuple[list[float], list[int]]:
-            store = open_store(url.replace("PREFIX", f"lat{uuid.uuid4().hex[:6]}_"))
-            stores.append(store)
-            return fn(store)
 
-        return go
+def interleaved(chosen: list[Mode], lines: list[str], think: float) -> dict[str, list[float]]:
+    """Turn i of every mode, then turn i+1...: the machine's load falls on all modes alike."""
+    samples: dict[str, list[float]] = {m.name: [] for m in chosen}
+    for i, line in enumerate(lines):
+        for mode in chosen:
+            mode.prepare(i)
+            _round[0] = i
+            start = time.perf_counter()
+            mode.turn(i, line)
+            samples[mode.name].append((time.perf_counter() - start) * 1000)
+        time.sleep(think)
+    _round[0] = -1
+    for mode in chosen:
+        mode.finish()
+    return samples
 
-    half = MAX_TURNS // 2  # sessions of 6 turns = 12 messages: never more than max_turns
 
-    def plan(background: bool, session_length: int | None) -> Callable[[RollingStore], Any]:
-        def go(store: RollingStore) -> tuple[list[float], list[int]]:
-            # warm-up on other sessions: connections, prepared statements, imports
-            ours(
-                store,
-                lines[:WARM_UP],
-                think,
-                background=background,
-                session_length=session_length,
-                prefix="warm-",
-            )
-            return ours(store, lines, think, background=background, session_length=session_length)
-
-        return go
-
-    plans["no compaction due"] = with_store(plan(False, half))
-    plans["inline"] = with_store(plan(False, None))
-    plans["background"] = with_store(plan(True, None))
-    plans["SummarizationMiddleware"] = lambda: middleware(url, lines, think)
+def measure(backend: str, url: str, lines: list[str], think: float, chosen: Sequence[str]) -> list[Run]:
+    store = open_store(url.replace("PREFIX", f"lat{uuid.uuid4().hex[:6]}_"))
     try:
-        for mode in modes:
-            samples, crossing = plans[mode]()
-            runs.append(Run(mode, backend, samples, crossing))
-            print(
-                f"  {backend:10} {mode:24} p50 {runs[-1].p(0.5):8.2f} ms  p99 {runs[-1].p(0.99):8.2f} ms",
-                flush=True,
-            )
+        with _checkpointer(url) as saver:
+            interleaved(
+                modes(store, saver, "warm-", chosen), lines[:WARM_UP], think
+            )  # connections, statements
+            _started.clear()
+            samples = interleaved(modes(store, saver, "", chosen), lines, think)
     finally:
-        for store in stores:
-            _drop_ours(store)
-            store.close()
+        _drop_ours(store)
+        store.close()
+    runs = [Run(name, backend, values, sorted(_started.get(name, set()))) for name, values in samples.items()]
+    for r in runs:
+        print(f"  {backend:10} {r.mode:24} p50 {r.p(0.5):8.2f} ms  p99 {r.p(0.99):8.2f} ms", flush=True)
     return runs
 
 
@@ -343,11 +357,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "# User-visible turn latency with a 500 ms summarizer\n\n"
         f"`python -m benchmarks.turn_latency{' ' + ' '.join(argv) if argv else ''}` "
         f"({time.perf_counter() - started:.0f} s; {os.cpu_count()} CPUs shared with other work)\n\n"
-        f"{args.turns} timed turns per mode after a warm-up pass, user lines from LoCoMo conversation 26, "
-        f"{args.think:.1f} s between turns (not timed). Ours: `RunnableWithMessageHistory` + "
+        f"{args.turns} timed turns per mode after {WARM_UP} warm-up turns, user lines from LoCoMo "
+        f"conversation 26; the modes take turns (turn i of each mode, then turn i+1) so that the shared "
+        f"machine's load falls on all alike, and {args.think:.2f} s pass between rounds (not timed). Ours: `RunnableWithMessageHistory` + "
         f"`RollingSummaryChatMessageHistory(max_turns={MAX_TURNS}, keep_last={KEEP_LAST})`, a new history "
         "object per call (the usual factory), a fake chat model that answers at once. *No compaction due*: "
-        f"the same, in sessions of {MAX_TURNS // 2} turns, so the unsummarized part never exceeds max_turns. "
+        f"the same in sessions of {(MAX_TURNS - KEEP_LAST) // 2} turns that start with a summary and {KEEP_LAST} "
+        "messages (as the long session right after a compaction; set up outside the timed call) and end before "
+        "one is due: the same view sizes, no compaction ever. "
         "SummarizationMiddleware: `create_agent` with a `SqliteSaver` / `PostgresSaver` checkpointer on the same "
         f"database, `trigger=('messages', {MAX_TURNS + 1}), keep=('messages', {KEEP_LAST})`, the same 500 ms "
         "summarizer passed as `summarizer=`.\n\n"

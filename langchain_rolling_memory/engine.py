@@ -215,6 +215,9 @@ class Compactor:
         exit_timeout: seconds the interpreter waits at exit for a background compaction of
             this compactor that is still running (it is not lost if cut short: its
             messages are in the transcript and the next turn compacts them).
+        start_delay: seconds a background compaction waits before it starts, so that its
+            store I/O and Python work do not compete (CPython runs one thread at a time) with
+            the end of the turn that scheduled it: the summary is for the next turn.
     """
 
     def __init__(
@@ -236,6 +239,7 @@ class Compactor:
         max_topic_sections: int = 5,
         clock: Callable[[], float] = time.monotonic,
         exit_timeout: float = 30.0,
+        start_delay: float = 0.05,
     ) -> None:
         if max_topic_sections < 1:
             msg = f"max_topic_sections must be at least 1, got max_topic_sections={max_topic_sections!r}"
@@ -256,6 +260,7 @@ class Compactor:
         self.max_topic_sections = max_topic_sections
         self.clock = clock
         self.exit_timeout = exit_timeout
+        self.start_delay = start_delay
         self.owner = _owner()
         self._book = _book(store)
 
@@ -623,21 +628,26 @@ class Compactor:
             if self._book.pending.get(session_id) is future:
                 del self._book.pending[session_id]
 
-    def schedule(self, session_id: str) -> bool:
+    def schedule(self, session_id: str, state: SessionState | None = None) -> bool:
         """Run `compact` on a background worker thread unless one is already in flight for
         the session (in this process); False if one was.
+
+        `state`, the state that found a compaction due, spares the worker a read (it is
+        checked again under the lease, like in `compact`).
 
         The process waits for it at exit (up to `exit_timeout`); `flush` waits for it now.
         """
         with self._book.lock:
             if not self._claim_slot(session_id):
                 return False
-            future = workers.submit(lambda: self.compact(session_id), exit_timeout=self.exit_timeout)
+            future = workers.submit(
+                lambda: self._delayed_compact(session_id, state), exit_timeout=self.exit_timeout
+            )
             self._book.pending[session_id] = future
         future.add_done_callback(lambda f: self._settle(session_id, f))
         return True
 
-    def aschedule(self, session_id: str) -> bool:
+    def aschedule(self, session_id: str, state: SessionState | None = None) -> bool:
         """Run `acompact` as a task of the running loop unless a compaction of the session is
         already in flight (in this process); False if one was.
 
@@ -650,12 +660,24 @@ class Compactor:
                 return False
             mirror: concurrent.futures.Future[CompactionResult | None] = concurrent.futures.Future()
             mirror.set_running_or_notify_cancel()
-            task = loop.create_task(self.acompact(session_id), name=f"rolling-memory compaction {session_id}")
+            task = loop.create_task(
+                self._delayed_acompact(session_id, state), name=f"rolling-memory compaction {session_id}"
+            )
             self._book.pending[session_id] = mirror
             self._book.tasks[session_id] = task
         mirror.add_done_callback(lambda f: self._settle(session_id, f))
         task.add_done_callback(lambda t: self._task_done(session_id, mirror, t))
         return True
+
+    def _delayed_compact(self, session_id: str, state: SessionState | None) -> CompactionResult | None:
+        if self.start_delay > 0:
+            time.sleep(self.start_delay)
+        return self.compact(session_id, state)
+
+    async def _delayed_acompact(self, session_id: str, state: SessionState | None) -> CompactionResult | None:
+        if self.start_delay > 0:
+            await asyncio.sleep(self.start_delay)
+        return await self.acompact(session_id, state)
 
     def _task_done(
         self,

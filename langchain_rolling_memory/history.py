@@ -424,7 +424,7 @@ class RollingSummaryChatMessageHistory(_StoredHistory):
             state = compactor.load(self.session_id)
         if compactor.due(state) and not compactor.in_backoff(self.session_id):
             if self.background:
-                compactor.schedule(self.session_id)
+                compactor.schedule(self.session_id, state)
             else:
                 result = compactor.compact(self.session_id, state)
                 if result is not None:
@@ -441,7 +441,7 @@ class RollingSummaryChatMessageHistory(_StoredHistory):
             state = await compactor.aload(self.session_id)
         if compactor.due(state) and not compactor.in_backoff(self.session_id):
             if self.background:
-                compactor.aschedule(self.session_id)
+                compactor.aschedule(self.session_id, state)
             else:
                 result = await compactor.acompact(self.session_id, state)
                 if result is not None:
