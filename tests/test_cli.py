@@ -311,3 +311,24 @@ def test_demo_with_a_provider_sends_the_remembered_facts_in_session_2(
     assert "Has a severe peanut allergy" in prompt
     assert "badge" not in prompt  # nothing of session 1's transcript: the facts carried it
     assert any("running summary" in r.wire for r in server.requests), "the provider summarized"
+
+
+def test_replay_of_a_long_file_shows_a_progress_bar_on_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from langchain_rolling_memory import cli
+
+    terminal = io.StringIO()
+    plain = cli._console
+    monkeypatch.setattr(
+        cli,
+        "_console",
+        lambda stderr=False: Console(file=terminal, force_terminal=True, width=100) if stderr else plain(),
+    )
+    assert main(["replay", str(_write_jsonl(tmp_path / "talk.jsonl", 200))]) == 0
+    assert "replaying" in terminal.getvalue()
+    assert "100%" in terminal.getvalue()
