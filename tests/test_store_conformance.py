@@ -276,6 +276,16 @@ class TestFacts:
         assert not store.delete_fact("c1", fact.id)
         assert store.facts("c1") == []
 
+    def test_an_update_over_the_length_limit_is_refused_and_changes_nothing(
+        self, store: RollingStore
+    ) -> None:
+        fact = store.add_fact("c1", "Lives in Lyon")
+        assert fact is not None
+        store.max_fact_chars = 20
+        with pytest.raises(FactError, match="at most 20 characters"):
+            store.update_fact("c1", fact.id, "Lives somewhere with a very long name")
+        assert [f.text for f in store.facts("c1")] == ["Lives in Lyon"]
+
     def test_fact_limits_refuse_and_store_nothing(self, store: RollingStore) -> None:
         store.max_facts = 2
         store.max_fact_chars = 20

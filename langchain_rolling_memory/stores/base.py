@@ -21,6 +21,7 @@ Data model, per backend:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 import uuid
@@ -671,46 +672,29 @@ class RollingStore(ABC):
     async def afacts(self, client_id: str) -> list[Fact]:
         return await self._alist_facts(validate_id(client_id, kind="client_id"))
 
+    def _plan_update(self, fact_id: str, text: str) -> FactPlan:
+        """A plan that rewrites the text of fact `fact_id` (None: no such fact, or filtered)."""
+
+        def plan(existing: list[Fact]) -> Fact | None:
+            for fact in existing:
+                if fact.id == fact_id:
+                    checked = self._check_fact(text, fact.key, fact.source)
+                    if checked is None:
+                        return None
+                    return dataclasses.replace(fact, text=checked[0], updated_at=self._now())
+            return None
+
+        return plan
+
     def update_fact(self, client_id: str, fact_id: str, text: str) -> Fact | None:
-        """Replace the text of one fact; None if the client has no such fact."""
+        """Replace the text of one fact; None if the client has no such fact (or the filter
+        refused the new text). Read and write are one step, as in `add_fact`."""
         validate_id(client_id, kind="client_id")
-        for fact in self._list_facts(client_id):
-            if fact.id == fact_id:
-                checked = self._check_fact(text, fact.key, fact.source)
-                if checked is None:
-                    return None
-                new = Fact(
-                    fact.id,
-                    client_id,
-                    checked[0],
-                    fact.key,
-                    fact.source,
-                    fact.created_at,
-                    self._now(),
-                )
-                self._put_fact(new)
-                return new
-        return None
+        return self._change_facts(client_id, self._plan_update(fact_id, text))[1]
 
     async def aupdate_fact(self, client_id: str, fact_id: str, text: str) -> Fact | None:
         validate_id(client_id, kind="client_id")
-        for fact in await self._alist_facts(client_id):
-            if fact.id == fact_id:
-                checked = self._check_fact(text, fact.key, fact.source)
-                if checked is None:
-                    return None
-                new = Fact(
-                    fact.id,
-                    client_id,
-                    checked[0],
-                    fact.key,
-                    fact.source,
-                    fact.created_at,
-                    self._now(),
-                )
-                await self._aput_fact(new)
-                return new
-        return None
+        return (await self._achange_facts(client_id, self._plan_update(fact_id, text)))[1]
 
     def delete_fact(self, client_id: str, fact_id: str) -> bool:
         """Delete one fact of the client; False if there was none with that id."""
