@@ -211,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     text = (
         "# Overhead of our layer per turn\n\n"
-        f"`python -m benchmarks.overhead{' ' + ' '.join(argv) if argv else ''}` "
+        f"`python -m benchmarks.overhead{_args(argv)}` "
         f"({time.perf_counter() - started:.0f} s; {os.cpu_count()} CPUs shared with other work)\n\n"
         "A turn: build the history (a factory does, at every call), read `.messages`, `add_messages("
         "[user, reply])`. *Floor*: the same backend's primitives alone, one tail read (`_read`) and one "
@@ -226,6 +226,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "overhead.md").write_text(text, encoding="utf-8")
     return 0
+
+
+def _args(argv: Sequence[str] | None) -> str:
+    """The command-line arguments as typed, for the reproduce line of the results."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    return " " + " ".join(given) if given else ""
 
 
 if __name__ == "__main__":

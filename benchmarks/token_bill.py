@@ -383,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(sections[-1], flush=True)
     intro = (
         "# Token bill per memory strategy\n\n"
-        f"`python -m benchmarks.token_bill{' ' + ' '.join(argv) if argv else ''}` "
+        f"`python -m benchmarks.token_bill{_args(argv)}` "
         f"({time.perf_counter() - started:.0f} s)\n\n"
         "Every strategy sees the same requests: the system prompt, the memory's view, the user's "
         "messages; the recorded LoCoMo reply is then stored. One fake summarizer for all, a chat model "
@@ -404,6 +404,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         plot(results, args.out / "token_bill.png")
         print(f"wrote {args.out / 'token_bill.md'} and token_bill.png", file=sys.stderr)
     return 0
+
+
+def _args(argv: Sequence[str] | None) -> str:
+    """The command-line arguments as typed, for the reproduce line of the results."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    return " " + " ".join(given) if given else ""
 
 
 if __name__ == "__main__":

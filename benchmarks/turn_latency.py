@@ -371,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{backend}: could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
     text = (
         "# User-visible turn latency with a 500 ms summarizer\n\n"
-        f"`python -m benchmarks.turn_latency{' ' + ' '.join(argv) if argv else ''}` "
+        f"`python -m benchmarks.turn_latency{_args(argv)}` "
         f"({time.perf_counter() - started:.0f} s; {os.cpu_count()} CPUs shared with other work)\n\n"
         f"{args.turns} timed turns per mode after {WARM_UP} warm-up turns, user lines from LoCoMo "
         f"conversation 26; the modes take turns (turn i of each mode, then turn i+1) so that the shared "
@@ -392,6 +392,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         (args.out / "turn_latency.md").write_text(text, encoding="utf-8")
         plot(runs, args.out / "turn_latency.png")
     return 0
+
+
+def _args(argv: Sequence[str] | None) -> str:
+    """The command-line arguments as typed, for the reproduce line of the results."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    return " " + " ".join(given) if given else ""
 
 
 if __name__ == "__main__":
