@@ -49,9 +49,9 @@ from langchain_rolling_memory.engine import Compactor, ErrorCallback, SessionSta
 from langchain_rolling_memory.extractor import FactExtractor  # noqa: E402
 from langchain_rolling_memory.facts import memory_block  # noqa: E402
 from langchain_rolling_memory.ids import validate_id  # noqa: E402
-from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens  # noqa: E402
+from langchain_rolling_memory.policy import TokenCounter, count_tokens  # noqa: E402
 from langchain_rolling_memory.stores.base import Fact, RollingStore  # noqa: E402
-from langchain_rolling_memory.summarizers.base import SummarizerLike, as_summarizer  # noqa: E402
+from langchain_rolling_memory.summarizers.base import SummarizerLike  # noqa: E402
 from langchain_rolling_memory.usage import SummaryUsage  # noqa: E402
 
 if TYPE_CHECKING:  # where these live moved between langchain / langgraph 1.x releases
@@ -163,19 +163,17 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             if summarizer is None:
                 msg = "RollingMemoryMiddleware needs summarizer= (a function, a chat model or a Summarizer)"
                 raise TypeError(msg)
-            policy = FoldPolicy(
+            compactor = Compactor.build(
+                store,
+                summarizer,
                 max_turns=max_turns,
                 keep_last=keep_last,
                 max_tokens=max_tokens,
                 keep_tokens=keep_tokens,
                 hard_cap=hard_cap,
-            )
-            compactor = Compactor(
-                store,
-                as_summarizer(summarizer, language=language, max_words=max_words),
-                policy,
-                token_counter=token_counter,
+                language=language,
                 max_words=max_words,
+                token_counter=token_counter,
                 timeout=timeout,
                 on_error=on_error,
                 on_compaction=_listener(extractor, store, compactor_options.pop("on_compaction", None)),

@@ -31,7 +31,13 @@ from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens, tool_safe_cut
 from langchain_rolling_memory.prompts import clean_summary
 from langchain_rolling_memory.stores.base import RollingStore, StoredMessage, SummaryRecord
-from langchain_rolling_memory.summarizers.base import Summarizer, SummaryResult, run_coroutine_sync
+from langchain_rolling_memory.summarizers.base import (
+    Summarizer,
+    SummarizerLike,
+    SummaryResult,
+    as_summarizer,
+    run_coroutine_sync,
+)
 from langchain_rolling_memory.topics import (
     META_SECTIONS,
     TopicDetector,
@@ -263,6 +269,36 @@ class Compactor:
         self.start_delay = start_delay
         self.owner = _owner()
         self._book = _book(store)
+
+    @classmethod
+    def build(
+        cls,
+        store: RollingStore,
+        summarizer: SummarizerLike,
+        *,
+        max_turns: int | None = 12,
+        keep_last: int = 6,
+        max_tokens: int | None = None,
+        keep_tokens: int | None = None,
+        hard_cap: int | None = None,
+        language: str = "en",
+        max_words: int = 120,
+        **options: Any,
+    ) -> Compactor:
+        """A compactor from the flat settings the histories and the agent middleware take.
+
+        `summarizer` is anything `as_summarizer` accepts; `language` and `max_words` shape its
+        prompt (for chat models) and the cleaning of every summary; `options` go to `Compactor`.
+        """
+        policy = FoldPolicy(
+            max_turns=max_turns,
+            keep_last=keep_last,
+            max_tokens=max_tokens,
+            keep_tokens=keep_tokens,
+            hard_cap=hard_cap,
+        )
+        chosen = as_summarizer(summarizer, language=language, max_words=max_words)
+        return cls(store, chosen, policy, max_words=max_words, **options)
 
     # ------------------------------------------------------------------ reading
 

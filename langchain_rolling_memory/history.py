@@ -18,10 +18,10 @@ from langchain_core.messages import BaseMessage
 from langchain_rolling_memory.engine import Compactor, ErrorCallback, SessionState
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.ids import validate_id
-from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, WindowPolicy, count_tokens
+from langchain_rolling_memory.policy import TokenCounter, WindowPolicy, count_tokens
 from langchain_rolling_memory.stores.base import RollingStore, StoredMessage
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
-from langchain_rolling_memory.summarizers.base import SummarizerLike, as_summarizer
+from langchain_rolling_memory.summarizers.base import SummarizerLike
 from langchain_rolling_memory.topics import TopicDetector, topic_labels
 from langchain_rolling_memory.usage import SummaryUsage
 
@@ -354,19 +354,17 @@ class RollingSummaryChatMessageHistory(_StoredHistory):
             if summarizer is None:
                 msg = "RollingSummaryChatMessageHistory needs summarizer= (a function, a chat model or a Summarizer)"
                 raise TypeError(msg)
-            policy = FoldPolicy(
+            compactor = Compactor.build(
+                self.store,
+                summarizer,
                 max_turns=max_turns,
                 keep_last=keep_last,
                 max_tokens=max_tokens,
                 keep_tokens=keep_tokens,
                 hard_cap=hard_cap,
-            )
-            compactor = Compactor(
-                self.store,
-                as_summarizer(summarizer, language=language, max_words=max_words),
-                policy,
-                token_counter=token_counter,
+                language=language,
                 max_words=max_words,
+                token_counter=token_counter,
                 timeout=timeout,
                 on_error=on_error,
                 topic_detector=topic_detector,
