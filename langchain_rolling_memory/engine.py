@@ -581,15 +581,7 @@ class Compactor:
             self._drop_orphan(session_id)
             return None
         self._succeed(session_id)
-        done = CompactionResult(
-            session_id,
-            len(batch),
-            batch[-1].seq,
-            state.version + 1,
-            text,
-            tuple(m.message for m in batch),
-            meta,
-        )
+        done = _result(session_id, state, batch, text, meta)
         self._notify(done)
         return done
 
@@ -640,15 +632,7 @@ class Compactor:
             await self._adrop_orphan(session_id)
             return None
         self._succeed(session_id)
-        done = CompactionResult(
-            session_id,
-            len(batch),
-            batch[-1].seq,
-            state.version + 1,
-            text,
-            tuple(m.message for m in batch),
-            meta,
-        )
+        done = _result(session_id, state, batch, text, meta)
         await self._anotify(done)
         return done
 
@@ -787,3 +771,18 @@ def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
         return asyncio.get_running_loop() is loop
     except RuntimeError:
         return False
+
+
+def _result(
+    session_id: str, state: SessionState, batch: list[StoredMessage], text: str, meta: dict[str, Any]
+) -> CompactionResult:
+    """The record of a compaction installed on top of `state` (one version later)."""
+    return CompactionResult(
+        session_id,
+        len(batch),
+        batch[-1].seq,
+        state.version + 1,
+        text,
+        tuple(m.message for m in batch),
+        meta,
+    )
