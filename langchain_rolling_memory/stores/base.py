@@ -1,8 +1,8 @@
 """The storage contract every backend keeps, and the shared logic on top of it.
 
-Owns: the records (`StoredMessage`, `SummaryRecord`, `Fact`, `SessionInfo`), id
-validation at the boundary, message serialization, fact rules (dedup, keyed replacement,
-limits, filter) and export. Does not own any I/O: a backend implements the small
+Owns: id validation at the boundary, message serialization, fact rules (dedup, keyed
+replacement, limits, filter) and the public API with its async twins; the records live in
+`records.py` and the export's JSON shape in `export.py`. Does not own any I/O: a backend implements the small
 ``_primitive`` methods below (sync, and async where its driver is natively async; the
 defaults run the sync primitive in a worker thread so the event loop never blocks).
 
@@ -27,14 +27,25 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from langchain_core.messages import BaseMessage, message_to_dict
+from langchain_core.messages import BaseMessage
 
 from langchain_rolling_memory.errors import ConfigurationError, FactError
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.serde import dumps_message, loads_message
+from langchain_rolling_memory.stores.export import client_export, session_export
+from langchain_rolling_memory.stores.records import (
+    FACT_SOURCES,
+    Fact,
+    FactFilter,
+    FactPlan,
+    FactSource,
+    Row,
+    SessionInfo,
+    StoredMessage,
+    SummaryRecord,
+)
 from langchain_rolling_memory.usage import SummaryUsage
 
 __all__ = [
@@ -42,8 +53,10 @@ __all__ = [
     "SCHEMA_VERSION",
     "Fact",
     "FactFilter",
+    "FactPlan",
     "FactSource",
     "RollingStore",
+    "Row",
     "SessionInfo",
     "StoredMessage",
     "SummaryRecord",
@@ -53,71 +66,7 @@ __all__ = [
 SCHEMA_VERSION = 1
 """Version of the data layout; a store written by a newer version is refused."""
 
-FactSource = Literal["code", "tool", "extractor"]
-FACT_SOURCES: tuple[str, ...] = ("code", "tool", "extractor")
-
-FactFilter = Callable[[str, "str | None"], "str | None"]
-"""``(text, key) -> text to store, or None to refuse the fact`` (e.g. to drop health data)."""
-
 _T = TypeVar("_T")
-
-FactPlan = Callable[[list["Fact"]], "Fact | None"]
-"""Given a client's facts, the fact to write (new or replacing one), or None."""
-
-Row = tuple[int, str, "int | None"]
-"""A transcript row as backends return it: ``(seq, message_json, tokens)``."""
-
-
-@dataclass(frozen=True)
-class StoredMessage:
-    """One transcript message with its sequence number and the token count stored with it."""
-
-    seq: int
-    message: BaseMessage
-    tokens: int | None = None
-
-
-@dataclass(frozen=True)
-class SummaryRecord:
-    """The rolling summary of one session.
-
-    Attributes:
-        text: the summary text (already cleaned).
-        covered_seq: the last transcript `seq` folded into `text`.
-        version: incremented at each install; the compare-and-swap key.
-        meta: free JSON (usage accounting, topic sections...).
-        updated_at: wall-clock seconds of the last install.
-    """
-
-    text: str
-    covered_seq: int
-    version: int
-    meta: dict[str, Any] = field(default_factory=dict)
-    updated_at: float = 0.0
-
-
-@dataclass(frozen=True)
-class SessionInfo:
-    session_id: str
-    client_id: str | None
-    created_at: float
-    updated_at: float
-
-
-@dataclass(frozen=True)
-class Fact:
-    """A durable fact about one client."""
-
-    id: str
-    client_id: str
-    text: str
-    key: str | None
-    source: str
-    created_at: float
-    updated_at: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _normalize_fact_text(text: object) -> str:
@@ -718,28 +667,28 @@ class RollingStore(ABC):
         sessions = []
         for session_id in self._list_sessions(client_id):
             sessions.append(
-                _session_export(
+                session_export(
                     self._get_session(session_id),
                     self._get_summary(session_id),
                     self._get_state(session_id),
                     self._decode(self._read(session_id, 0, None, True)),
                 )
             )
-        return _client_export(client_id, self._list_facts(client_id), sessions, self._now())
+        return client_export(client_id, self._list_facts(client_id), sessions, self._now())
 
     async def aexport(self, client_id: str) -> dict[str, Any]:
         validate_id(client_id, kind="client_id")
         sessions = []
         for session_id in await self._alist_sessions(client_id):
             sessions.append(
-                _session_export(
+                session_export(
                     await self._aget_session(session_id),
                     await self._aget_summary(session_id),
                     await self._aget_state(session_id),
                     self._decode(await self._aread(session_id, 0, None, True)),
                 )
             )
-        return _client_export(client_id, await self._alist_facts(client_id), sessions, self._now())
+        return client_export(client_id, await self._alist_facts(client_id), sessions, self._now())
 
 
 def _check_limit(limit: int | None) -> None:
@@ -764,35 +713,6 @@ def _find(existing: list[Fact], text: str, key: str | None) -> Fact | None:
         if (key is not None and fact.key == key) or fact.text.casefold() == text.casefold():
             return fact
     return None
-
-
-def _session_export(
-    info: SessionInfo | None,
-    summary: SummaryRecord | None,
-    state: str | None,
-    messages: list[StoredMessage],
-) -> dict[str, Any]:
-    return {
-        "session_id": info.session_id if info else None,
-        "created_at": info.created_at if info else None,
-        "updated_at": info.updated_at if info else None,
-        "summary": asdict(summary) if summary else None,
-        "state": json.loads(state) if state else {},
-        "transcript": [
-            {"seq": m.seq, "tokens": m.tokens, "message": message_to_dict(m.message)} for m in messages
-        ],
-    }
-
-
-def _client_export(
-    client_id: str, facts: list[Fact], sessions: list[dict[str, Any]], now: float
-) -> dict[str, Any]:
-    return {
-        "client_id": client_id,
-        "exported_at": now,
-        "facts": [f.to_dict() for f in facts],
-        "sessions": sessions,
-    }
 
 
 def split_prefix(url: str) -> tuple[str, str | None]:

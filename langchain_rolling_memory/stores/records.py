@@ -1,0 +1,85 @@
+"""The records a store reads and writes (messages, summaries, sessions, facts); no logic."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from langchain_core.messages import BaseMessage
+
+__all__ = [
+    "FACT_SOURCES",
+    "Fact",
+    "FactFilter",
+    "FactPlan",
+    "FactSource",
+    "Row",
+    "SessionInfo",
+    "StoredMessage",
+    "SummaryRecord",
+]
+
+FactSource = Literal["code", "tool", "extractor"]
+FACT_SOURCES: tuple[str, ...] = ("code", "tool", "extractor")
+
+FactFilter = Callable[[str, "str | None"], "str | None"]
+"""``(text, key) -> text to store, or None to refuse the fact`` (e.g. to drop health data)."""
+
+FactPlan = Callable[[list["Fact"]], "Fact | None"]
+"""Given a client's facts, the fact to write (new or replacing one), or None."""
+
+Row = tuple[int, str, "int | None"]
+"""A transcript row as backends return it: ``(seq, message_json, tokens)``."""
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """One transcript message with its sequence number and the token count stored with it."""
+
+    seq: int
+    message: BaseMessage
+    tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class SummaryRecord:
+    """The rolling summary of one session.
+
+    Attributes:
+        text: the summary text (already cleaned).
+        covered_seq: the last transcript `seq` folded into `text`.
+        version: incremented at each install; the compare-and-swap key.
+        meta: free JSON (usage accounting, topic sections...).
+        updated_at: wall-clock seconds of the last install.
+    """
+
+    text: str
+    covered_seq: int
+    version: int
+    meta: dict[str, Any] = field(default_factory=dict)
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    session_id: str
+    client_id: str | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A durable fact about one client."""
+
+    id: str
+    client_id: str
+    text: str
+    key: str | None
+    source: str
+    created_at: float
+    updated_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
