@@ -30,6 +30,7 @@ from langchain_rolling_memory.background import call_with_timeout, workers
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens, tool_safe_cut
 from langchain_rolling_memory.prompts import clean_summary
+from langchain_rolling_memory.serde import dumps_message
 from langchain_rolling_memory.stores.base import RollingStore, StoredMessage, SummaryRecord
 from langchain_rolling_memory.summarizers.base import (
     Summarizer,
@@ -471,20 +472,40 @@ class Compactor:
         with self._book.lock:
             self._book.failures.pop(session_id, None)
 
-    # The session was erased (forget, clear_session, purge) while its summary was being
-    # written: the summary just installed would outlive the erasure, unowned and beyond the
-    # reach of `forget`. Erase it too.
-    def _drop_orphan(self, session_id: str) -> None:
-        logger.warning(
-            "rolling memory: session %r was erased during its compaction; dropping the summary", session_id
-        )
-        self.store.clear_session(session_id)
+    # The session was erased (forget, clear_session, purge), and perhaps refilled, while its
+    # summary was being written: sequence numbers restart after an erasure, so the summary
+    # just installed may speak of erased messages or hide new ones. `_installed_on` tells by
+    # the last folded message; `_retract` undoes the install without touching any message.
 
-    async def _adrop_orphan(self, session_id: str) -> None:
+    @staticmethod
+    def _installed_on(batch: list[StoredMessage], rows: list[StoredMessage]) -> bool:
+        """True if the transcript still holds the last folded message at its seq."""
+        last = batch[-1]
+        return (
+            bool(rows)
+            and rows[0].seq == last.seq
+            and dumps_message(rows[0].message) == dumps_message(last.message)
+        )
+
+    def _retract(self, session_id: str, version: int) -> None:
         logger.warning(
             "rolling memory: session %r was erased during its compaction; dropping the summary", session_id
         )
-        await self.store.aclear_session(session_id)
+        if self.store.last_seq(session_id) == 0:
+            self.store.clear_session(session_id)  # nothing left: remove the orphan summary row too
+        else:
+            self.store.install_summary(session_id, "", covered_seq=0, expected_version=version, meta={})
+
+    async def _aretract(self, session_id: str, version: int) -> None:
+        logger.warning(
+            "rolling memory: session %r was erased during its compaction; dropping the summary", session_id
+        )
+        if await self.store.alast_seq(session_id) == 0:
+            await self.store.aclear_session(session_id)
+        else:
+            await self.store.ainstall_summary(
+                session_id, "", covered_seq=0, expected_version=version, meta={}
+            )
 
     def _notify(self, result: CompactionResult) -> None:
         listener = self.on_compaction
@@ -544,7 +565,11 @@ class Compactor:
         state = state if state is not None else self.load(session_id)
         if not self._begin(session_id, state, force):
             return None
-        if not self.store.claim(session_id, self.owner, self.lease_ttl):
+        try:
+            if not self.store.claim(session_id, self.owner, self.lease_ttl):
+                return None
+        except Exception as exc:  # a store outage must not escape add_messages after the append
+            self._fail(session_id, exc)
             return None
         try:
             # Re-read under the lease: another process may have folded these messages already.
@@ -567,6 +592,12 @@ class Compactor:
                 expected_version=state.version,
                 meta=meta,
             )
+            if not installed:
+                return None
+            check = self.store.read(session_id, after_seq=batch[-1].seq - 1, limit=1, newest=False)
+            if not self._installed_on(batch, check):
+                self._retract(session_id, state.version + 1)
+                return None
         except Exception as exc:
             self._fail(session_id, exc)
             return None
@@ -575,11 +606,6 @@ class Compactor:
                 self.store.release(session_id, self.owner)
             except Exception:
                 logger.exception("rolling memory: could not release the lease of %r", session_id)
-        if not installed:
-            return None
-        if self.store.last_seq(session_id) < batch[-1].seq:
-            self._drop_orphan(session_id)
-            return None
         self._succeed(session_id)
         done = _result(session_id, state, batch, text, meta)
         self._notify(done)
@@ -592,7 +618,11 @@ class Compactor:
         state = state if state is not None else await self.aload(session_id)
         if not self._begin(session_id, state, force):
             return None
-        if not await self.store.aclaim(session_id, self.owner, self.lease_ttl):
+        try:
+            if not await self.store.aclaim(session_id, self.owner, self.lease_ttl):
+                return None
+        except Exception as exc:
+            self._fail(session_id, exc)
             return None
         try:
             state = self._fresh(state, await self.store.asummary(session_id)) or await self.aload(session_id)
@@ -618,6 +648,12 @@ class Compactor:
                 expected_version=state.version,
                 meta=meta,
             )
+            if not installed:
+                return None
+            check = await self.store.aread(session_id, after_seq=batch[-1].seq - 1, limit=1, newest=False)
+            if not self._installed_on(batch, check):
+                await self._aretract(session_id, state.version + 1)
+                return None
         except Exception as exc:
             self._fail(session_id, exc)
             return None
@@ -626,11 +662,6 @@ class Compactor:
                 await self.store.arelease(session_id, self.owner)
             except Exception:
                 logger.exception("rolling memory: could not release the lease of %r", session_id)
-        if not installed:
-            return None
-        if await self.store.alast_seq(session_id) < batch[-1].seq:
-            await self._adrop_orphan(session_id)
-            return None
         self._succeed(session_id)
         done = _result(session_id, state, batch, text, meta)
         await self._anotify(done)

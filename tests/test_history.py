@@ -22,6 +22,7 @@ from langchain_rolling_memory import (
     WindowedChatMessageHistory,
     open_store,
 )
+from langchain_rolling_memory.errors import StoreError
 from langchain_rolling_memory.stores import RollingStore
 
 
@@ -491,3 +492,67 @@ def test_open_store_refuses_unknown_urls() -> None:
         open_store("mongodb://x")
     with pytest.raises(ConfigurationError, match="looks like"):
         open_store("memory.db")
+
+
+# ---------------------------------------------------------------- erasure during a compaction
+
+
+@pytest.mark.parametrize("refill", [2, 6], ids=["refilled-shorter", "refilled-longer"])
+def test_a_session_cleared_and_refilled_during_its_compaction_keeps_the_new_messages(
+    store: RollingStore, refill: int
+) -> None:
+    def summarize(previous: str, messages: Sequence[BaseMessage]) -> str:
+        # While the summary is written, the session is cleared and gets new messages.
+        store.clear_session("race")
+        store.append("race", [HumanMessage(f"new-{i}") for i in range(refill)])
+        return "summary of erased messages"
+
+    history = RollingSummaryChatMessageHistory(
+        "race", summarizer=summarize, store=store, max_turns=4, keep_last=2
+    )
+    history.add_messages([HumanMessage(f"old-{i}") for i in range(5)])
+    assert texts(store.transcript("race")) == [f"new-{i}" for i in range(refill)]
+    fresh = RollingSummaryChatMessageHistory(
+        "race", summarizer=summarize, store=store, max_turns=40, keep_last=2
+    )
+    assert fresh.summary == ""
+    assert texts(fresh.messages) == [f"new-{i}" for i in range(refill)]
+
+
+async def test_an_async_compaction_retracts_a_summary_of_erased_messages(store: RollingStore) -> None:
+    async def summarize(previous: str, messages: Sequence[BaseMessage]) -> str:
+        await store.aclear_session("arace")
+        await store.aappend("arace", [HumanMessage(f"new-{i}") for i in range(6)])
+        return "summary of erased messages"
+
+    history = RollingSummaryChatMessageHistory(
+        "arace", summarizer=summarize, store=store, max_turns=4, keep_last=2
+    )
+    await history.aadd_messages([HumanMessage(f"old-{i}") for i in range(5)])
+    assert await history.asummary() == ""
+    assert len(await store.atranscript("arace")) == 6
+
+
+def test_a_store_outage_while_taking_the_lease_does_not_escape_add_messages(store: RollingStore) -> None:
+    errors: list[BaseException] = []
+    history = RollingSummaryChatMessageHistory(
+        "outage",
+        summarizer=RecordingSummarizer(),
+        store=store,
+        max_turns=4,
+        keep_last=2,
+        on_error=lambda sid, exc: errors.append(exc),
+    )
+
+    def down(*args: object) -> bool:
+        raise StoreError("lease table unreachable")
+
+    original = store._claim
+    store._claim = down  # type: ignore[method-assign]
+    try:
+        history.add_messages([HumanMessage(f"m{i}") for i in range(5)])
+    finally:
+        store._claim = original  # type: ignore[method-assign]
+    assert len(store.transcript("outage")) == 5
+    assert isinstance(errors[0], StoreError)
+    assert history.summary == ""
