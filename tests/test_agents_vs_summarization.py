@@ -94,6 +94,7 @@ def test_both_keep_tool_calls_with_their_results_in_every_model_request(theirs: 
 
 def test_both_send_the_current_question_in_every_model_request(theirs: Any, ours: Any) -> None:
     for model in (theirs[0], ours[0]):
+        assert model.requests, "each agent must have called its model"
         for request in model.requests:
             last_human = [m.text for m in request if isinstance(m, HumanMessage)][-1]
             assert last_human.startswith("Question ")

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -83,7 +87,21 @@ def test_is_deterministic() -> None:
         HumanMessage("I'm Bruno, I prefer emails. My order is 778."),
         AIMessage("I will email you the invoice for order 778."),
     ]
-    assert _summary(messages) == _summary(messages)
+    first = _summary(messages)
+    assert first == _summary(messages)
+    # The same input in fresh interpreters with other hash seeds: no set or dict order leaks in.
+    code = (
+        "from langchain_core.messages import AIMessage, HumanMessage\n"
+        "from langchain_rolling_memory import extractive_summarizer\n"
+        "s = extractive_summarizer()\n"
+        f"print(s.summarize('', [HumanMessage({messages[0].text!r}), AIMessage({messages[1].text!r})]).text)\n"
+    )
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+        )
+        assert out.stdout.strip() == first
 
 
 def test_french_labels_and_cues() -> None:

@@ -31,6 +31,7 @@ HOSTILE_IDS = {
 @pytest.mark.parametrize("bad", HOSTILE_IDS.values(), ids=HOSTILE_IDS.keys())
 def test_a_hostile_client_id_raises_value_error_and_writes_nothing(store: RollingStore, bad: str) -> None:
     before = raw_dump(store)
+    assert before is not None, f"raw_dump does not know {type(store).__name__}"
     with pytest.raises(InvalidIdError):
         store.add_fact(bad, "Likes tea")
     with pytest.raises(ValueError, match="client_id"):

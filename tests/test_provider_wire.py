@@ -258,6 +258,7 @@ def test_summarizer_requests_carry_previous_summary_and_exactly_the_folded_messa
 
 
 def test_summarizer_request_sends_its_instructions_as_the_system_turn(conversation: Conversation) -> None:
+    assert conversation.summary_requests, "the scripted conversation must compact"
     for request in conversation.summary_requests:
         turns = request.turns()
         assert turns[0][0] == "system"
