@@ -142,6 +142,17 @@ def _plan(changes: FactChanges, aliases: dict[str, Fact], store: RollingStore) -
     if set(deletes) & {i for i, _ in updates}:
         msg = "the reply both updates and deletes the same fact"
         raise ValueError(msg)
+    # Adds that neither replace a keyed fact nor repeat one grow the count: refuse the whole
+    # reply up front rather than apply its deletes and updates, then stop at the limit.
+    keys = {f.key for f in aliases.values() if f.key}
+    known = {f.text.casefold() for f in aliases.values()}
+    fresh = {(t.casefold(), k) for t, k in adds if not (k and k in keys) and t.casefold() not in known}
+    if len(aliases) - len(set(deletes)) + len(fresh) > store.max_facts:
+        msg = (
+            f"the reply would leave {len(aliases) - len(set(deletes)) + len(fresh)} facts "
+            f"(max_facts={store.max_facts})"
+        )
+        raise ValueError(msg)
     return _Plan(deletes, updates, adds)
 
 

@@ -253,3 +253,20 @@ def test_an_unbound_extractor_is_a_configuration_error(store: RollingStore) -> N
 def test_an_extractor_needs_a_chat_model() -> None:
     with pytest.raises(ConfigurationError, match="chat model"):
         FactExtractor(lambda messages: "{}")  # type: ignore[arg-type]
+
+
+def test_a_reply_that_would_pass_max_facts_changes_nothing(store: RollingStore) -> None:
+    store.max_facts = 2
+    store.add_fact("client-a", "Works in the Sales team", key="team")
+    store.add_fact("client-a", "Prefers email")
+    model = recording_model(
+        [
+            reply(
+                update=[{"id": "f1", "text": "Works in the Logistics team"}],
+                add=[{"text": "Delivers on Saturdays"}],
+            )
+        ]
+    )
+    result = extract_facts(model, store, "client-a", CONVERSATION)
+    assert result.error is not None and "max_facts=2" in result.error
+    assert [t for _, t, _ in texts(store)] == ["Works in the Sales team", "Prefers email"]
