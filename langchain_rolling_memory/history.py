@@ -220,11 +220,27 @@ class WindowedChatMessageHistory(_StoredHistory):
     def _limit(self) -> int:
         return self.policy.max_messages if self.policy.max_messages is not None else self._PAGE
 
-    def _enough(self, rows: list[StoredMessage], fetched: int, limit: int) -> bool:
-        """True once the rows read cover the window (or the session has no more)."""
-        if fetched < limit or self.policy.max_messages is not None:
-            return True
-        return sum(self._counts_of(rows)) > (self.policy.max_tokens or 0)
+    def _older(self, rows: list[StoredMessage]) -> tuple[int, int] | None:
+        """``(after_seq, limit)`` of the page just before `rows`, or None once `rows` cover the
+        window: a count window is one read; a token-only window needs more tokens than its
+        budget, or the whole transcript. Seqs are gap-free, so a page is addressed by seq."""
+        if self.policy.max_messages is not None or not rows or rows[0].seq <= 1:
+            return None
+        if sum(self._counts_of(rows)) > (self.policy.max_tokens or 0):
+            return None
+        size = min(self._PAGE, rows[0].seq - 1)
+        return rows[0].seq - 1 - size, size
+
+    def _trim(self, rows: list[StoredMessage]) -> list[StoredMessage]:
+        """The shortest suffix of `rows` that a fresh read would cut the same window from."""
+        if self.policy.max_messages is not None:
+            return rows[-self.policy.max_messages :]
+        counts, budget = self._counts_of(rows), self.policy.max_tokens or 0
+        total, start = sum(counts), 0
+        while start < len(rows) and total - counts[start] > budget:
+            total -= counts[start]
+            start += 1
+        return rows[start:]
 
     def _cut(self, rows: list[StoredMessage]) -> list[BaseMessage]:
         messages = [r.message for r in rows]
@@ -232,42 +248,32 @@ class WindowedChatMessageHistory(_StoredHistory):
         return messages[self.policy.cut(messages, counts) :]
 
     def _load_view(self) -> list[BaseMessage]:
-        limit = self._limit()
-        rows = self.store.read(self.session_id, limit=limit)
-        fetched = len(rows)
-        while not self._enough(rows, fetched, limit) and rows:
-            older = self.store.read(self.session_id, limit=limit + len(rows))
-            fetched = len(older) - len(rows)
-            rows = older
-        self._rows = rows
-        return self._cut(rows)
+        rows = self.store.read(self.session_id, limit=self._limit())
+        while (page := self._older(rows)) is not None:
+            rows = self.store.read(self.session_id, after_seq=page[0], limit=page[1], newest=False) + rows
+        self._rows = self._trim(rows)
+        return self._cut(self._rows)
 
     async def _aload_view(self) -> list[BaseMessage]:
-        limit = self._limit()
-        rows = await self.store.aread(self.session_id, limit=limit)
-        fetched = len(rows)
-        while not self._enough(rows, fetched, limit) and rows:
-            older = await self.store.aread(self.session_id, limit=limit + len(rows))
-            fetched = len(older) - len(rows)
-            rows = older
-        self._rows = rows
-        return self._cut(rows)
+        rows = await self.store.aread(self.session_id, limit=self._limit())
+        while (page := self._older(rows)) is not None:
+            rows = (
+                await self.store.aread(self.session_id, after_seq=page[0], limit=page[1], newest=False) + rows
+            )
+        self._rows = self._trim(rows)
+        return self._cut(self._rows)
 
     def _extended(self, appended: list[StoredMessage]) -> list[BaseMessage] | None:
         """The window after `appended`, from the rows already read, when it equals a fresh read.
 
-        A fresh read starts with the last `limit` rows: those are the last `limit` of the rows
-        already read plus the new ones, unless another writer's rows sit in between (then
-        None: reload). Rows shorter than `limit` are the whole transcript, by induction.
+        The rows kept after a read cover the window (see `_older`); with the new rows after
+        them they still do, unless another writer's rows sit in between (then None: reload).
         """
-        rows, limit = self._rows, self._limit()
+        rows = self._rows
         if rows is None or not appended or appended[0].seq != (rows[-1].seq if rows else 0) + 1:
             return None
-        candidate = [*rows, *appended][-limit:]
-        if not self._enough(candidate, len(candidate), limit):
-            return None
-        self._rows = candidate
-        return self._cut(candidate)
+        self._rows = self._trim([*rows, *appended])
+        return self._cut(self._rows)
 
     def _after_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
         view = self._extended(appended)

@@ -10,6 +10,7 @@ import textwrap
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.language_models import GenericFakeChatModel
@@ -556,3 +557,34 @@ def test_a_store_outage_while_taking_the_lease_does_not_escape_add_messages(stor
     assert len(store.transcript("outage")) == 5
     assert isinstance(errors[0], StoreError)
     assert history.summary == ""
+
+
+def test_a_token_window_reads_each_row_it_needs_once(
+    store: RollingStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Paged(WindowedChatMessageHistory):
+        _PAGE = 5
+
+    def make() -> Paged:
+        return Paged(
+            "paged", store=store, max_messages=None, max_tokens=195, token_counter=lambda m: 10 * len(m)
+        )
+
+    make().add_messages([HumanMessage(f"m{i}") for i in range(100)])
+    rows_read: list[int] = []
+    original = store._read
+
+    def counting(*args: Any) -> Any:
+        rows = original(*args)
+        rows_read.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(store, "_read", counting)
+    history = make()
+    assert texts(history.messages) == [f"m{i}" for i in range(81, 100)]  # 19 x 10 tokens fit in 195
+    assert sum(rows_read) <= 20 + 5  # the 20 rows that cover the budget, at most one page more
+    rows_read.clear()
+    history.add_messages([HumanMessage("m100")])
+    assert rows_read == []  # the same object extends what it read: no read at all
+    assert texts(history.messages)[-1] == "m100"
+    assert texts(history.messages) == texts(make().messages)
