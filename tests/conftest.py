@@ -7,6 +7,7 @@ unreachable server fails them; elsewhere they are skipped with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -25,6 +26,18 @@ def server_unavailable(kind: str, reason: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(text + " (CI is set: the servers must run; .ci/run starts them)")
     pytest.skip(text)
+
+
+@contextlib.asynccontextmanager
+async def disposing(backend: RollingStore) -> AsyncIterator[RollingStore]:
+    """Close the store's connections, then wipe what the test wrote (even if closing fails)."""
+    try:
+        yield backend
+    finally:
+        try:
+            await backend.aclose()
+        finally:
+            wipe(backend)
 
 
 def unique_prefix() -> str:
@@ -95,26 +108,16 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     on the loop that opened them, before pytest-asyncio closes it.
     """
     backend = STORE_FACTORIES[request.param](tmp_path)
-    try:
+    async with disposing(backend):
         yield backend
-    finally:
-        try:
-            await backend.aclose()
-        finally:
-            wipe(backend)
 
 
 @pytest.fixture(params=["postgres", "redis", "sqlite"])
 async def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[RollingStore]:
     """An empty store of each backend several processes can open at once (by URL)."""
     backend = STORE_FACTORIES[request.param](tmp_path)
-    try:
+    async with disposing(backend):
         yield backend
-    finally:
-        try:
-            await backend.aclose()
-        finally:
-            wipe(backend)
 
 
 @pytest.fixture
@@ -128,13 +131,8 @@ async def pg_store(tmp_path: Path) -> AsyncIterator[tuple[RollingStore, str]]:
     backend = PostgresRollingStore.from_url(
         f"{POSTGRES_URL}{sep}application_name={name}", table_prefix=unique_prefix(), pool_size=2
     )
-    try:
+    async with disposing(backend):
         yield backend, name
-    finally:
-        try:
-            await backend.aclose()
-        finally:
-            wipe(backend)
 
 
 @pytest.fixture
@@ -147,13 +145,8 @@ async def redis_store(tmp_path: Path) -> AsyncIterator[tuple[RollingStore, str]]
     backend = RedisRollingStore.from_url(
         REDIS_URL, key_prefix=unique_prefix(), client_kwargs={"client_name": name}
     )
-    try:
+    async with disposing(backend):
         yield backend, name
-    finally:
-        try:
-            await backend.aclose()
-        finally:
-            wipe(backend)
 
 
 @pytest.fixture(params=["postgres", "redis"])
