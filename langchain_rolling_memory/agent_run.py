@@ -18,7 +18,8 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
 from langchain_rolling_memory.ids import validate_id
-from langchain_rolling_memory.stores.base import RollingStore, SessionInfo, StoredMessage
+from langchain_rolling_memory.records import SessionInfo, StoredMessage
+from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.tools import forget_fact_tool, remember_tool, session_state_tool
 
 __all__ = [

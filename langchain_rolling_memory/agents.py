@@ -50,7 +50,8 @@ from langchain_rolling_memory.extractor import FactExtractor  # noqa: E402
 from langchain_rolling_memory.facts import memory_block  # noqa: E402
 from langchain_rolling_memory.ids import validate_id  # noqa: E402
 from langchain_rolling_memory.policy import TokenCounter, count_tokens  # noqa: E402
-from langchain_rolling_memory.stores.base import Fact, RollingStore  # noqa: E402
+from langchain_rolling_memory.records import Fact  # noqa: E402
+from langchain_rolling_memory.stores.base import RollingStore  # noqa: E402
 from langchain_rolling_memory.summarizers.base import SummarizerLike  # noqa: E402
 from langchain_rolling_memory.usage import SummaryUsage  # noqa: E402
 

@@ -30,15 +30,16 @@ from langchain_rolling_memory.background import call_with_timeout, workers
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens, tool_safe_cut
 from langchain_rolling_memory.prompts import clean_summary
+from langchain_rolling_memory.records import StoredMessage, SummaryRecord
 from langchain_rolling_memory.serde import dumps_message
-from langchain_rolling_memory.stores.base import RollingStore, StoredMessage, SummaryRecord
+from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.summarizers.base import (
     Summarizer,
     SummarizerLike,
     SummaryResult,
-    as_summarizer,
     run_coroutine_sync,
 )
+from langchain_rolling_memory.summarizers.coerce import as_summarizer
 from langchain_rolling_memory.topics import (
     META_SECTIONS,
     TopicDetector,

@@ -55,6 +55,15 @@ class ConversationFormatError(RollingMemoryError, ValueError):
 class OwnershipError(RollingMemoryError, PermissionError):
     """A session was used with a `client_id` other than the one that owns it."""
 
+    @classmethod
+    def for_session(cls, session_id: str, client_id: str | None) -> OwnershipError:
+        """The one message every backend and adapter raises for a session owned by another client."""
+        msg = (
+            f"session {session_id!r} belongs to another client than {client_id!r}; "
+            "use a session_id of this client"
+        )
+        return cls(msg)
+
 
 class MissingExtraError(RollingMemoryError, ImportError):
     """An optional dependency is missing; the message names the extra to install."""

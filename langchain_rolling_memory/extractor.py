@@ -23,7 +23,8 @@ from langchain_rolling_memory.errors import ConfigurationError, FactError, Inval
 from langchain_rolling_memory.facts import quote_fact
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.prompts import render_transcript
-from langchain_rolling_memory.stores.base import Fact, RollingStore
+from langchain_rolling_memory.records import Fact
+from langchain_rolling_memory.stores.base import RollingStore
 
 __all__ = [
     "DEFAULT_EXTRACTION_PROMPT",

@@ -17,7 +17,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.policy import TokenCounter, count_tokens
-from langchain_rolling_memory.stores.base import Fact
+from langchain_rolling_memory.records import Fact
 
 __all__ = [
     "MEMORY_MESSAGE_ID",

@@ -19,7 +19,8 @@ from langchain_rolling_memory.engine import Compactor, ErrorCallback, SessionSta
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.policy import TokenCounter, WindowPolicy, count_tokens
-from langchain_rolling_memory.stores.base import RollingStore, StoredMessage
+from langchain_rolling_memory.records import StoredMessage
+from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
 from langchain_rolling_memory.topics import TopicDetector, topic_labels

@@ -16,7 +16,8 @@ from pydantic import BaseModel, Field
 
 from langchain_rolling_memory.errors import FactError, InvalidIdError, OwnershipError
 from langchain_rolling_memory.ids import validate_id
-from langchain_rolling_memory.stores.base import Fact, RollingStore
+from langchain_rolling_memory.records import Fact
+from langchain_rolling_memory.stores.base import RollingStore
 
 __all__ = ["forget_fact_tool", "memory_tools", "remember_tool", "session_state_tool"]
 

@@ -7,10 +7,9 @@ module only reads them (through `RollingStore.usage` or a history's ``usage``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from langchain_rolling_memory.stores.base import SummaryRecord
+from langchain_rolling_memory.records import SummaryRecord
 
 __all__ = ["SummaryUsage"]
 

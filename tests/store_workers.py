@@ -13,7 +13,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from langchain_rolling_memory import Compactor, FoldPolicy, RollingSummaryChatMessageHistory, open_store
+from langchain_rolling_memory import Compactor, RollingSummaryChatMessageHistory, open_store
+from langchain_rolling_memory.policy import FoldPolicy
 from langchain_rolling_memory.summarizers import as_summarizer
 
 

@@ -13,14 +13,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langchain_rolling_memory import (
-    ConfigurationError,
-    InvalidIdError,
-    OwnershipError,
-    RollingStore,
-    open_store,
-)
+from langchain_rolling_memory import OwnershipError, RollingStore, open_store
 from langchain_rolling_memory.agents import RollingMemoryMiddleware
+from langchain_rolling_memory.errors import ConfigurationError, InvalidIdError
 
 
 @tool
@@ -532,7 +527,7 @@ def test_without_langchain_the_middleware_names_the_agents_extra(monkeypatch: py
     import importlib
     import sys
 
-    from langchain_rolling_memory import MissingExtraError
+    from langchain_rolling_memory.errors import MissingExtraError
 
     monkeypatch.setitem(sys.modules, "langchain", None)
     monkeypatch.delitem(sys.modules, "langchain_rolling_memory.agents")

@@ -23,14 +23,14 @@ from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from langchain_rolling_memory import (
-    SUMMARY_MESSAGE_ID,
     InMemoryRollingStore,
     RollingSummaryChatMessageHistory,
     SQLiteRollingStore,
-    SummaryResult,
 )
 from langchain_rolling_memory.background import Workers, call_with_timeout
+from langchain_rolling_memory.engine import SUMMARY_MESSAGE_ID
 from langchain_rolling_memory.stores import RollingStore
+from langchain_rolling_memory.summarizers import SummaryResult
 
 GATE_TIMEOUT = 20.0
 """How long a gated summarizer waits before giving up (only reached when a test fails)."""

@@ -13,17 +13,14 @@ from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatResult
 
-from langchain_rolling_memory import (
-    ConfigurationError,
-    MissingCredentialsError,
-    MissingExtraError,
+from langchain_rolling_memory import chat_model_summarizer, gemini_summarizer, openai_summarizer
+from langchain_rolling_memory.errors import ConfigurationError, MissingCredentialsError, MissingExtraError
+from langchain_rolling_memory.summarizers import (
     StructuredSummary,
-    chat_model_summarizer,
-    gemini_summarizer,
     is_transient_error,
-    openai_summarizer,
+    parse_structured_summary,
+    render_structured_summary,
 )
-from langchain_rolling_memory.summarizers import parse_structured_summary, render_structured_summary
 
 FOLDED: list[BaseMessage] = [HumanMessage("I'm Ana, deliver on Saturdays please"), AIMessage("Noted, Ana.")]
 

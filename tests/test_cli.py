@@ -10,9 +10,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from langchain_rolling_memory import RollingSummaryChatMessageHistory, open_store
-from langchain_rolling_memory.cli import default_store_url, main
-from langchain_rolling_memory.demo import run_demo
 from langchain_rolling_memory.facts import MEMORY_MESSAGE_ID
+from langchain_rolling_memory.lab.cli import default_store_url, main
+from langchain_rolling_memory.lab.demo import run_demo
 from tests.fake_providers import Request, serve
 
 
@@ -320,7 +320,7 @@ def test_replay_of_a_long_file_shows_a_progress_bar_on_a_terminal(
 
     from rich.console import Console
 
-    from langchain_rolling_memory import cli
+    from langchain_rolling_memory.lab import cli
 
     terminal = io.StringIO()
     plain = cli._console

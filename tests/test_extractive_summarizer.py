@@ -9,11 +9,8 @@ import sys
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from langchain_rolling_memory import (
-    ConfigurationError,
-    RollingSummaryChatMessageHistory,
-    extractive_summarizer,
-)
+from langchain_rolling_memory import RollingSummaryChatMessageHistory, extractive_summarizer
+from langchain_rolling_memory.errors import ConfigurationError
 
 
 def _summary(messages: list[BaseMessage], previous: str = "", **options: object) -> str:

@@ -12,12 +12,12 @@ from langchain_core.messages import AIMessage, HumanMessage
 from memory_fakes import recording_model
 
 from langchain_rolling_memory import (
-    ConfigurationError,
     FactExtractor,
     RollingSummaryChatMessageHistory,
     aextract_facts,
     extract_facts,
 )
+from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.stores import RollingStore
 
 CONVERSATION = [

@@ -16,14 +16,9 @@ import pytest
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_rolling_memory import (
-    SUMMARY_MESSAGE_ID,
-    InvalidIdError,
-    RollingSummaryChatMessageHistory,
-    WindowedChatMessageHistory,
-    open_store,
-)
-from langchain_rolling_memory.errors import StoreError
+from langchain_rolling_memory import RollingSummaryChatMessageHistory, WindowedChatMessageHistory, open_store
+from langchain_rolling_memory.engine import SUMMARY_MESSAGE_ID
+from langchain_rolling_memory.errors import InvalidIdError, StoreError
 from langchain_rolling_memory.stores import RollingStore
 
 
@@ -487,7 +482,7 @@ def test_a_sqlite_session_reopened_in_a_new_process_is_the_same(tmp_path: Path) 
 
 
 def test_open_store_refuses_unknown_urls() -> None:
-    from langchain_rolling_memory import ConfigurationError
+    from langchain_rolling_memory.errors import ConfigurationError
 
     with pytest.raises(ConfigurationError, match="unknown store URL scheme"):
         open_store("mongodb://x")

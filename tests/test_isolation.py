@@ -8,7 +8,8 @@ import pytest
 from langchain_core.messages import HumanMessage
 from memory_fakes import raw_dump
 
-from langchain_rolling_memory import InvalidIdError, OwnershipError, RollingSummaryChatMessageHistory
+from langchain_rolling_memory import OwnershipError, RollingSummaryChatMessageHistory
+from langchain_rolling_memory.errors import InvalidIdError
 from langchain_rolling_memory.stores import RollingStore
 
 HOSTILE_IDS = {

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import pytest
 from langchain_core.messages import BaseMessage
 
-from langchain_rolling_memory.conversations import ConversationMessage
-from langchain_rolling_memory.replay import Strategy, default_strategies, replay
+from langchain_rolling_memory.lab.conversations import ConversationMessage
+from langchain_rolling_memory.lab.replay import Strategy, default_strategies, replay
 
 
 def _talk(n: int, *, session: str = "s1", client: str = "c1") -> list[ConversationMessage]:
@@ -123,8 +123,9 @@ def test_replay_needs_a_strategy() -> None:
 def test_a_keyless_summary_is_billed_as_an_llm_would_be_billed() -> None:
     from langchain_core.messages import AIMessage, HumanMessage
 
-    from langchain_rolling_memory import default_prompt, extractive_summarizer
+    from langchain_rolling_memory import extractive_summarizer
     from langchain_rolling_memory.policy import count_tokens
+    from langchain_rolling_memory.prompts import default_prompt
     from langchain_rolling_memory.summarizers.base import SummaryResult
     from langchain_rolling_memory.summarizers.estimated import EstimatedCostSummarizer
 

@@ -13,12 +13,12 @@ from memory_fakes import prompt_text, recording_model
 
 from langchain_rolling_memory import (
     MEMORY_MESSAGE_ID,
-    SUMMARY_MESSAGE_ID,
     OwnershipError,
     client_session_config_specs,
     session_history_factory,
     with_rolling_memory,
 )
+from langchain_rolling_memory.engine import SUMMARY_MESSAGE_ID
 from langchain_rolling_memory.stores import RollingStore
 
 

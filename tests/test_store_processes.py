@@ -22,7 +22,8 @@ from store_workers import (
     turns_worker,
 )
 
-from langchain_rolling_memory import Compactor, FoldPolicy
+from langchain_rolling_memory import Compactor
+from langchain_rolling_memory.policy import FoldPolicy
 from langchain_rolling_memory.stores import RollingStore
 from langchain_rolling_memory.summarizers import as_summarizer
 

@@ -9,14 +9,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from langchain_rolling_memory import (
     PRESETS,
-    ConfigurationError,
     RollingStore,
     RollingSummaryChatMessageHistory,
     keyword_topic_shift,
     preset,
-    topic_cut,
 )
-from langchain_rolling_memory.topics import TopicLabels, compose_sections
+from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.topics import TopicLabels, compose_sections, topic_cut
 
 SHIFT = keyword_topic_shift()
 

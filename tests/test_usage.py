@@ -6,12 +6,8 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from langchain_rolling_memory import (
-    RollingStore,
-    RollingSummaryChatMessageHistory,
-    SummaryResult,
-    SummaryUsage,
-)
+from langchain_rolling_memory import RollingStore, RollingSummaryChatMessageHistory, SummaryUsage
+from langchain_rolling_memory.summarizers import SummaryResult
 
 
 def _turns(n: int, start: int = 0) -> list[BaseMessage]:

@@ -17,14 +17,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.stores.base import (
-    Fact,
-    FactFilter,
-    RollingStore,
-    SessionInfo,
-    StoredMessage,
-    SummaryRecord,
-)
+from langchain_rolling_memory.records import Fact, FactFilter, SessionInfo, StoredMessage, SummaryRecord
+from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.stores.sqlite import SQLiteRollingStore
 

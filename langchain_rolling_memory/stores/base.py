@@ -33,9 +33,7 @@ from langchain_core.messages import BaseMessage
 
 from langchain_rolling_memory.errors import ConfigurationError, FactError
 from langchain_rolling_memory.ids import validate_id
-from langchain_rolling_memory.serde import dumps_message, loads_message
-from langchain_rolling_memory.stores.export import client_export, session_export
-from langchain_rolling_memory.stores.records import (
+from langchain_rolling_memory.records import (
     FACT_SOURCES,
     Fact,
     FactFilter,
@@ -46,6 +44,8 @@ from langchain_rolling_memory.stores.records import (
     StoredMessage,
     SummaryRecord,
 )
+from langchain_rolling_memory.serde import dumps_message, loads_message
+from langchain_rolling_memory.stores.export import client_export, session_export
 from langchain_rolling_memory.usage import SummaryUsage
 
 __all__ = [

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_rolling_memory.errors import OwnershipError
-from langchain_rolling_memory.stores.base import Fact, FactPlan, RollingStore, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.stores.base import RollingStore
 
 __all__ = ["InMemoryRollingStore"]
 

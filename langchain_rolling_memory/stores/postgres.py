@@ -19,16 +19,8 @@ from langchain_rolling_memory.errors import (
     OwnershipError,
     SchemaVersionError,
 )
-from langchain_rolling_memory.stores.base import (
-    SCHEMA_VERSION,
-    Fact,
-    FactPlan,
-    RollingStore,
-    Row,
-    SessionInfo,
-    SummaryRecord,
-    split_prefix,
-)
+from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.stores.base import SCHEMA_VERSION, RollingStore, split_prefix
 from langchain_rolling_memory.stores.postgres_aio import AsyncPostgresPrimitives
 from langchain_rolling_memory.stores.postgres_sql import (
     Queries,

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError, StoreError
-from langchain_rolling_memory.stores.base import Fact, FactPlan, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores.postgres_sql import (
     Queries,
     append_params,

@@ -12,7 +12,8 @@ import re
 from typing import Any
 
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
-from langchain_rolling_memory.stores.base import SCHEMA_VERSION, Fact, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.records import Fact, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.stores.base import SCHEMA_VERSION
 
 __all__ = ["MIGRATIONS", "Queries", "check_prefix"]
 

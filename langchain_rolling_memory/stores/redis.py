@@ -20,17 +20,9 @@ from langchain_rolling_memory.errors import (
     MissingExtraError,
     SchemaVersionError,
 )
+from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores import redis_scripts as lua
-from langchain_rolling_memory.stores.base import (
-    SCHEMA_VERSION,
-    Fact,
-    FactPlan,
-    RollingStore,
-    Row,
-    SessionInfo,
-    SummaryRecord,
-    split_prefix,
-)
+from langchain_rolling_memory.stores.base import SCHEMA_VERSION, RollingStore, split_prefix
 from langchain_rolling_memory.stores.redis_aio import AsyncRedisPrimitives
 
 __all__ = ["RedisRollingStore"]

@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from langchain_rolling_memory.errors import StoreError
+from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores import redis_scripts as lua
-from langchain_rolling_memory.stores.base import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 
 __all__ = ["AsyncRedisPrimitives"]
 

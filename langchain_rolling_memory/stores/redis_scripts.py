@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
-from langchain_rolling_memory.stores.base import Fact, Row, SummaryRecord
+from langchain_rolling_memory.records import Fact, Row, SummaryRecord
 
 __all__ = [
     "SCRIPTS",

@@ -17,15 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, SchemaVersionError
-from langchain_rolling_memory.stores.base import (
-    SCHEMA_VERSION,
-    Fact,
-    FactPlan,
-    RollingStore,
-    Row,
-    SessionInfo,
-    SummaryRecord,
-)
+from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.stores.base import SCHEMA_VERSION, RollingStore
 
 __all__ = ["SQLiteRollingStore"]
 

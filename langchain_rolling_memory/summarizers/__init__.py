@@ -1,17 +1,12 @@
 """Summarizers: functions, chat models and provider constructors behind one interface."""
 
-from langchain_rolling_memory.summarizers.base import (
-    FunctionSummarizer,
-    Summarizer,
-    SummarizerLike,
-    SummaryResult,
-    as_summarizer,
-)
+from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike, SummaryResult
 from langchain_rolling_memory.summarizers.chat_model import (
     ChatModelSummarizer,
     chat_model_summarizer,
     is_transient_error,
 )
+from langchain_rolling_memory.summarizers.coerce import FunctionSummarizer, as_summarizer
 from langchain_rolling_memory.summarizers.extractive import ExtractiveSummarizer, extractive_summarizer
 from langchain_rolling_memory.summarizers.providers import gemini_summarizer, openai_summarizer
 from langchain_rolling_memory.summarizers.structured import (

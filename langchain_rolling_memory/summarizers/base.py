@@ -1,16 +1,13 @@
 """The summarizer contract: anything that turns (previous summary, messages) into summary text.
 
-Owns the adaptation of plain functions (sync or async) and chat models to one interface with
-sync and async twins. Does not decide when to summarize (engine) nor where to store (stores).
+Owns the interface (sync and async twins) and what a summary result is; turning functions and
+chat models into it is `coerce`. Does not decide when to summarize (engine) nor where to store (stores).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect
 import threading
-import types
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, Union, runtime_checkable
@@ -18,14 +15,11 @@ from typing import Any, Protocol, TypeVar, Union, runtime_checkable
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
-from langchain_rolling_memory.errors import ConfigurationError
-
 __all__ = [
-    "FunctionSummarizer",
     "Summarizer",
     "SummarizerLike",
     "SummaryResult",
-    "as_summarizer",
+    "run_coroutine_sync",
 ]
 
 _T = TypeVar("_T")
@@ -62,7 +56,7 @@ AsyncSummaryFunction = Callable[[str, Sequence[BaseMessage]], Awaitable[str | Su
 SummarizerLike = Union[Summarizer, BaseChatModel, SummaryFunction, AsyncSummaryFunction]
 
 
-def _result(value: object) -> SummaryResult:
+def as_result(value: object) -> SummaryResult:
     if isinstance(value, SummaryResult):
         return value
     if isinstance(value, str):
@@ -102,61 +96,3 @@ def run_coroutine_sync(factory: Callable[[], Awaitable[_T]]) -> _T:
     if "error" in box:
         raise box["error"]
     return box["value"]  # type: ignore[no-any-return]
-
-
-class FunctionSummarizer:
-    """Adapts a plain function, sync or async, to the `Summarizer` interface."""
-
-    def __init__(self, fn: SummaryFunction | AsyncSummaryFunction) -> None:
-        self.fn = fn
-        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-            getattr(fn, "__call__", None)  # noqa: B004 - callables with async __call__
-        )
-
-    def summarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
-        if self.is_async:
-            return _result(run_coroutine_sync(lambda: self.fn(previous, messages)))  # type: ignore[arg-type, return-value]
-        return _result(self.fn(previous, messages))
-
-    async def asummarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
-        if self.is_async:
-            return _result(await self.fn(previous, messages))  # type: ignore[misc]
-        return _result(await asyncio.to_thread(self.fn, previous, messages))
-
-    def __repr__(self) -> str:
-        return f"FunctionSummarizer({getattr(self.fn, '__name__', self.fn)!r})"
-
-
-_PLAIN_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
-
-
-def as_summarizer(obj: SummarizerLike, *, language: str = "en", max_words: int = 120) -> Summarizer:
-    """Turn a function, an async function, a chat model or a `Summarizer` into a `Summarizer`.
-
-    Args:
-        obj: ``(previous_summary, messages) -> str`` (sync or async), any LangChain
-            `BaseChatModel` (prompted with the default summary prompt), or a `Summarizer`.
-        language: language of the default prompt for chat models (``"en"``, ``"fr"``).
-        max_words: word cap of the default prompt for chat models.
-
-    Example:
-        >>> s = as_summarizer(lambda previous, messages: f"{len(messages)} messages")
-        >>> s.summarize("", []).text
-        '0 messages'
-    """
-    if isinstance(obj, BaseChatModel):
-        from langchain_rolling_memory.summarizers.chat_model import chat_model_summarizer
-
-        return chat_model_summarizer(obj, language=language, max_words=max_words)
-    if isinstance(obj, _PLAIN_FUNCTIONS):
-        # Histories are built at every call of a chain: skip the slow protocol check.
-        return FunctionSummarizer(obj)
-    if isinstance(obj, Summarizer):
-        return obj
-    if callable(obj):
-        return FunctionSummarizer(obj)
-    msg = (
-        "summarizer must be a function (previous_summary, messages) -> str, an async one, "
-        f"a BaseChatModel or a Summarizer, got {type(obj).__name__}"
-    )
-    raise ConfigurationError(msg)

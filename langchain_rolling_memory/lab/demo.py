@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from langchain_rolling_memory.extractor import FactExtractor
-from langchain_rolling_memory.offline import OfflineChatModel, keyless_extractor, keyless_summarizer
+from langchain_rolling_memory.lab.offline import OfflineChatModel, keyless_extractor, keyless_summarizer
 from langchain_rolling_memory.policy import count_tokens
 from langchain_rolling_memory.runnable import with_rolling_memory
 from langchain_rolling_memory.stores.base import RollingStore

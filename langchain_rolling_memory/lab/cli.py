@@ -104,7 +104,7 @@ def _shown(url: str) -> str:
 def _render() -> Any:
     """The rich renderers, once rich is known to be installed."""
     require("rich", "cli", feature="the rolling-memory command")
-    from langchain_rolling_memory import cli_render
+    from langchain_rolling_memory.lab import cli_render
 
     return cli_render
 
@@ -129,8 +129,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     and the facts injected into session 2's prompt. --provider uses a real model (its key
     must be set).
     """
-    from langchain_rolling_memory.demo import run_demo
     from langchain_rolling_memory.extractor import FactExtractor
+    from langchain_rolling_memory.lab.demo import run_demo
 
     model = summarizer = extractor = None
     if args.provider != "offline":
@@ -171,8 +171,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     summarizer; the table gives the input tokens sent, memory calls and their tokens, the
     prompt-cacheable share and the break-even message count. --plot draws cumulative tokens.
     """
-    from langchain_rolling_memory.conversations import ConversationMessage, load_conversation
-    from langchain_rolling_memory.replay import default_strategies, replay
+    from langchain_rolling_memory.lab.conversations import ConversationMessage, load_conversation
+    from langchain_rolling_memory.lab.replay import default_strategies, replay
 
     conversation = load_conversation(args.file, conversation=args.conversation)
     if args.one_session:
@@ -196,7 +196,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     else:
         _render().render_replay(console, report, source=str(args.file), summarizer=args.summarizer)
     if args.plot:
-        from langchain_rolling_memory.plots import plot_replay
+        from langchain_rolling_memory.lab.plots import plot_replay
 
         plot_replay(report, path=args.plot, title=Path(args.file).name)
         (console if not args.json else _console(stderr=True)).print(f"plot written to {args.plot}")

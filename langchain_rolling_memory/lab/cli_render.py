@@ -14,10 +14,10 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from langchain_rolling_memory.demo import DemoTurn
 from langchain_rolling_memory.engine import summary_message
+from langchain_rolling_memory.lab.demo import DemoTurn
+from langchain_rolling_memory.lab.replay import ReplayReport
 from langchain_rolling_memory.policy import count_tokens
-from langchain_rolling_memory.replay import ReplayReport
 from langchain_rolling_memory.stores.base import RollingStore
 
 __all__ = ["render_client", "render_demo", "render_replay", "render_session"]

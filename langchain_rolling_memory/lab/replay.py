@@ -21,14 +21,15 @@ from typing import Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
-from langchain_rolling_memory.conversations import ConversationMessage
 from langchain_rolling_memory.extractor import FactExtractor
 from langchain_rolling_memory.facts import memory_message, memory_text
 from langchain_rolling_memory.history import RollingSummaryChatMessageHistory, WindowedChatMessageHistory
-from langchain_rolling_memory.offline import keyless_extractor, keyless_summarizer
+from langchain_rolling_memory.lab.conversations import ConversationMessage
+from langchain_rolling_memory.lab.offline import keyless_extractor, keyless_summarizer
 from langchain_rolling_memory.policy import TokenCounter, count_tokens
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
-from langchain_rolling_memory.summarizers.base import SummarizerLike, as_summarizer
+from langchain_rolling_memory.summarizers.base import SummarizerLike
+from langchain_rolling_memory.summarizers.coerce import as_summarizer
 from langchain_rolling_memory.summarizers.estimated import EstimatedCostSummarizer
 
 __all__ = [
@@ -362,7 +363,7 @@ def replay(
         on_progress: called as ``(messages done, total)`` after each message.
 
     Example:
-        >>> from langchain_rolling_memory.conversations import ConversationMessage as M
+        >>> from langchain_rolling_memory.lab.conversations import ConversationMessage as M
         >>> talk = [M("user" if i % 2 == 0 else "assistant", f"message {i}") for i in range(40)]
         >>> report = replay(talk)
         >>> report.result("full").input_tokens > report.result("summary").input_tokens
