@@ -232,6 +232,27 @@ def test_facts_add_list_export_forget_round_trip_on_sqlite(
     assert json.loads(capsys.readouterr().out) == []
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[/] closes nothing",
+        "[link=https://evil.example]click[/link] here",
+        "[black on black]hidden[/] text",
+        "[bold]loud[/bold]",
+    ],
+)
+def test_facts_list_shows_markup_in_a_fact_as_plain_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    monkeypatch.setenv("COLUMNS", "240")  # one table row per fact: the text is not folded
+    url = _sqlite(tmp_path)
+    assert main(["facts", "add", "--store", url, "--client", "ana", text]) == 0
+    capsys.readouterr()
+    assert main(["facts", "list", "--store", url, "--client", "ana"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert " ".join(text.split()) in shown
+
+
 def test_facts_refuse_a_bad_client_id_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["facts", "add", "--store", _sqlite(tmp_path), "--client", "../etc", "x"]) == 1
     err = capsys.readouterr().err

@@ -240,16 +240,18 @@ def cmd_facts_list(args: argparse.Namespace) -> int:
         print(json.dumps([f.to_dict() for f in facts], indent=2, ensure_ascii=False))
         return 0
     console = _console()
+    from rich.markup import escape
     from rich.table import Table
 
     if not facts:
-        console.print(f"no facts for client {args.client}")
+        console.print(f"no facts for client {escape(args.client)}")
         return 0
-    table = Table(title=f"facts of {args.client}")
+    table = Table(title=f"facts of {escape(args.client)}")
     for column in ("id", "key", "text", "source", "updated"):
         table.add_column(column, overflow="fold")
     for f in facts:
-        table.add_row(f.id, f.key or "", f.text, f.source, _when(f.updated_at))
+        # A fact is text a user or a model wrote: never Rich markup (links, hidden styles, "[/]").
+        table.add_row(escape(f.id), escape(f.key or ""), escape(f.text), f.source, _when(f.updated_at))
     console.print(table)
     return 0
 
