@@ -1,8 +1,8 @@
 """The native async twins of the PostgreSQL primitives, on psycopg's AsyncConnectionPool.
 
 Owns the async pool (one per event loop: async connections belong to the loop that made
-them) and the ``_a*`` primitives; the sync class, the plumbing they share and the SQL are
-in `postgres.py` and `postgres_sql.py`. Every primitive is the same statement as its sync
+them) and the ``_a*`` primitives; the store class is in `postgres.py`, the sync twin in
+`postgres_sync.py`, the SQL and what both twins share in `postgres_sql.py`. Every primitive is the same statement as its sync
 twin, so both behave alike, retries included.
 """
 
@@ -14,13 +14,15 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError, StoreError
+from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.stores.backend import StoreBackend
 from langchain_rolling_memory.stores.postgres_sql import (
     Queries,
     append_params,
     fact_params,
-    owned_by_other,
+    failure,
+    lost,
     rows_of,
     session_of,
     summary_and_tail_of,
@@ -34,9 +36,9 @@ logger = logging.getLogger("langchain_rolling_memory")
 _T = TypeVar("_T")
 
 
-class AsyncPostgresPrimitives:
-    """Mixed into `PostgresRollingStore` ahead of `RollingStore`, whose thread-based async
-    defaults these replace; also holds the error mapping both twins use."""
+class AsyncPostgresPrimitives(StoreBackend):
+    """Mixed into `PostgresRollingStore` ahead of `RollingStore`: these replace the
+    thread-based async defaults of `StoreBackend`."""
 
     q: Queries
     prefix: str
@@ -48,21 +50,6 @@ class AsyncPostgresPrimitives:
     _kwargs: dict[str, Any]
     _apool: Any
     _apool_loop: asyncio.AbstractEventLoop | None
-
-    def _lost(self, exc: BaseException, conn: Any) -> bool:
-        return isinstance(exc, self._psycopg.OperationalError) and (
-            conn is None or conn.closed or conn.broken
-        )
-
-    def _fail(self, op: str, exc: BaseException, retried: bool) -> StoreError:
-        after = " twice (the call was retried once on a fresh connection)" if retried else ""
-        hint = (
-            "; the batch may or may not be stored: read the session's tail before appending it again"
-            if op == "append" and retried
-            else ""
-        )
-        msg = f"PostgreSQL {op} failed{after}: {type(exc).__name__}: {exc}{hint}"
-        return StoreError(msg)
 
     async def _apool_for_loop(self) -> Any:
         loop = asyncio.get_running_loop()
@@ -99,8 +86,8 @@ class AsyncPostgresPrimitives:
             except (OwnershipError, SchemaVersionError):
                 raise
             except psycopg.Error as exc:
-                if attempt == 2 or not self._lost(exc, conn):
-                    raise self._fail(op, exc, attempt == 2) from exc
+                if attempt == 2 or not lost(psycopg, exc, conn):
+                    raise failure(op, exc, attempt == 2) from exc
                 logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)
                 await pool.check()
         raise AssertionError("unreachable")  # pragma: no cover
@@ -119,7 +106,7 @@ class AsyncPostgresPrimitives:
             cur = await conn.execute(q.append, params)
             seqs = sorted(int(r[0]) for r in await cur.fetchall())
             if not seqs:
-                raise owned_by_other(session_id, client_id)
+                raise OwnershipError.for_session(session_id, client_id)
             return seqs
 
         async def again(conn: Any) -> list[int]:
@@ -163,17 +150,10 @@ class AsyncPostgresPrimitives:
         rows = await self._afetch("read", self.q.get_summary, (session_id,))
         return summary_of(rows[0] if rows else None)
 
-    def _cas_args(
-        self, session_id: str, text: str, covered: int, meta: str, expected: int, now: float
-    ) -> tuple[str, tuple[Any, ...]]:
-        if expected == 0:
-            return self.q.insert_summary, (session_id, text, covered, meta, now)
-        return self.q.update_summary, (text, covered, meta, now, session_id, expected)
-
     async def _acas_summary(
         self, session_id: str, text: str, covered_seq: int, meta: str, expected_version: int, now: float
     ) -> bool:
-        sql, params = self._cas_args(session_id, text, covered_seq, meta, expected_version, now)
+        sql, params = self.q.cas(session_id, text, covered_seq, meta, expected_version, now)
         return await self._acount("summary", sql, params) == 1
 
     async def _aclaim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
@@ -196,7 +176,7 @@ class AsyncPostgresPrimitives:
     async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
         params = {"sid": session_id, "cid": client_id, "now": now, "state": state}
         if not await self._afetch("state", self.q.set_state, params):
-            raise owned_by_other(session_id, client_id)
+            raise OwnershipError.for_session(session_id, client_id)
 
     async def _adelete_session(self, session_id: str) -> None:
         await self._afetch("delete", self.q.delete_session, {"sid": session_id})
