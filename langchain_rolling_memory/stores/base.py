@@ -100,6 +100,18 @@ class RollingStore(StoreBackend):
             raise ConfigurationError(msg)
         return self._now() - older_than
 
+    def _summary_args(
+        self,
+        session_id: str,
+        text: str,
+        covered_seq: int,
+        expected_version: int,
+        meta: Mapping[str, Any] | None,
+    ) -> tuple[str, str, int, str, int, float]:
+        """The arguments of `_cas_summary`, checked and serialized."""
+        meta_json = json.dumps(dict(meta or {}))
+        return validate_id(session_id), text, covered_seq, meta_json, expected_version, self._now()
+
     @staticmethod
     def _client(client_id: str | None) -> str | None:
         return None if client_id is None else validate_id(client_id, kind="client_id")
@@ -206,15 +218,7 @@ class RollingStore(StoreBackend):
         meta: Mapping[str, Any] | None = None,
     ) -> bool:
         """Compare-and-swap the summary; False if another writer installed one first."""
-        validate_id(session_id)
-        return self._cas_summary(
-            session_id,
-            text,
-            covered_seq,
-            json.dumps(dict(meta or {})),
-            expected_version,
-            self._now(),
-        )
+        return self._cas_summary(*self._summary_args(session_id, text, covered_seq, expected_version, meta))
 
     async def ainstall_summary(
         self,
@@ -225,15 +229,8 @@ class RollingStore(StoreBackend):
         expected_version: int,
         meta: Mapping[str, Any] | None = None,
     ) -> bool:
-        validate_id(session_id)
-        return await self._acas_summary(
-            session_id,
-            text,
-            covered_seq,
-            json.dumps(dict(meta or {})),
-            expected_version,
-            self._now(),
-        )
+        args = self._summary_args(session_id, text, covered_seq, expected_version, meta)
+        return await self._acas_summary(*args)
 
     def usage(self, session_id: str) -> SummaryUsage:
         """What summarizing the session cost (calls, tokens) and saves per call."""

@@ -14,20 +14,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores.backend import StoreBackend
-from langchain_rolling_memory.stores.postgres_sql import (
-    Queries,
-    append_params,
-    fact_params,
-    failure,
-    lost,
-    rows_of,
-    session_of,
-    summary_and_tail_of,
-    summary_of,
-)
 
 __all__ = ["AsyncPostgresPrimitives"]
 
@@ -40,7 +30,7 @@ class AsyncPostgresPrimitives(StoreBackend):
     """Mixed into `PostgresRollingStore` ahead of `RollingStore`: these replace the
     thread-based async defaults of `StoreBackend`."""
 
-    q: Queries
+    q: pg.Queries
     prefix: str
     _psycopg: Any
     _psycopg_pool: Any
@@ -86,8 +76,8 @@ class AsyncPostgresPrimitives(StoreBackend):
             except (OwnershipError, SchemaVersionError):
                 raise
             except psycopg.Error as exc:
-                if attempt == 2 or not lost(psycopg, exc, conn):
-                    raise failure(op, exc, attempt == 2) from exc
+                if attempt == 2 or not pg.lost(psycopg, exc, conn):
+                    raise pg.failure(op, exc, attempt == 2) from exc
                 logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)
                 await pool.check()
         raise AssertionError("unreachable")  # pragma: no cover
@@ -99,7 +89,7 @@ class AsyncPostgresPrimitives(StoreBackend):
         rows: Sequence[tuple[str, int | None]],
         now: float,
     ) -> list[int]:
-        params = append_params(session_id, client_id, list(rows), now, uuid.uuid4().hex)
+        params = pg.append_params(session_id, client_id, list(rows), now, uuid.uuid4().hex)
         q = self.q
 
         async def first(conn: Any) -> list[int]:
@@ -136,11 +126,11 @@ class AsyncPostgresPrimitives(StoreBackend):
 
     async def _aread(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
         sql, params = self.q.read(session_id, after_seq, limit, newest)
-        return rows_of(await self._afetch("read", sql, params), newest, limit)
+        return pg.rows_of(await self._afetch("read", sql, params), newest, limit)
 
     async def _asummary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
         params = {"sid": session_id, "limit": limit}
-        return summary_and_tail_of(await self._afetch("read", self.q.summary_and_tail, params))
+        return pg.summary_and_tail_of(await self._afetch("read", self.q.summary_and_tail, params))
 
     async def _alast_seq(self, session_id: str) -> int:
         rows = await self._afetch("read", self.q.last_seq, (session_id,))
@@ -148,7 +138,7 @@ class AsyncPostgresPrimitives(StoreBackend):
 
     async def _aget_summary(self, session_id: str) -> SummaryRecord | None:
         rows = await self._afetch("read", self.q.get_summary, (session_id,))
-        return summary_of(rows[0] if rows else None)
+        return pg.summary_of(rows[0] if rows else None)
 
     async def _acas_summary(
         self, session_id: str, text: str, covered_seq: int, meta: str, expected_version: int, now: float
@@ -164,7 +154,7 @@ class AsyncPostgresPrimitives(StoreBackend):
 
     async def _aget_session(self, session_id: str) -> SessionInfo | None:
         rows = await self._afetch("read", self.q.get_session, (session_id,))
-        return session_of(session_id, rows[0] if rows else None)
+        return pg.session_of(session_id, rows[0] if rows else None)
 
     async def _alist_sessions(self, client_id: str) -> list[str]:
         return [str(r[0]) for r in await self._afetch("read", self.q.list_sessions, (client_id,))]
@@ -194,13 +184,13 @@ class AsyncPostgresPrimitives(StoreBackend):
                 existing = [Fact(*r) for r in await cur.fetchall()]
                 fact = plan(existing)
                 if fact is not None:
-                    await conn.execute(q.put_fact, fact_params(fact))
+                    await conn.execute(q.put_fact, pg.fact_params(fact))
                 return existing, fact
 
         return await self._arun("facts", go)
 
     async def _aput_fact(self, fact: Fact) -> None:
-        await self._acount("facts", self.q.put_fact, fact_params(fact))
+        await self._acount("facts", self.q.put_fact, pg.fact_params(fact))
 
     async def _adelete_fact(self, client_id: str, fact_id: str) -> bool:
         return await self._acount("facts", self.q.delete_fact, (client_id, fact_id)) == 1

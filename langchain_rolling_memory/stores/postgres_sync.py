@@ -12,20 +12,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores.backend import StoreBackend
-from langchain_rolling_memory.stores.postgres_sql import (
-    Queries,
-    append_params,
-    fact_params,
-    failure,
-    lost,
-    rows_of,
-    session_of,
-    summary_and_tail_of,
-    summary_of,
-)
 
 __all__ = ["SyncPostgresPrimitives"]
 
@@ -38,7 +28,7 @@ class SyncPostgresPrimitives(StoreBackend):
     """Mixed into `PostgresRollingStore`: every sync primitive is one statement (or one
     transaction) on a pooled connection, retried once if the connection was lost."""
 
-    q: Queries
+    q: pg.Queries
     prefix: str
     _psycopg: Any
     _pool: Any
@@ -59,8 +49,8 @@ class SyncPostgresPrimitives(StoreBackend):
             except (OwnershipError, SchemaVersionError):
                 raise
             except psycopg.Error as exc:
-                if attempt == 2 or not lost(psycopg, exc, conn):
-                    raise failure(op, exc, attempt == 2) from exc
+                if attempt == 2 or not pg.lost(psycopg, exc, conn):
+                    raise pg.failure(op, exc, attempt == 2) from exc
                 logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)
                 self._pool.check()
         raise AssertionError("unreachable")  # pragma: no cover
@@ -74,7 +64,7 @@ class SyncPostgresPrimitives(StoreBackend):
         rows: Sequence[tuple[str, int | None]],
         now: float,
     ) -> list[int]:
-        params = append_params(session_id, client_id, list(rows), now, uuid.uuid4().hex)
+        params = pg.append_params(session_id, client_id, list(rows), now, uuid.uuid4().hex)
         q = self.q
 
         def first(conn: Any) -> list[int]:
@@ -104,11 +94,11 @@ class SyncPostgresPrimitives(StoreBackend):
 
     def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
         sql, params = self.q.read(session_id, after_seq, limit, newest)
-        return rows_of(self._fetch("read", sql, params), newest, limit)
+        return pg.rows_of(self._fetch("read", sql, params), newest, limit)
 
     def _summary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
         params = {"sid": session_id, "limit": limit}
-        return summary_and_tail_of(self._fetch("read", self.q.summary_and_tail, params))
+        return pg.summary_and_tail_of(self._fetch("read", self.q.summary_and_tail, params))
 
     def _last_seq(self, session_id: str) -> int:
         rows = self._fetch("read", self.q.last_seq, (session_id,))
@@ -116,7 +106,7 @@ class SyncPostgresPrimitives(StoreBackend):
 
     def _get_summary(self, session_id: str) -> SummaryRecord | None:
         rows = self._fetch("read", self.q.get_summary, (session_id,))
-        return summary_of(rows[0] if rows else None)
+        return pg.summary_of(rows[0] if rows else None)
 
     # A CAS retried after a lost reply answers False if the first attempt landed: the
     # compactor then treats the window as done by someone else, which it is.
@@ -134,7 +124,7 @@ class SyncPostgresPrimitives(StoreBackend):
 
     def _get_session(self, session_id: str) -> SessionInfo | None:
         rows = self._fetch("read", self.q.get_session, (session_id,))
-        return session_of(session_id, rows[0] if rows else None)
+        return pg.session_of(session_id, rows[0] if rows else None)
 
     def _list_sessions(self, client_id: str) -> list[str]:
         return [str(r[0]) for r in self._fetch("read", self.q.list_sessions, (client_id,))]
@@ -163,14 +153,14 @@ class SyncPostgresPrimitives(StoreBackend):
                 existing = [Fact(*r) for r in conn.execute(q.list_facts, (client_id,)).fetchall()]
                 fact = plan(existing)
                 if fact is not None:
-                    conn.execute(q.put_fact, fact_params(fact))
+                    conn.execute(q.put_fact, pg.fact_params(fact))
                 return existing, fact
 
         # Retried after a lost reply, the plan sees the fact it wrote and writes nothing.
         return self._run("facts", go)
 
     def _put_fact(self, fact: Fact) -> None:
-        self._count("facts", self.q.put_fact, fact_params(fact))
+        self._count("facts", self.q.put_fact, pg.fact_params(fact))
 
     def _delete_fact(self, client_id: str, fact_id: str) -> bool:
         return self._count("facts", self.q.delete_fact, (client_id, fact_id)) == 1
