@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from langchain_rolling_memory.engine import CompactionResult
 from langchain_rolling_memory.errors import ConfigurationError, FactError, InvalidIdError
+from langchain_rolling_memory.fact_rules import ReplyPlan, check_reply
 from langchain_rolling_memory.facts import quote_fact
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.prompts import render_transcript
@@ -109,52 +110,16 @@ def _json_object(text: str) -> str:
     return text[start : end + 1]
 
 
-@dataclass(frozen=True)
-class _Plan:
-    deletes: list[str]
-    updates: list[tuple[str, str]]
-    adds: list[tuple[str, str | None]]
-
-
-def _plan(changes: FactChanges, aliases: dict[str, Fact], store: RollingStore) -> _Plan:
+def _plan(changes: FactChanges, aliases: dict[str, Fact], store: RollingStore) -> ReplyPlan:
     """Check every change before any is applied: unknown ids, bad keys, empty or long texts."""
-
-    def text_of(raw: str) -> str:
-        text = " ".join(raw.split())
-        if not text:
-            msg = "a fact text is empty"
-            raise ValueError(msg)
-        if len(text) > store.max_fact_chars:
-            msg = f"a fact text has {len(text)} characters (max_fact_chars={store.max_fact_chars})"
-            raise ValueError(msg)
-        return text
-
-    def fact_id(alias: str) -> str:
-        if alias not in aliases:
-            msg = f"unknown fact id {alias!r} (known: {sorted(aliases)})"
-            raise ValueError(msg)
-        return aliases[alias].id
-
-    deletes = [fact_id(a) for a in changes.delete]
-    updates = [(fact_id(u.id), text_of(u.text)) for u in changes.update]
-    adds = [
-        (text_of(a.text), None if not a.key else validate_id(a.key, kind="fact key")) for a in changes.add
-    ]
-    if set(deletes) & {i for i, _ in updates}:
-        msg = "the reply both updates and deletes the same fact"
-        raise ValueError(msg)
-    # Adds that neither replace a keyed fact nor repeat one grow the count: refuse the whole
-    # reply up front rather than apply its deletes and updates, then stop at the limit.
-    keys = {f.key for f in aliases.values() if f.key}
-    known = {f.text.casefold() for f in aliases.values()}
-    fresh = {(t.casefold(), k) for t, k in adds if not (k and k in keys) and t.casefold() not in known}
-    if len(aliases) - len(set(deletes)) + len(fresh) > store.max_facts:
-        msg = (
-            f"the reply would leave {len(aliases) - len(set(deletes)) + len(fresh)} facts "
-            f"(max_facts={store.max_facts})"
-        )
-        raise ValueError(msg)
-    return _Plan(deletes, updates, adds)
+    return check_reply(
+        aliases,
+        deletes=changes.delete,
+        updates=[(u.id, u.text) for u in changes.update],
+        adds=[(a.text, a.key) for a in changes.add],
+        max_chars=store.max_fact_chars,
+        max_facts=store.max_facts,
+    )
 
 
 class FactExtractor:
@@ -231,7 +196,7 @@ class FactExtractor:
 
     def _prepare(
         self, store: RollingStore, existing: list[Fact], reply: BaseMessage
-    ) -> tuple[_Plan | None, str | None]:
+    ) -> tuple[ReplyPlan | None, str | None]:
         try:
             return _plan(self.parse(reply), self._aliases(existing), store), None
         except (ValueError, InvalidIdError) as exc:

@@ -48,8 +48,7 @@ class InMemoryRollingStore(RollingStore):
             if session.client_id is None:
                 session.client_id = client_id
             elif session.client_id != client_id:
-                msg = f"session {session_id!r} belongs to another client than {client_id!r}"
-                raise OwnershipError(msg)
+                raise OwnershipError.for_session(session_id, client_id)
         return session
 
     def _append(

@@ -1,44 +1,25 @@
-"""PostgreSQL backend on psycopg 3 pools: the store class, its sync pool and sync primitives.
+"""PostgreSQL backend on psycopg 3 pools: the store class, which joins the two twins.
 
-Owns connections, migrations and sync retries; the async twins are in `postgres_aio.py`, the
-SQL in `postgres_sql.py` and the rules (validation, facts, export) in `base.py`. psycopg is
-imported only when a store is created, so the package works without the ``postgres`` extra.
+Owns the pools, the migrations and closing; the sync primitives are in `postgres_sync.py`,
+the async ones in `postgres_aio.py`, the SQL and what both share in `postgres_sql.py`, the
+public API in `base.py`. psycopg is imported only when a store is created, so the package
+works without the ``postgres`` extra.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import uuid
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
-from langchain_rolling_memory.errors import (
-    ConfigurationError,
-    MissingExtraError,
-    OwnershipError,
-    SchemaVersionError,
-)
-from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.base import SCHEMA_VERSION, RollingStore, split_prefix
+from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, SchemaVersionError
+from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
+from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.stores.postgres_aio import AsyncPostgresPrimitives
-from langchain_rolling_memory.stores.postgres_sql import (
-    Queries,
-    append_params,
-    check_prefix,
-    fact_params,
-    owned_by_other,
-    rows_of,
-    session_of,
-    summary_and_tail_of,
-    summary_of,
-)
+from langchain_rolling_memory.stores.postgres_sql import Queries, check_prefix
+from langchain_rolling_memory.stores.postgres_sync import SyncPostgresPrimitives
+from langchain_rolling_memory.stores.urls import split_prefix
 
 __all__ = ["PostgresRollingStore"]
-
-logger = logging.getLogger("langchain_rolling_memory")
-
-_T = TypeVar("_T")
 
 
 def _driver() -> Any:
@@ -54,7 +35,7 @@ def _driver() -> Any:
     return psycopg, psycopg_pool
 
 
-class PostgresRollingStore(AsyncPostgresPrimitives, RollingStore):
+class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, RollingStore):
     """Transcripts, summaries and facts in PostgreSQL, shared by many app processes.
 
     A turn costs two statements whatever the transcript's length: one append (the session
@@ -150,28 +131,6 @@ class PostgresRollingStore(AsyncPostgresPrimitives, RollingStore):
                     conn.execute(statement)
                 conn.execute(q.set_version, (str(number),))
 
-    def _run(
-        self,
-        op: str,
-        fn: Callable[[Any], _T],
-        retry: Callable[[Any], _T] | None = None,
-    ) -> _T:
-        """Run `fn(conn)`; if the connection was lost, run `retry` (default `fn`) once more."""
-        psycopg = self._psycopg
-        for attempt in (1, 2):
-            conn = None
-            try:
-                with self._pool.connection() as conn:
-                    return (fn if attempt == 1 else retry or fn)(conn)
-            except (OwnershipError, SchemaVersionError):
-                raise
-            except psycopg.Error as exc:
-                if attempt == 2 or not self._lost(exc, conn):
-                    raise self._fail(op, exc, attempt == 2) from exc
-                logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)
-                self._pool.check()
-        raise AssertionError("unreachable")  # pragma: no cover
-
     def close(self) -> None:
         """Close the pools. An async pool is closed here only if its event loop is idle; in
         async code prefer ``await store.aclose()``."""
@@ -186,119 +145,3 @@ class PostgresRollingStore(AsyncPostgresPrimitives, RollingStore):
             self._apool, self._apool_loop = None, None
             await pool.close()
         await asyncio.to_thread(self.close)
-
-    # ------------------------------------------------------------------ append
-
-    def _append(
-        self,
-        session_id: str,
-        client_id: str | None,
-        rows: Sequence[tuple[str, int | None]],
-        now: float,
-    ) -> list[int]:
-        params = append_params(session_id, client_id, list(rows), now, uuid.uuid4().hex)
-        q = self.q
-
-        def first(conn: Any) -> list[int]:
-            seqs = sorted(int(r[0]) for r in conn.execute(q.append, params).fetchall())
-            if not seqs:
-                raise owned_by_other(session_id, client_id)
-            return seqs
-
-        def again(conn: Any) -> list[int]:
-            with conn.transaction() as tx:
-                conn.execute(q.lock_session, (session_id, now, now))
-                done = [int(r[0]) for r in conn.execute(q.find_batch, (session_id, params["batch"]))]
-                if done:  # the first attempt committed before its connection died
-                    tx.force_rollback = True
-                    return done
-                return first(conn)
-
-        return self._run("append", first, again)
-
-    # ------------------------------------------------------------------ one-statement primitives
-
-    def _fetch(self, op: str, sql: str, params: Any) -> list[tuple[Any, ...]]:
-        return self._run(op, lambda conn: conn.execute(sql, params).fetchall())
-
-    def _count(self, op: str, sql: str, params: Any) -> int:
-        return self._run(op, lambda conn: int(conn.execute(sql, params).rowcount))
-
-    def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
-        sql, params = self.q.read(session_id, after_seq, limit, newest)
-        return rows_of(self._fetch("read", sql, params), newest, limit)
-
-    def _summary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
-        params = {"sid": session_id, "limit": limit}
-        return summary_and_tail_of(self._fetch("read", self.q.summary_and_tail, params))
-
-    def _last_seq(self, session_id: str) -> int:
-        rows = self._fetch("read", self.q.last_seq, (session_id,))
-        return int(rows[0][0]) if rows else 0
-
-    def _get_summary(self, session_id: str) -> SummaryRecord | None:
-        rows = self._fetch("read", self.q.get_summary, (session_id,))
-        return summary_of(rows[0] if rows else None)
-
-    # A CAS retried after a lost reply answers False if the first attempt landed: the
-    # compactor then treats the window as done by someone else, which it is.
-    def _cas_summary(
-        self, session_id: str, text: str, covered_seq: int, meta: str, expected_version: int, now: float
-    ) -> bool:
-        sql, params = self._cas_args(session_id, text, covered_seq, meta, expected_version, now)
-        return self._count("summary", sql, params) == 1
-
-    def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
-        return self._count("lease", self.q.claim, (session_id, owner, now + ttl, now)) == 1
-
-    def _release(self, session_id: str, owner: str) -> None:
-        self._count("lease", self.q.release, (session_id, owner))
-
-    def _get_session(self, session_id: str) -> SessionInfo | None:
-        rows = self._fetch("read", self.q.get_session, (session_id,))
-        return session_of(session_id, rows[0] if rows else None)
-
-    def _list_sessions(self, client_id: str) -> list[str]:
-        return [str(r[0]) for r in self._fetch("read", self.q.list_sessions, (client_id,))]
-
-    def _get_state(self, session_id: str) -> str | None:
-        rows = self._fetch("read", self.q.get_state, (session_id,))
-        return None if not rows or rows[0][0] is None else str(rows[0][0])
-
-    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
-        params = {"sid": session_id, "cid": client_id, "now": now, "state": state}
-        if not self._fetch("state", self.q.set_state, params):
-            raise owned_by_other(session_id, client_id)
-
-    def _delete_session(self, session_id: str) -> None:
-        self._fetch("delete", self.q.delete_session, {"sid": session_id})
-
-    def _list_facts(self, client_id: str) -> list[Fact]:
-        return [Fact(*r) for r in self._fetch("facts", self.q.list_facts, (client_id,))]
-
-    def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
-        q = self.q
-
-        def go(conn: Any) -> tuple[list[Fact], Fact | None]:
-            with conn.transaction():
-                conn.execute(q.lock_facts, (f"{self.prefix}facts:{client_id}",))
-                existing = [Fact(*r) for r in conn.execute(q.list_facts, (client_id,)).fetchall()]
-                fact = plan(existing)
-                if fact is not None:
-                    conn.execute(q.put_fact, fact_params(fact))
-                return existing, fact
-
-        # Retried after a lost reply, the plan sees the fact it wrote and writes nothing.
-        return self._run("facts", go)
-
-    def _put_fact(self, fact: Fact) -> None:
-        self._count("facts", self.q.put_fact, fact_params(fact))
-
-    def _delete_fact(self, client_id: str, fact_id: str) -> bool:
-        return self._count("facts", self.q.delete_fact, (client_id, fact_id)) == 1
-
-    def _delete_client(self, client_id: str) -> None:
-        self._fetch("forget", self.q.delete_client, {"cid": client_id})
-
-    def _purge(self, cutoff: float) -> int:
-        return int(self._fetch("purge", self.q.purge, {"cutoff": cutoff})[0][0])

@@ -1,8 +1,8 @@
 """The native async twins of the PostgreSQL primitives, on psycopg's AsyncConnectionPool.
 
 Owns the async pool (one per event loop: async connections belong to the loop that made
-them) and the ``_a*`` primitives; the sync class, the plumbing they share and the SQL are
-in `postgres.py` and `postgres_sql.py`. Every primitive is the same statement as its sync
+them) and the ``_a*`` primitives; the store class is in `postgres.py`, the sync twin in
+`postgres_sync.py`, the SQL and what both twins share in `postgres_sql.py`. Every primitive is the same statement as its sync
 twin, so both behave alike, retries included.
 """
 
@@ -14,18 +14,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError, StoreError
+import langchain_rolling_memory.stores.postgres_sql as pg
+from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.postgres_sql import (
-    Queries,
-    append_params,
-    fact_params,
-    owned_by_other,
-    rows_of,
-    session_of,
-    summary_and_tail_of,
-    summary_of,
-)
+from langchain_rolling_memory.stores.backend import StoreBackend
 
 __all__ = ["AsyncPostgresPrimitives"]
 
@@ -34,11 +26,11 @@ logger = logging.getLogger("langchain_rolling_memory")
 _T = TypeVar("_T")
 
 
-class AsyncPostgresPrimitives:
-    """Mixed into `PostgresRollingStore` ahead of `RollingStore`, whose thread-based async
-    defaults these replace; also holds the error mapping both twins use."""
+class AsyncPostgresPrimitives(StoreBackend):
+    """Mixed into `PostgresRollingStore` ahead of `RollingStore`: these replace the
+    thread-based async defaults of `StoreBackend`."""
 
-    q: Queries
+    q: pg.Queries
     prefix: str
     _psycopg: Any
     _psycopg_pool: Any
@@ -48,21 +40,6 @@ class AsyncPostgresPrimitives:
     _kwargs: dict[str, Any]
     _apool: Any
     _apool_loop: asyncio.AbstractEventLoop | None
-
-    def _lost(self, exc: BaseException, conn: Any) -> bool:
-        return isinstance(exc, self._psycopg.OperationalError) and (
-            conn is None or conn.closed or conn.broken
-        )
-
-    def _fail(self, op: str, exc: BaseException, retried: bool) -> StoreError:
-        after = " twice (the call was retried once on a fresh connection)" if retried else ""
-        hint = (
-            "; the batch may or may not be stored: read the session's tail before appending it again"
-            if op == "append" and retried
-            else ""
-        )
-        msg = f"PostgreSQL {op} failed{after}: {type(exc).__name__}: {exc}{hint}"
-        return StoreError(msg)
 
     async def _apool_for_loop(self) -> Any:
         loop = asyncio.get_running_loop()
@@ -99,8 +76,8 @@ class AsyncPostgresPrimitives:
             except (OwnershipError, SchemaVersionError):
                 raise
             except psycopg.Error as exc:
-                if attempt == 2 or not self._lost(exc, conn):
-                    raise self._fail(op, exc, attempt == 2) from exc
+                if attempt == 2 or not pg.lost(psycopg, exc, conn):
+                    raise pg.failure(op, exc, attempt == 2) from exc
                 logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)
                 await pool.check()
         raise AssertionError("unreachable")  # pragma: no cover
@@ -112,14 +89,14 @@ class AsyncPostgresPrimitives:
         rows: Sequence[tuple[str, int | None]],
         now: float,
     ) -> list[int]:
-        params = append_params(session_id, client_id, list(rows), now, uuid.uuid4().hex)
+        params = pg.append_params(session_id, client_id, list(rows), now, uuid.uuid4().hex)
         q = self.q
 
         async def first(conn: Any) -> list[int]:
             cur = await conn.execute(q.append, params)
             seqs = sorted(int(r[0]) for r in await cur.fetchall())
             if not seqs:
-                raise owned_by_other(session_id, client_id)
+                raise OwnershipError.for_session(session_id, client_id)
             return seqs
 
         async def again(conn: Any) -> list[int]:
@@ -149,11 +126,11 @@ class AsyncPostgresPrimitives:
 
     async def _aread(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
         sql, params = self.q.read(session_id, after_seq, limit, newest)
-        return rows_of(await self._afetch("read", sql, params), newest, limit)
+        return pg.rows_of(await self._afetch("read", sql, params), newest, limit)
 
     async def _asummary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
         params = {"sid": session_id, "limit": limit}
-        return summary_and_tail_of(await self._afetch("read", self.q.summary_and_tail, params))
+        return pg.summary_and_tail_of(await self._afetch("read", self.q.summary_and_tail, params))
 
     async def _alast_seq(self, session_id: str) -> int:
         rows = await self._afetch("read", self.q.last_seq, (session_id,))
@@ -161,19 +138,12 @@ class AsyncPostgresPrimitives:
 
     async def _aget_summary(self, session_id: str) -> SummaryRecord | None:
         rows = await self._afetch("read", self.q.get_summary, (session_id,))
-        return summary_of(rows[0] if rows else None)
-
-    def _cas_args(
-        self, session_id: str, text: str, covered: int, meta: str, expected: int, now: float
-    ) -> tuple[str, tuple[Any, ...]]:
-        if expected == 0:
-            return self.q.insert_summary, (session_id, text, covered, meta, now)
-        return self.q.update_summary, (text, covered, meta, now, session_id, expected)
+        return pg.summary_of(rows[0] if rows else None)
 
     async def _acas_summary(
         self, session_id: str, text: str, covered_seq: int, meta: str, expected_version: int, now: float
     ) -> bool:
-        sql, params = self._cas_args(session_id, text, covered_seq, meta, expected_version, now)
+        sql, params = self.q.cas(session_id, text, covered_seq, meta, expected_version, now)
         return await self._acount("summary", sql, params) == 1
 
     async def _aclaim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
@@ -184,7 +154,7 @@ class AsyncPostgresPrimitives:
 
     async def _aget_session(self, session_id: str) -> SessionInfo | None:
         rows = await self._afetch("read", self.q.get_session, (session_id,))
-        return session_of(session_id, rows[0] if rows else None)
+        return pg.session_of(session_id, rows[0] if rows else None)
 
     async def _alist_sessions(self, client_id: str) -> list[str]:
         return [str(r[0]) for r in await self._afetch("read", self.q.list_sessions, (client_id,))]
@@ -196,7 +166,7 @@ class AsyncPostgresPrimitives:
     async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
         params = {"sid": session_id, "cid": client_id, "now": now, "state": state}
         if not await self._afetch("state", self.q.set_state, params):
-            raise owned_by_other(session_id, client_id)
+            raise OwnershipError.for_session(session_id, client_id)
 
     async def _adelete_session(self, session_id: str) -> None:
         await self._afetch("delete", self.q.delete_session, {"sid": session_id})
@@ -214,13 +184,13 @@ class AsyncPostgresPrimitives:
                 existing = [Fact(*r) for r in await cur.fetchall()]
                 fact = plan(existing)
                 if fact is not None:
-                    await conn.execute(q.put_fact, fact_params(fact))
+                    await conn.execute(q.put_fact, pg.fact_params(fact))
                 return existing, fact
 
         return await self._arun("facts", go)
 
     async def _aput_fact(self, fact: Fact) -> None:
-        await self._acount("facts", self.q.put_fact, fact_params(fact))
+        await self._acount("facts", self.q.put_fact, pg.fact_params(fact))
 
     async def _adelete_fact(self, client_id: str, fact_id: str) -> bool:
         return await self._acount("facts", self.q.delete_fact, (client_id, fact_id)) == 1

@@ -1,7 +1,8 @@
 """The SQL of the PostgreSQL backend: schema migrations and one statement per primitive.
 
-Owns text only (no connection, no driver import), shared by the sync and async twins in
-`postgres.py`. Each statement is a single round trip; the ones that must be atomic are one
+Owns text and the pure steps around it (parameters, decoding rows, mapping driver errors),
+with no connection and no driver import: shared by the sync twin in `postgres_sync.py` and
+the async one in `postgres_aio.py`. Each statement is a single round trip; the ones that must be atomic are one
 statement (data-modifying CTEs run in one snapshot, in autocommit mode).
 """
 
@@ -11,11 +12,23 @@ import json
 import re
 from typing import Any
 
-from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
+from langchain_rolling_memory.errors import ConfigurationError, StoreError
 from langchain_rolling_memory.records import Fact, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.base import SCHEMA_VERSION
+from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
 
-__all__ = ["MIGRATIONS", "Queries", "check_prefix"]
+__all__ = [
+    "MIGRATIONS",
+    "Queries",
+    "append_params",
+    "check_prefix",
+    "fact_params",
+    "failure",
+    "lost",
+    "rows_of",
+    "session_of",
+    "summary_and_tail_of",
+    "summary_of",
+]
 
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
 
@@ -205,9 +218,30 @@ class Queries:
             return self.read_all, (session_id, after_seq)
         return (self.read_newest if newest else self.read_oldest), (session_id, after_seq, limit)
 
+    def cas(
+        self, session_id: str, text: str, covered: int, meta: str, expected: int, now: float
+    ) -> tuple[str, tuple[Any, ...]]:
+        """The compare-and-swap of a summary: an insert for the first one, else an update."""
+        if expected == 0:
+            return self.insert_summary, (session_id, text, covered, meta, now)
+        return self.update_summary, (text, covered, meta, now, session_id, expected)
 
-def owned_by_other(session_id: str, client_id: str | None) -> OwnershipError:
-    return OwnershipError(f"session {session_id!r} belongs to another client than {client_id!r}")
+
+def lost(psycopg: Any, exc: BaseException, conn: Any) -> bool:
+    """Whether `exc` means the connection died (worth one retry on a fresh one)."""
+    return isinstance(exc, psycopg.OperationalError) and (conn is None or conn.closed or conn.broken)
+
+
+def failure(op: str, exc: BaseException, retried: bool) -> StoreError:
+    """The `StoreError` raised for a failed `op`, saying whether it was retried."""
+    after = " twice (the call was retried once on a fresh connection)" if retried else ""
+    hint = (
+        "; the batch may or may not be stored: read the session's tail before appending it again"
+        if op == "append" and retried
+        else ""
+    )
+    msg = f"PostgreSQL {op} failed{after}: {type(exc).__name__}: {exc}{hint}"
+    return StoreError(msg)
 
 
 def append_params(

@@ -1,7 +1,7 @@
 """The key layout, the Lua scripts and the decoding of their replies (plain Redis: no modules).
 
-No connection and no driver import: shared by the sync twins in `redis.py` and the async
-ones in `redis_aio.py`. Every primitive that reads-then-writes is one Lua script, so Redis runs it
+No connection and no driver import: shared, with the argument builders and reply decoders
+below, by the sync twin in `redis_sync.py` and the async one in `redis_aio.py`. Every primitive that reads-then-writes is one Lua script, so Redis runs it
 atomically; reads that need two values (summary and tail) are one script too, so a turn
 is one round trip.
 
@@ -23,27 +23,41 @@ Ids may contain ``:``, but a suffix never does, so no two ids map to one key.
 from __future__ import annotations
 
 import json
+import math
 import re
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
-from langchain_rolling_memory.records import Fact, Row, SummaryRecord
+from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, StoreError
+from langchain_rolling_memory.records import Fact, Row, SessionInfo, SummaryRecord
 
 __all__ = [
     "SCRIPTS",
+    "SESSION_FIELDS",
     "SESSION_SUFFIXES",
+    "SUMMARY_FIELDS",
     "Keys",
+    "append_args",
+    "cas_args",
     "check_prefix",
+    "claim_args",
     "encode_row",
     "fact_json",
-    "owned_by_other",
+    "facts_of",
+    "failure",
+    "read_args",
     "rows_of",
+    "seqs_of",
+    "session_of",
+    "state_args",
     "summary_of",
 ]
 
 _PREFIX = re.compile(r"[A-Za-z0-9_:.\-]{0,64}")
 SESSION_SUFFIXES = ("info", "msgs", "sum", "lease", "batches")
+SUMMARY_FIELDS = ("text", "covered_seq", "version", "meta", "updated_at")
+SESSION_FIELDS = ("client_id", "created_at", "updated_at")
 RECENT_BATCHES = 64
 
 
@@ -70,6 +84,40 @@ class Keys:
 
     def facts(self, cid: str) -> str:
         return f"{self.prefix}c:{cid}:facts"
+
+    def info(self, sid: str) -> str:
+        return self.session(sid)[0]
+
+    def msgs(self, sid: str) -> str:
+        return self.session(sid)[1]
+
+    def summary(self, sid: str) -> str:
+        return self.session(sid)[2]
+
+    def lease(self, sid: str) -> str:
+        return self.session(sid)[3]
+
+    def append(self, sid: str, cid: str | None) -> list[str]:
+        """KEYS of the append script."""
+        return [*self.session(sid), self.client_sessions(cid), self.updated]
+
+    def summary_and_tail(self, sid: str) -> list[str]:
+        """KEYS of the summary-and-tail script."""
+        return [self.summary(sid), self.msgs(sid)]
+
+    def cas(self, sid: str) -> list[str]:
+        """KEYS of the compare-and-swap script."""
+        info, msgs, summary, _lease, batches = self.session(sid)
+        return [summary, info, msgs, batches]
+
+    def state(self, sid: str, cid: str | None) -> list[str]:
+        """KEYS of the set-state script."""
+        info, msgs, summary, _lease, batches = self.session(sid)
+        return [info, msgs, summary, batches, self.client_sessions(cid), self.updated]
+
+    def client(self, cid: str) -> list[str]:
+        """KEYS of the forget script."""
+        return [self.client_sessions(cid), self.facts(cid)]
 
 
 # Shared Lua helpers, prepended to the scripts that need them.
@@ -282,8 +330,67 @@ def summary_of(text: Any, covered: Any, version: Any, meta: Any, updated: Any) -
     return SummaryRecord(str(text), int(covered), int(version), json.loads(meta), float(updated))
 
 
-def owned_by_other(session_id: str, client_id: str | None) -> OwnershipError:
-    return OwnershipError(f"session {session_id!r} belongs to another client than {client_id!r}")
+def append_args(
+    session_id: str, client_id: str | None, rows: Sequence[tuple[str, int | None]], now: float, ttl_ms: int
+) -> tuple[list[Any], list[Any]]:
+    """ARGV of the append script: first try, and retry (which looks for the batch first)."""
+    batch = uuid.uuid4().hex
+    payloads = [encode_row(payload, tokens) for payload, tokens in rows]
+    head = [session_id, client_id or "", repr(now), ttl_ms]
+    return [*head, 0, batch, *payloads], [*head, 1, batch, *payloads]
+
+
+def seqs_of(reply: Sequence[Any], session_id: str, client_id: str | None) -> list[int]:
+    """The seqs of an append script's ``{first, n}``; ``first < 0``: another client owns it."""
+    first, n = int(reply[0]), int(reply[1])
+    if first < 0:
+        raise OwnershipError.for_session(session_id, client_id)
+    return list(range(first, first + n))
+
+
+def read_args(after_seq: int, limit: int | None, newest: bool) -> list[Any]:
+    return [after_seq, -1 if limit is None else limit, 1 if newest else 0]
+
+
+def claim_args(owner: str, ttl: float, now: float) -> list[Any]:
+    # The hash carries the expiry the rule reads; the key's own expiry only cleans up.
+    return [owner, repr(now + ttl), repr(now), max(1, math.ceil(ttl * 1000)) + 60_000]
+
+
+def state_args(session_id: str, client_id: str | None, state: str, now: float, ttl_ms: int) -> list[Any]:
+    return [session_id, client_id or "", repr(now), state, ttl_ms]
+
+
+def cas_args(
+    text: str, covered_seq: int, meta: str, expected_version: int, now: float, ttl_ms: int
+) -> list[Any]:
+    return [expected_version, text, covered_seq, meta, repr(now), ttl_ms]
+
+
+def session_of(session_id: str, values: Sequence[Any]) -> SessionInfo | None:
+    """`SessionInfo` from the info hash's `SESSION_FIELDS` (None: no such session)."""
+    client, created, updated = values
+    if created is None:
+        return None
+    return SessionInfo(session_id, client, float(created), float(updated))
+
+
+def facts_of(raw: dict[str, str]) -> list[Fact]:
+    """The facts hash, oldest first (by created_at, then id)."""
+    facts = [Fact(**json.loads(v)) for v in raw.values()]
+    return sorted(facts, key=lambda f: (f.created_at, f.id))
+
+
+def failure(redis: Any, op: str, exc: BaseException, retried: bool) -> StoreError:
+    """The `StoreError` for a failed `op`; `redis` is the driver module, for its error types."""
+    after = " twice (the call was retried once on a fresh connection)" if retried else ""
+    unsure = retried or isinstance(exc, redis.TimeoutError)
+    hint = (
+        "; the batch may or may not be stored: read the session's tail before appending it again"
+        if op == "append" and unsure
+        else ""
+    )
+    return StoreError(f"Redis {op} failed{after}: {type(exc).__name__}: {exc}{hint}")
 
 
 def fact_json(fact: Fact) -> str:

@@ -1,7 +1,7 @@
 """SQLite backend on the standard library's `sqlite3` (WAL mode, safe with threads and processes).
 
-Owns the SQL and the migrations for SQLite; the rules (validation, facts, export) are in
-`base.py`. `sqlite3` is used directly rather than through an ORM: it ships with Python,
+Owns the SQL and the migrations for SQLite; the public API is in `base.py`, the fact rules in
+`fact_rules.py`. `sqlite3` is used directly rather than through an ORM: it ships with Python,
 so the default backend needs no extra at all.
 """
 
@@ -18,7 +18,8 @@ from typing import Any
 
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.base import SCHEMA_VERSION, RollingStore
+from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
+from langchain_rolling_memory.stores.base import RollingStore
 
 __all__ = ["SQLiteRollingStore"]
 
@@ -173,8 +174,7 @@ class SQLiteRollingStore(RollingStore):
             ).fetchone()
             owner, last = (row[0], int(row[1])) if row else (None, 0)
             if client_id is not None and owner is not None and owner != client_id:
-                msg = f"session {session_id!r} belongs to another client than {client_id!r}"
-                raise OwnershipError(msg)
+                raise OwnershipError.for_session(session_id, client_id)
             seqs = list(range(last + 1, last + 1 + len(rows)))
             conn.execute(
                 f"INSERT INTO {sessions} (session_id, client_id, created_at, updated_at, last_seq) "
@@ -294,8 +294,7 @@ class SQLiteRollingStore(RollingStore):
                 f"SELECT client_id FROM {sessions} WHERE session_id = ?", (session_id,)
             ).fetchone()
             if client_id is not None and row and row[0] is not None and row[0] != client_id:
-                msg = f"session {session_id!r} belongs to another client than {client_id!r}"
-                raise OwnershipError(msg)
+                raise OwnershipError.for_session(session_id, client_id)
             conn.execute(
                 f"INSERT INTO {sessions} (session_id, client_id, created_at, updated_at, state) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET state = excluded.state, "

@@ -1,0 +1,232 @@
+"""What a storage backend implements: the small ``_primitive`` methods and their async defaults.
+
+Owns the contract between `RollingStore` (validation, serialization, fact rules, in
+`base.py`) and a backend: sync primitives are abstract; async ones default to running the
+sync primitive in a worker thread, so the event loop never blocks, and natively async
+backends override them. Does no validation: every primitive receives checked ids.
+
+Data model, per backend:
+
+* transcript: append-only rows ``(session_id, seq, message_json, tokens, created_at)``;
+  ``seq`` is 1, 2, 3... per session, gap-free, assigned atomically by the backend.
+* summary: one row per session ``(text, covered_seq, version, meta_json, updated_at)``;
+  replaced only by a compare-and-swap on ``version``.
+* lease: one row per session ``(owner, expires_at)`` so one compactor runs at a time.
+* session: ``(client_id, created_at, updated_at, state_json)``; a session belongs to at most
+  one client, fixed by the first write that names one.
+* facts: per client ``(id, text, key, source, created_at, updated_at)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
+
+__all__ = ["SCHEMA_VERSION", "StoreBackend"]
+
+SCHEMA_VERSION = 1
+"""Version of the data layout; a store written by a newer version is refused."""
+
+_T = TypeVar("_T")
+
+
+class StoreBackend(ABC):
+    """The primitives a backend implements; `RollingStore` builds the public API on them."""
+
+    #: URL scheme(s) this backend answers to in `open_store`.
+    schemes: tuple[str, ...] = ()
+
+    # ------------------------------------------------------------------ primitives
+    # Each receives validated ids. Sync primitives are abstract; async ones default to a
+    # worker thread and are overridden by natively async backends.
+
+    @abstractmethod
+    def _append(
+        self,
+        session_id: str,
+        client_id: str | None,
+        rows: Sequence[tuple[str, int | None]],
+        now: float,
+    ) -> list[int]:
+        """Append rows atomically and return their seqs; raise `OwnershipError` (writing
+        nothing) if the session belongs to another client."""
+
+    @abstractmethod
+    def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
+        """Rows with seq > after_seq in ascending order: the last `limit` if `newest`,
+        else the first `limit` (all if limit is None)."""
+
+    @abstractmethod
+    def _last_seq(self, session_id: str) -> int: ...
+
+    @abstractmethod
+    def _get_summary(self, session_id: str) -> SummaryRecord | None: ...
+
+    @abstractmethod
+    def _cas_summary(
+        self,
+        session_id: str,
+        text: str,
+        covered_seq: int,
+        meta: str,
+        expected_version: int,
+        now: float,
+    ) -> bool:
+        """Install a summary iff the current version is `expected_version` (0: none)."""
+
+    @abstractmethod
+    def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+        """Take the compaction lease if it is free, expired or already `owner`'s."""
+
+    @abstractmethod
+    def _release(self, session_id: str, owner: str) -> None: ...
+
+    @abstractmethod
+    def _get_session(self, session_id: str) -> SessionInfo | None: ...
+
+    @abstractmethod
+    def _list_sessions(self, client_id: str) -> list[str]: ...
+
+    @abstractmethod
+    def _get_state(self, session_id: str) -> str | None: ...
+
+    @abstractmethod
+    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None: ...
+
+    @abstractmethod
+    def _delete_session(self, session_id: str) -> None:
+        """Remove the session's transcript, summary, lease, state and session row."""
+
+    @abstractmethod
+    def _list_facts(self, client_id: str) -> list[Fact]:
+        """Facts of the client, oldest first (by created_at, then id)."""
+
+    @abstractmethod
+    def _put_fact(self, fact: Fact) -> None:
+        """Insert the fact, or replace the one with the same id and client."""
+
+    @abstractmethod
+    def _delete_fact(self, client_id: str, fact_id: str) -> bool: ...
+
+    @abstractmethod
+    def _delete_client(self, client_id: str) -> None:
+        """Remove the client's facts and every one of its sessions."""
+
+    @abstractmethod
+    def _purge(self, cutoff: float) -> int:
+        """Delete sessions not updated since `cutoff`; return how many."""
+
+    def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+        """Read the client's facts, let `plan` pick the fact to write (None: nothing), write it;
+        return what was read and what was written.
+
+        The default is a read then a write. Backends shared by processes make it one atomic
+        step per client, so two processes adding the same fact store it once.
+        """
+        existing = self._list_facts(client_id)
+        fact = plan(existing)
+        if fact is not None:
+            self._put_fact(fact)
+        return existing, fact
+
+    async def _achange_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+        return await self._thread(self._change_facts, client_id, plan)
+
+    def close(self) -> None:  # noqa: B027 - a no-op default that backends may override
+        """Release connections; the default has nothing to release."""
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    async def _thread(self, fn: Callable[..., _T], *args: Any) -> _T:
+        return await asyncio.to_thread(fn, *args)
+
+    def _summary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
+        """The summary and the newest `limit` rows after it, seen at one instant.
+
+        The default reads them one after the other (still consistent: the tail starts after
+        the record it read); server backends override it with one round trip, because that
+        is most of what a turn costs.
+        """
+        record = self._get_summary(session_id)
+        covered = record.covered_seq if record else 0
+        return record, self._read(session_id, covered, limit, True)
+
+    async def _asummary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
+        return await self._thread(self._summary_and_tail, session_id, limit)
+
+    async def _aappend(
+        self,
+        session_id: str,
+        client_id: str | None,
+        rows: Sequence[tuple[str, int | None]],
+        now: float,
+    ) -> list[int]:
+        return await self._thread(self._append, session_id, client_id, rows, now)
+
+    async def _aread(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
+        return await self._thread(self._read, session_id, after_seq, limit, newest)
+
+    async def _alast_seq(self, session_id: str) -> int:
+        return await self._thread(self._last_seq, session_id)
+
+    async def _aget_summary(self, session_id: str) -> SummaryRecord | None:
+        return await self._thread(self._get_summary, session_id)
+
+    async def _acas_summary(
+        self,
+        session_id: str,
+        text: str,
+        covered_seq: int,
+        meta: str,
+        expected_version: int,
+        now: float,
+    ) -> bool:
+        return await self._thread(
+            self._cas_summary, session_id, text, covered_seq, meta, expected_version, now
+        )
+
+    async def _aclaim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+        return await self._thread(self._claim, session_id, owner, ttl, now)
+
+    async def _arelease(self, session_id: str, owner: str) -> None:
+        await self._thread(self._release, session_id, owner)
+
+    async def _aget_session(self, session_id: str) -> SessionInfo | None:
+        return await self._thread(self._get_session, session_id)
+
+    async def _alist_sessions(self, client_id: str) -> list[str]:
+        return await self._thread(self._list_sessions, client_id)
+
+    async def _aget_state(self, session_id: str) -> str | None:
+        return await self._thread(self._get_state, session_id)
+
+    async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+        await self._thread(self._set_state, session_id, client_id, state, now)
+
+    async def _adelete_session(self, session_id: str) -> None:
+        await self._thread(self._delete_session, session_id)
+
+    async def _alist_facts(self, client_id: str) -> list[Fact]:
+        return await self._thread(self._list_facts, client_id)
+
+    async def _aput_fact(self, fact: Fact) -> None:
+        await self._thread(self._put_fact, fact)
+
+    async def _adelete_fact(self, client_id: str, fact_id: str) -> bool:
+        return await self._thread(self._delete_fact, client_id, fact_id)
+
+    async def _adelete_client(self, client_id: str) -> None:
+        await self._thread(self._delete_client, client_id)
+
+    async def _apurge(self, cutoff: float) -> int:
+        return await self._thread(self._purge, cutoff)
+
+    @staticmethod
+    def _now() -> float:
+        return time.time()

@@ -1,0 +1,155 @@
+"""The sync twin of the Redis primitives, on a redis-py client.
+
+Owns the sync retry and the sync ``_primitive`` methods; the store class (clients, schema
+record, closing) is in `redis.py`, the async twin in `redis_aio.py`, the scripts, the keys
+and what both twins share in `redis_scripts.py`. Imports no driver: the store hands it redis-py.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from langchain_rolling_memory.errors import OwnershipError
+from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.stores import redis_scripts as lua
+from langchain_rolling_memory.stores.backend import StoreBackend
+
+__all__ = ["SyncRedisPrimitives"]
+
+logger = logging.getLogger("langchain_rolling_memory")
+
+_T = TypeVar("_T")
+
+
+class SyncRedisPrimitives(StoreBackend):
+    """Mixed into `RedisRollingStore`: every sync primitive is one script or one command,
+    retried once on a fresh connection if the connection dropped."""
+
+    prefix: str
+    keys: lua.Keys
+    _redis: Any
+    _r: Any
+    _scripts: dict[str, Any]
+    _ttl_ms: int
+
+    def _call(self, op: str, fn: Callable[[], _T], retry: Callable[[], _T] | None = None) -> _T:
+        redis = self._redis
+        try:
+            return fn()
+        except redis.ConnectionError:
+            logger.warning("rolling memory: Redis connection lost during %s, retrying once", op)
+            self._r.connection_pool.disconnect(inuse_connections=False)
+            try:
+                return (retry or fn)()
+            except redis.RedisError as again:
+                raise lua.failure(redis, op, again, True) from again
+        except redis.RedisError as exc:
+            raise lua.failure(redis, op, exc, False) from exc
+
+    def _run(self, op: str, name: str, keys: list[str], args: list[Any]) -> Any:
+        return self._call(op, lambda: self._scripts[name](keys=keys, args=args))
+
+    def _append(
+        self, session_id: str, client_id: str | None, rows: Sequence[tuple[str, int | None]], now: float
+    ) -> list[int]:
+        keys = self.keys.append(session_id, client_id)
+        args, again = lua.append_args(session_id, client_id, rows, now, self._ttl_ms)
+        script = self._scripts["append"]
+        reply = self._call(
+            "append", lambda: script(keys=keys, args=args), lambda: script(keys=keys, args=again)
+        )
+        return lua.seqs_of(reply, session_id, client_id)
+
+    def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
+        args = lua.read_args(after_seq, limit, newest)
+        return lua.rows_of(self._run("read", "read", [self.keys.msgs(session_id)], args))
+
+    def _summary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
+        reply = self._run("read", "summary_and_tail", self.keys.summary_and_tail(session_id), [limit])
+        return lua.summary_of(*reply[:5]), lua.rows_of(reply[5:])
+
+    def _last_seq(self, session_id: str) -> int:
+        return int(self._call("read", lambda: self._r.llen(self.keys.msgs(session_id))))
+
+    def _get_summary(self, session_id: str) -> SummaryRecord | None:
+        key = self.keys.summary(session_id)
+        return lua.summary_of(*self._call("read", lambda: self._r.hmget(key, lua.SUMMARY_FIELDS)))
+
+    def _cas_summary(
+        self, session_id: str, text: str, covered_seq: int, meta: str, expected_version: int, now: float
+    ) -> bool:
+        args = lua.cas_args(text, covered_seq, meta, expected_version, now, self._ttl_ms)
+        return int(self._run("summary", "cas", self.keys.cas(session_id), args)) == 1
+
+    def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+        args = lua.claim_args(owner, ttl, now)
+        return int(self._run("lease", "claim", [self.keys.lease(session_id)], args)) == 1
+
+    def _release(self, session_id: str, owner: str) -> None:
+        self._run("lease", "release", [self.keys.lease(session_id)], [owner])
+
+    def _get_session(self, session_id: str) -> SessionInfo | None:
+        info = self.keys.info(session_id)
+        return lua.session_of(session_id, self._call("read", lambda: self._r.hmget(info, lua.SESSION_FIELDS)))
+
+    def _list_sessions(self, client_id: str) -> list[str]:
+        key = self.keys.client_sessions(client_id)
+        return sorted(self._run("read", "list_sessions", [key], [self.prefix]))
+
+    def _get_state(self, session_id: str) -> str | None:
+        info = self.keys.info(session_id)
+        value = self._call("read", lambda: self._r.hget(info, "state"))
+        return None if value is None else str(value)
+
+    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+        args = lua.state_args(session_id, client_id, state, now, self._ttl_ms)
+        if not int(self._run("state", "set_state", self.keys.state(session_id, client_id), args)):
+            raise OwnershipError.for_session(session_id, client_id)
+
+    def _delete_session(self, session_id: str) -> None:
+        self._run("delete", "delete_session", [], [self.prefix, session_id])
+
+    def _list_facts(self, client_id: str) -> list[Fact]:
+        key = self.keys.facts(client_id)
+        return lua.facts_of(self._call("facts", lambda: self._r.hgetall(key)))
+
+    def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+        key = self.keys.facts(client_id)
+
+        def go() -> tuple[list[Fact], Fact | None]:
+            with self._r.pipeline() as pipe:
+                while True:  # optimistic: start again if another writer changed the facts meanwhile
+                    try:
+                        pipe.watch(key)
+                        existing = lua.facts_of(pipe.hgetall(key))
+                        fact = plan(existing)
+                        if fact is not None:
+                            pipe.multi()
+                            pipe.hset(key, fact.id, lua.fact_json(fact))
+                            pipe.execute()
+                        return existing, fact
+                    except self._redis.WatchError:
+                        continue
+
+        return self._call("facts", go)
+
+    def _put_fact(self, fact: Fact) -> None:
+        key, value = self.keys.facts(fact.client_id), lua.fact_json(fact)
+        self._call("facts", lambda: self._r.hset(key, fact.id, value))
+
+    def _delete_fact(self, client_id: str, fact_id: str) -> bool:
+        key = self.keys.facts(client_id)
+        return int(self._call("facts", lambda: self._r.hdel(key, fact_id))) == 1
+
+    def _delete_client(self, client_id: str) -> None:
+        self._run("forget", "delete_client", self.keys.client(client_id), [self.prefix])
+
+    def _purge(self, cutoff: float) -> int:
+        gone = 0
+        while True:  # in chunks, so one script never blocks the server for long
+            seen, deleted = self._run("purge", "purge", [self.keys.updated], [self.prefix, repr(cutoff), 500])
+            gone += int(deleted)
+            if int(seen) < 500:
+                return gone

@@ -1,0 +1,77 @@
+"""Opening a store by URL: the scheme picks the backend, our ``prefix`` parameter is taken out.
+
+Owns the URL forms in `stores/__init__.py`'s table and the import of the backend a URL names
+(only when used, so extras stay optional); the backends own what their URLs mean to the driver.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
+
+from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.stores.base import RollingStore
+
+__all__ = ["BACKENDS", "open_store", "split_prefix"]
+
+# scheme -> (module, class name); imported only when used, so extras stay optional.
+BACKENDS: dict[str, tuple[str, str]] = {
+    "memory": ("langchain_rolling_memory.stores.memory", "InMemoryRollingStore"),
+    "sqlite": ("langchain_rolling_memory.stores.sqlite", "SQLiteRollingStore"),
+    "postgresql": ("langchain_rolling_memory.stores.postgres", "PostgresRollingStore"),
+    "postgres": ("langchain_rolling_memory.stores.postgres", "PostgresRollingStore"),
+    "redis": ("langchain_rolling_memory.stores.redis", "RedisRollingStore"),
+    "rediss": ("langchain_rolling_memory.stores.redis", "RedisRollingStore"),
+}
+
+
+def open_store(url: str, **options: Any) -> RollingStore:
+    """Open the backend a URL names.
+
+    Args:
+        url: ``memory://``, ``sqlite:///path.db``, ``postgresql://...`` or ``redis://...``.
+        **options: passed to the backend (``table_prefix`` / ``key_prefix``, fact limits,
+            ``fact_filter``...).
+
+    Example:
+        >>> store = open_store("memory://")
+        >>> type(store).__name__
+        'InMemoryRollingStore'
+    """
+    if not isinstance(url, str) or "://" not in url:
+        msg = f"a store URL looks like 'sqlite:///memory.db' or 'memory://', got {url!r}"
+        raise ConfigurationError(msg)
+    parts = urlsplit(url)
+    scheme = parts.scheme.split("+", 1)[0].lower()
+    if scheme not in BACKENDS:
+        msg = f"unknown store URL scheme {parts.scheme!r} in {url!r}; use one of {sorted(BACKENDS)}"
+        raise ConfigurationError(msg)
+    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    module_name, class_name = BACKENDS[scheme]
+    cls = getattr(importlib.import_module(module_name), class_name)
+    if scheme == "memory":
+        return cls(**options)  # type: ignore[no-any-return]
+    if scheme == "sqlite":
+        path = parts.path[1:] if parts.path.startswith("/") else parts.path
+        if parts.netloc:
+            msg = f"a SQLite URL has no host: use 'sqlite:///relative.db' or 'sqlite:////abs.db', got {url!r}"
+            raise ConfigurationError(msg)
+        if not path:
+            msg = f"a SQLite URL needs a path, got {url!r}"
+            raise ConfigurationError(msg)
+        if "prefix" in query:
+            options.setdefault("table_prefix", query["prefix"])
+        return cls(path, **options)  # type: ignore[no-any-return]
+    # Server backends take the URL whole (minus our own `prefix` parameter).
+    return cls.from_url(url, **options)  # type: ignore[no-any-return]
+
+
+def split_prefix(url: str) -> tuple[str, str | None]:
+    """Take our own ``prefix`` query parameter out of a server URL: ``(url for the driver,
+    prefix or None)``. Drivers would reject or misread it."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    prefix = next((v for k, v in reversed(pairs) if k == "prefix"), None)
+    rest = urlencode([(k, v) for k, v in pairs if k != "prefix"])
+    return urlunsplit(parts._replace(query=rest)), prefix
