@@ -17,7 +17,9 @@ from langchain_rolling_memory.lab.eval import STRATEGIES, format_table, read_loc
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--conversations", type=int, help="only the first N conversations")
     parser.add_argument("--write", action="store_true", help="also write results/recall_eval.md")
     args = parser.parse_args(argv)
@@ -32,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         command = "python -m benchmarks.recall_eval --write"
         (RESULTS / "recall_eval.md").write_text(
-            f"# Recall on LoCoMo: answer in context per strategy\n\n`{command}`\n\n{table}\n", encoding="utf-8"
+            f"# Recall on LoCoMo: answer in context per strategy\n\n`{command}`\n\n{table}\n",
+            encoding="utf-8",
         )
     return 0
 

@@ -26,8 +26,19 @@ __all__ = ["RECALL_HEADER", "Recalled", "is_question", "recall_block", "render_h
 RECALL_HEADER = "Excerpts of earlier conversations found for this question (one quoted record per line):"
 
 _MONTHS = (
-    "January February March April May June July August September October November December"
-).split()
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 # A speaker name shown outside the quotes: letters, digits, spaces and `._'-`, short.
 _SAFE_NAME = re.compile(r"[^\W_][\w .'-]{0,39}")
 
@@ -106,7 +117,11 @@ def _tokens(text: str, envelope: int, token_counter: TokenCounter) -> int:
 
 
 def _chronological(hit: SearchHit) -> tuple[float, str, int]:
-    return (hit.created_at if hit.created_at is not None else float("inf"), hit.session_id or "", hit.seq or 0)
+    return (
+        hit.created_at if hit.created_at is not None else float("inf"),
+        hit.session_id or "",
+        hit.seq or 0,
+    )
 
 
 def recall_block(

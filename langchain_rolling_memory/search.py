@@ -44,8 +44,7 @@ _MARKS = re.compile(r"[\u0300-\u036f]")
 # Folded (no accents, lower case), as `fold` returns them. Both languages apply to every
 # text, because users mix them; a word that is common in one and meaningful in the other
 # ("son" is "his" in French) stays out of the list.
-STOP_WORDS: frozenset[str] = frozenset(
-    """
+_STOP_WORDS_TEXT = """
     a about above after again against all am an and any are as at be because been before being
     below between both but by can could did do does doing don down during each few for from
     further had has have having he her here hers herself him himself his how i if in into is it
@@ -58,9 +57,9 @@ STOP_WORDS: frozenset[str] = frozenset(
     le la les un une des du de d l au aux et ou mais donc or ni car que qui quoi dont ce cet
     cette ces mon ma mes ton ta tes sa ses notre nos votre vos leur leurs je tu il elle on nous
     vous ils elles me te se lui y en ne pas plus est sont etait ete etre avoir ai as avons avez
-    ont suis es sommes etes dans par pour sur avec sans sous chez c j n qu s t
-    """.split()
-)
+    ont suis es sommes etes dans par pour sur avec sans sous chez c j n qu
+"""
+STOP_WORDS: frozenset[str] = frozenset(_STOP_WORDS_TEXT.split())
 
 
 def fold(text: str) -> str:
@@ -113,18 +112,20 @@ _SUFFIXES = ("ements", "ement", "ing", "ies", "es", "ed", "s")
 def light_stem(word: str) -> str:
     """A deliberately small stemmer: plural ``s``/``es``/``ies``, ``ing``, ``ed``, French ``ement``.
 
-    Only words of five letters or more lose a suffix, and the stem keeps at least four, so
-    "news" and "bus" stay whole. Measured on LoCoMo by the recall evaluation.
+    A plural ``s`` leaves at least three letters ("cats" -> "cat"), any other suffix at least
+    four ("painting" -> "paint", "sing" stays); ``ss``, ``us`` and ``is`` endings are not
+    plurals. Measured on LoCoMo by the recall evaluation.
     """
-    if len(word) < 5 or word.isdigit():
+    if len(word) < 4 or word.isdigit():
         return word
     for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            if suffix == "ies":
-                return word[:-3] + "y"
-            if suffix == "s" and word.endswith(("ss", "us", "is")):
-                return word
-            return word[: -len(suffix)]
+        if not word.endswith(suffix) or len(word) - len(suffix) < (3 if suffix == "s" else 4):
+            continue
+        if suffix == "ies":
+            return word[:-3] + "y"
+        if suffix == "s" and word.endswith(("ss", "us", "is")):
+            return word
+        return word[: -len(suffix)]
     return word
 
 

@@ -446,7 +446,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = _command(sub, "eval", cmd_eval, [])
     ev.add_argument("file", type=Path, metavar="FILE")
-    ev.add_argument("--strategies", metavar="A,B", help="comma-separated strategy names (default: the main ones)")
+    ev.add_argument(
+        "--strategies", metavar="A,B", help="comma-separated strategy names (default: the main ones)"
+    )
     ev.add_argument("--conversations", type=int, metavar="N", help="only the first N conversations")
     ev.add_argument("--plot", metavar="FILE.png", help="write answer in context against tokens to this PNG")
     ev.add_argument("--json", action="store_true", help="print the figures as JSON")

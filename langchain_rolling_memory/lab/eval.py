@@ -56,7 +56,26 @@ __all__ = [
 CATEGORIES: dict[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 """LoCoMo's question categories that have a gold answer, by number."""
 
-_MONTHS = {m: i for i, m in enumerate("january february march april may june july august september october november december".split(), 1)}
+_MONTHS = {
+    name: number
+    for number, name in enumerate(
+        (
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ),
+        start=1,
+    )
+}
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})", re.IGNORECASE)
 
 
@@ -141,7 +160,9 @@ def read_locomo(path: str | Path) -> list[EvalConversation]:
             msg = f"{path}, line {exc.lineno}: not valid JSON ({exc.msg})"
             raise ConversationFormatError(msg) from None
         entries = data if isinstance(data, list) else [data]
-        items = [(str(e.get("sample_id", i)) if isinstance(e, dict) else str(i), e) for i, e in enumerate(entries)]
+        items = [
+            (str(e.get("sample_id", i)) if isinstance(e, dict) else str(i), e) for i, e in enumerate(entries)
+        ]
     out = []
     for name, data in items:
         if not isinstance(data, dict):
@@ -223,7 +244,9 @@ def _last(budget: int) -> Callable[[EvalConversation], Responder]:
     return prepare
 
 
-def _summary_view(conversation: EvalConversation) -> tuple[list[BaseMessage], set[tuple[str, str | None, int]]]:
+def _summary_view(
+    conversation: EvalConversation,
+) -> tuple[list[BaseMessage], set[tuple[str, str | None, int]]]:
     """The rolling summary's view after the whole conversation, as one session with the product's defaults."""
     store = InMemoryRollingStore()
     history = RollingSummaryChatMessageHistory(
@@ -235,7 +258,9 @@ def _summary_view(conversation: EvalConversation) -> tuple[list[BaseMessage], se
     # The view ends with the conversation's last messages, word for word: recall skips them.
     shown = {m.text for m in view}
     tail = conversation.turns[len(conversation.turns) - len(view) :] if view else []
-    keys = {("message", t.session_id, t.seq) for t in tail if t.message.text in shown}
+    keys: set[tuple[str, str | None, int]] = {
+        ("message", t.session_id, t.seq) for t in tail if t.message.text in shown
+    }
     return view, keys
 
 
@@ -427,10 +452,16 @@ def format_table(report: EvalReport) -> str:
         for c in categories:
             tally = report.by_category[s.name].get(c)
             cells.append(f"{100 * tally.covered / tally.total:.1f}%" if tally and tally.total else "-")
-        cells += [f"{float(row['tokens_mean']):,.0f}", f"{int(row['tokens_p95']):,}", f"{float(row['ms_per_question']):.2f}"]
+        cells += [
+            f"{float(row['tokens_mean']):,.0f}",
+            f"{int(row['tokens_p95']):,}",
+            f"{float(row['ms_per_question']):.2f}",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     questions = report.overall[report.strategies[0].name].total if report.strategies else 0
-    lines.append(f"\n{report.conversations} conversations, {questions} questions (categories 1-4), {report.source}")
+    lines.append(
+        f"\n{report.conversations} conversations, {questions} questions (categories 1-4), {report.source}"
+    )
     return "\n".join(lines)
 
 
