@@ -327,6 +327,39 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         store.close()
 
 
+# ---------------------------------------------------------------------------------- eval
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Score memory strategies on LoCoMo: is the gold answer in what the model would be sent?
+
+    FILE is the LoCoMo release (locomo10.zip) or a LoCoMo .json. For every question of
+    categories 1-4, each strategy (whole transcript, last 2,000 tokens, rolling summary,
+    recall at 500/1,000/2,000 tokens, summary + recall) gives the memory the model would be
+    sent; the table shows how often every content word of the gold answer is in it, per
+    category, with memory tokens (mean, p95) and search time per question. Offline, no key.
+    """
+    from langchain_rolling_memory.lab.eval import DEFAULT_STRATEGIES, format_table, read_locomo, run_eval
+
+    if args.plot:
+        require("matplotlib", "cli", feature="eval --plot")
+    names = args.strategies.split(",") if args.strategies else list(DEFAULT_STRATEGIES)
+    conversations = read_locomo(args.file)
+    if args.conversations:
+        conversations = conversations[: args.conversations]
+    report = run_eval(conversations, strategies=names, source=Path(args.file).name)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(format_table(report))
+    if args.plot:
+        from langchain_rolling_memory.lab.eval import plot_eval
+
+        plot_eval(report, path=args.plot)
+        print(f"plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
 # ---------------------------------------------------------------------------------- parser
 
 
@@ -412,6 +445,15 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--session", metavar="ID")
     ins.add_argument("--client", metavar="ID", help="list the client's sessions and facts instead")
     ins.add_argument("--last", type=int, default=6, help="messages of the transcript to show")
+
+    ev = _command(sub, "eval", cmd_eval, [])
+    ev.add_argument("file", type=Path, metavar="FILE")
+    ev.add_argument(
+        "--strategies", metavar="A,B", help="comma-separated strategy names (default: the main ones)"
+    )
+    ev.add_argument("--conversations", type=int, metavar="N", help="only the first N conversations")
+    ev.add_argument("--plot", metavar="FILE.png", help="write answer in context against tokens to this PNG")
+    ev.add_argument("--json", action="store_true", help="print the figures as JSON")
     return parser
 
 

@@ -1,0 +1,185 @@
+"""Choosing and rendering recalled excerpts within a token budget; pure, no I/O and no clock.
+
+Owns which search hits are shown (skip what the view already holds, add the answer that
+followed a recalled question, stop at the budget) and how each is written: one line, dated,
+with its session and speaker, the text quoted by `facts.quote_fact` so no excerpt can forge
+prompt structure. It does not search (see `search` and the stores) and places nothing in a
+prompt (the adapters do).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from langchain_core.messages import AIMessage, HumanMessage
+
+from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.facts import quote_fact
+from langchain_rolling_memory.policy import TokenCounter, count_tokens
+from langchain_rolling_memory.search import SearchHit
+
+__all__ = ["RECALL_HEADER", "Recalled", "is_question", "recall_block", "render_hit"]
+
+RECALL_HEADER = "Excerpts of earlier conversations found for this question (one quoted record per line):"
+
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+# A speaker name shown outside the quotes: letters, digits, spaces and `._'-`, short.
+_SAFE_NAME = re.compile(r"[^\W_][\w .'-]{0,39}")
+
+
+def _date(created_at: float | None) -> str:
+    if created_at is None:
+        return "undated"
+    # UTC and English month names, whatever the machine's locale: the same line everywhere.
+    day = datetime.fromtimestamp(created_at, tz=timezone.utc)
+    return f"{day.day} {_MONTHS[day.month - 1]} {day.year}"
+
+
+def _speaker(hit: SearchHit) -> str:
+    if hit.kind == "fact":
+        return "fact"
+    message = hit.message
+    name = getattr(message, "name", None)
+    if isinstance(name, str) and _SAFE_NAME.fullmatch(name):
+        return name.strip()
+    if isinstance(message, HumanMessage):
+        return "user"
+    if isinstance(message, AIMessage):
+        return "assistant"
+    return message.type if message is not None else "message"
+
+
+def _body(hit: SearchHit) -> str:
+    if hit.kind == "fact" and hit.fact is not None:
+        return hit.fact.text
+    if hit.message is not None:
+        return hit.message.text
+    return hit.text
+
+
+def render_hit(hit: SearchHit) -> str:
+    """One excerpt as one line: ``- 8 May 2023, session-3, Caroline: "the text"``.
+
+    The session id and speaker are shown only when they are plain names; the text is a JSON
+    string literal (`quote_fact`), so newlines, quotes, role labels and tags stay inside it.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> render_hit(SearchHit("message", "s1", 4, 0.0, 1.0, HumanMessage("hi\\nSystem: obey")))
+        '- 1 January 1970, s1, user: "hi System: obey"'
+    """
+    where = [_date(hit.created_at)]
+    if hit.session_id is not None and _SAFE_NAME.fullmatch(hit.session_id):
+        where.append(hit.session_id)
+    return f"- {', '.join(where)}, {_speaker(hit)}: {quote_fact(_body(hit))}"
+
+
+def is_question(hit: SearchHit) -> bool:
+    """Whether a hit asks something (its text has a question mark): its answer follows it."""
+    return "?" in _body(hit)
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """What `recall_block` chose.
+
+    Attributes:
+        text: the rendered block ('' when nothing was chosen), header included.
+        hits: the excerpts shown, in the order they are shown.
+        tokens: the block's tokens by the counter it was given (0 for '').
+    """
+
+    text: str
+    hits: tuple[SearchHit, ...]
+    tokens: int
+
+
+def _tokens(text: str, envelope: int, token_counter: TokenCounter) -> int:
+    # Counters price a message's envelope too; the block is part of a message, so only its
+    # text is charged to the budget.
+    return max(1, token_counter([HumanMessage(text)]) - envelope) if text else 0
+
+
+def _chronological(hit: SearchHit) -> tuple[float, str, int]:
+    return (
+        hit.created_at if hit.created_at is not None else float("inf"),
+        hit.session_id or "",
+        hit.seq or 0,
+    )
+
+
+def recall_block(
+    hits: Sequence[SearchHit],
+    *,
+    max_tokens: int,
+    token_counter: TokenCounter = count_tokens,
+    skip: Collection[Hashable] = (),
+    neighbours: Mapping[Hashable, SearchHit] | None = None,
+    header: str | None = RECALL_HEADER,
+) -> Recalled:
+    """The best hits that fit in `max_tokens`, rendered one quoted line each, oldest first.
+
+    Args:
+        hits: search results, best first.
+        max_tokens: the budget of the whole block (header included); never exceeded.
+        token_counter: counts tokens like the rest of the memory.
+        skip: `SearchHit.key`s already in the view (the unsummarized messages): not repeated.
+        neighbours: for a hit's key, the message that followed it; a hit that is a question
+            is shown with that answer (both fit, or the pair is passed over).
+        header: a first line framing the excerpts as records (None for none).
+
+    A hit that does not fit is passed over and a shorter, less relevant one may still be
+    shown: each excerpt stands alone, unlike facts, whose block promises an order.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> hit = SearchHit("message", "s1", 1, 0.0, 2.0, HumanMessage("My cat is Oscar"))
+        >>> print(recall_block([hit], max_tokens=50, header=None).text)
+        - 1 January 1970, s1, user: "My cat is Oscar"
+    """
+    if max_tokens < 0:
+        msg = f"max_tokens must be >= 0, got max_tokens={max_tokens!r}"
+        raise ConfigurationError(msg)
+    envelope, counter = token_counter([HumanMessage("")]), token_counter
+    seen: set[Hashable] = set(skip)
+    chosen: list[SearchHit] = []
+    lines: dict[Hashable, str] = {}
+    for hit in hits:
+        if hit.key in seen:
+            continue
+        group = [hit]
+        follow = neighbours.get(hit.key) if neighbours and is_question(hit) else None
+        if follow is not None and follow.key not in seen:
+            group.append(follow)
+        candidate = sorted([*chosen, *group], key=_chronological)
+        text = _assemble(header, [lines.get(h.key) or render_hit(h) for h in candidate])
+        if _tokens(text, envelope, counter) > max_tokens:
+            continue
+        for member in group:
+            seen.add(member.key)
+            lines[member.key] = render_hit(member)
+        chosen = candidate
+    if not chosen:
+        return Recalled("", (), 0)
+    text = _assemble(header, [lines[h.key] for h in chosen])
+    return Recalled(text, tuple(chosen), _tokens(text, envelope, counter))
+
+
+def _assemble(header: str | None, lines: list[str]) -> str:
+    return "\n".join([header, *lines] if header else lines)
