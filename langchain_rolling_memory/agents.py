@@ -47,7 +47,7 @@ from langchain_rolling_memory.agent_run import (  # noqa: E402
 )
 from langchain_rolling_memory.engine import Compactor, ErrorCallback, SessionState  # noqa: E402
 from langchain_rolling_memory.extractor import FactExtractor  # noqa: E402
-from langchain_rolling_memory.facts import memory_block  # noqa: E402
+from langchain_rolling_memory.framing import memory_block  # noqa: E402
 from langchain_rolling_memory.ids import validate_id  # noqa: E402
 from langchain_rolling_memory.policy import TokenCounter, count_tokens  # noqa: E402
 from langchain_rolling_memory.records import Fact  # noqa: E402

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from langchain_rolling_memory.engine import CompactionResult
 from langchain_rolling_memory.errors import ConfigurationError, FactError, InvalidIdError
-from langchain_rolling_memory.facts import quote_fact
+from langchain_rolling_memory.framing import quote_fact
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.prompts import render_transcript
 from langchain_rolling_memory.records import Fact

@@ -22,7 +22,7 @@ from typing import Literal
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
 from langchain_rolling_memory.extractor import FactExtractor
-from langchain_rolling_memory.facts import memory_message, memory_text
+from langchain_rolling_memory.framing import memory_message, memory_text
 from langchain_rolling_memory.history import RollingSummaryChatMessageHistory, WindowedChatMessageHistory
 from langchain_rolling_memory.lab.conversations import ConversationMessage
 from langchain_rolling_memory.lab.offline import keyless_extractor, keyless_summarizer
