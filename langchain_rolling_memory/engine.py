@@ -1,45 +1,38 @@
 """When and how to compact: load, plan, summarize, install with compare-and-swap, back off.
 
 Owns the compaction procedure and its failure handling (timeouts, retries with back-off,
-leases so one process summarizes a window, background scheduling). It holds no message
-logic of its own (that is `policy`) and no storage (that is `stores`).
+leases so one process summarizes a window) and the one step an adapter takes after an
+append (`Compactor.advance`). It holds no message logic of its own (that is `policy`), no
+framing (`framing`), no storage (`stores`) and no threads or tasks (`background`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import functools
 import inspect
 import itertools
 import logging
 import os
 import socket
-import threading
 import time
 import uuid
-import weakref
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from langchain_rolling_memory.background import call_with_timeout, workers
-from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.background import Failures, call_with_timeout, jobs_of, run_coroutine_sync
+from langchain_rolling_memory.errors import ConfigurationError, SummarizerError
 from langchain_rolling_memory.framing import summary_message
 from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens, tool_safe_cut
 from langchain_rolling_memory.prompts import clean_summary
-from langchain_rolling_memory.records import StoredMessage, SummaryRecord
+from langchain_rolling_memory.records import CompactionResult, SessionState, StoredMessage, SummaryRecord
 from langchain_rolling_memory.serde import dumps_message
 from langchain_rolling_memory.stores.base import RollingStore
-from langchain_rolling_memory.summarizers.base import (
-    Summarizer,
-    SummarizerLike,
-    SummaryResult,
-    run_coroutine_sync,
-)
+from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike, SummaryResult
 from langchain_rolling_memory.summarizers.coerce import as_summarizer
 from langchain_rolling_memory.topics import (
     META_SECTIONS,
@@ -49,6 +42,7 @@ from langchain_rolling_memory.topics import (
     open_section,
     topic_cut,
 )
+from langchain_rolling_memory.usage import SummaryUsage
 
 __all__ = [
     "CompactionCallback",
@@ -56,58 +50,12 @@ __all__ = [
     "CompactionResult",
     "Compactor",
     "ErrorCallback",
-    "SessionState",
 ]
 
 logger = logging.getLogger("langchain_rolling_memory")
 
 ErrorCallback = Callable[[str, BaseException], None]
 """Called as ``on_error(session_id, exception)`` when a compaction fails."""
-
-
-@dataclass(frozen=True)
-class SessionState:
-    """What one turn reads: the summary record and the unsummarized tail (bounded)."""
-
-    record: SummaryRecord | None
-    tail: list[StoredMessage]
-    truncated: bool
-    """True if more unsummarized messages exist than were read (backlog beyond the cap)."""
-
-    @property
-    def summary(self) -> str:
-        return self.record.text if self.record else ""
-
-    @property
-    def covered_seq(self) -> int:
-        return self.record.covered_seq if self.record else 0
-
-    @property
-    def version(self) -> int:
-        return self.record.version if self.record else 0
-
-    @functools.cached_property
-    def messages(self) -> list[BaseMessage]:
-        return [m.message for m in self.tail]
-
-
-@dataclass(frozen=True)
-class CompactionResult:
-    """One installed compaction; `messages` are the ones folded into `summary`, `meta` the
-    summary record's usage accounting."""
-
-    session_id: str
-    folded: int
-    covered_seq: int
-    version: int
-    summary: str
-    messages: tuple[BaseMessage, ...] = ()
-    meta: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def record(self) -> SummaryRecord:
-        """The summary record this compaction installed (its `updated_at` is not known here)."""
-        return SummaryRecord(self.summary, self.covered_seq, self.version, dict(self.meta))
 
 
 @runtime_checkable
@@ -123,43 +71,16 @@ CompactionCallback = Callable[[CompactionResult], Any]
 """Called as ``on_compaction(result)`` (sync or async) after a summary is installed."""
 
 
-@dataclass
-class _Failures:
-    count: int = 0
-    retry_at: float = 0.0
+@dataclass(frozen=True)
+class _Plan:
+    """What one compaction folds: `batch` (oldest first) into `previous`."""
 
+    batch: list[StoredMessage]
+    previous: str
 
-@dataclass
-class _Book:
-    """Per-store, in-process bookkeeping shared by every history of the same store.
-
-    `pending` holds one future per session with a background compaction in flight (a
-    thread's, or the mirror of an event-loop task's); `tasks` holds those tasks strongly,
-    since the event loop keeps only weak references to them.
-    """
-
-    failures: dict[str, _Failures] = field(default_factory=dict)
-    pending: dict[str, concurrent.futures.Future[CompactionResult | None]] = field(default_factory=dict)
-    tasks: dict[str, asyncio.Task[CompactionResult | None]] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-_BOOKS: weakref.WeakKeyDictionary[RollingStore, _Book] = weakref.WeakKeyDictionary()
-_BOOKS_LOCK = threading.Lock()
-
-
-def _book(store: RollingStore) -> _Book:
-    # A history is built at every call of a chain: keep this lookup off the lock when we can.
-    book = getattr(store, "_lrm_book", None)
-    if isinstance(book, _Book):
-        return book
-    with _BOOKS_LOCK:
-        book = _BOOKS.get(store)
-        if book is None:
-            book = _BOOKS[store] = _Book()
-        with contextlib.suppress(AttributeError):  # __slots__: the weak dictionary still works
-            store._lrm_book = book  # type: ignore[attr-defined]
-        return book
+    @property
+    def messages(self) -> list[BaseMessage]:
+        return [m.message for m in self.batch]
 
 
 _PROCESS = f"{socket.gethostname()}:{uuid.uuid4().hex[:8]}"
@@ -170,6 +91,16 @@ def _owner() -> str:
     """A lease owner id unique to one compactor: host and a random token (two replicas may
     share a hostname and a pid), the pid (a forked child inherits the token), a counter."""
     return f"{_PROCESS}:{os.getpid()}:{next(_OWNERS)}"
+
+
+def _install_args(done: CompactionResult) -> dict[str, Any]:
+    """`install_summary`'s keywords for `done`: a compare-and-swap on the version below it."""
+    return {"covered_seq": done.covered_seq, "expected_version": done.version - 1, "meta": dict(done.meta)}
+
+
+def _check_args(done: CompactionResult) -> dict[str, Any]:
+    """`read`'s keywords for the transcript row of the last message `done` folded."""
+    return {"after_seq": done.covered_seq - 1, "limit": 1, "newest": False}
 
 
 class Compactor:
@@ -246,7 +177,7 @@ class Compactor:
         self.exit_timeout = exit_timeout
         self.start_delay = start_delay
         self.owner = _owner()
-        self._book = _book(store)
+        self._jobs = jobs_of(store)
 
     @classmethod
     def build(
@@ -326,8 +257,8 @@ class Compactor:
     # ------------------------------------------------------------------ planning
 
     def in_backoff(self, session_id: str) -> bool:
-        with self._book.lock:
-            failures = self._book.failures.get(session_id)
+        with self._jobs.lock:
+            failures = self._jobs.failures.get(session_id)
             return failures is not None and self.clock() < failures.retry_at
 
     def due(self, state: SessionState) -> int:
@@ -390,45 +321,80 @@ class Compactor:
         head = [summary_message(state.summary)] if state.summary else []
         return head + messages
 
-    def _batch(self, state: SessionState, oldest: list[StoredMessage] | None) -> list[StoredMessage]:
-        """The messages to fold: the policy's cut of the tail, or the oldest chunk of a backlog."""
-        if oldest is not None:
-            msgs = [m.message for m in oldest]
-            keep = self.policy.keep_last
-            cut = tool_safe_cut(msgs, max(1, len(msgs) - keep), keep_more=True)
-            return oldest[:cut]
-        return state.tail[: self.due(state)]
-
-    # ------------------------------------------------------------------ compaction
+    # ------------------------------------------------------------------ compaction: pure steps
 
     def _begin(self, session_id: str, state: SessionState, force: bool) -> bool:
         if not force and self.in_backoff(session_id):
             return False
         return self.due(state) > 0 or (force and bool(state.tail))
 
-    def _meta(
-        self, state: SessionState, result: SummaryResult, previous: str, batch: list[StoredMessage]
-    ) -> dict[str, Any]:
-        meta = dict(state.record.meta) if state.record else {}
+    def _backlog(self, state: SessionState) -> dict[str, Any]:
+        """`read`'s keywords for the oldest chunk of a backlog beyond the cap."""
+        return {"after_seq": state.covered_seq, "limit": self.policy.cap, "newest": False}
+
+    def _plan(self, state: SessionState, oldest: list[StoredMessage] | None, force: bool) -> _Plan | None:
+        """What to fold (None: nothing): every unsummarized message with `force`, the oldest
+        chunk of a backlog (`oldest`), else the policy's cut of the tail."""
+        if force:
+            batch = state.tail
+        elif oldest is not None:
+            msgs = [m.message for m in oldest]
+            keep = self.policy.keep_last
+            batch = oldest[: tool_safe_cut(msgs, max(1, len(msgs) - keep), keep_more=True)]
+        else:
+            batch = state.tail[: self.due(state)]
+        return _Plan(batch, self._previous(state)) if batch else None
+
+    def _clean(self, result: SummaryResult) -> SummaryResult:
+        text = clean_summary(result.text, max_words=self.max_words)
+        if not text:
+            msg = f"the summarizer returned nothing usable: {result.text[:80]!r}"
+            raise SummarizerError(msg)
+        return SummaryResult(text, result.input_tokens, result.output_tokens, result.calls)
+
+    def _outcome(
+        self, session_id: str, state: SessionState, plan: _Plan, raw: SummaryResult
+    ) -> CompactionResult:
+        """The compaction to install on top of `state` (one version later): the cleaned text,
+        laid out in topic sections if need be, and the record's meta with this one's cost."""
+        result = self._clean(raw)
         input_tokens = result.input_tokens
         if input_tokens is None:
-            input_tokens = self.token_counter([HumanMessage(previous), *[m.message for m in batch]])
+            input_tokens = self.token_counter([HumanMessage(plan.previous), *plan.messages])
         output_tokens = result.output_tokens
         if output_tokens is None:
             output_tokens = self.token_counter([HumanMessage(result.text)])
-        meta["compactions"] = int(meta.get("compactions", 0)) + 1
-        meta["summarizer_calls"] = int(meta.get("summarizer_calls", 0)) + 1
-        meta["model_calls"] = int(meta.get("model_calls", 0)) + result.calls
-        meta["summarizer_input_tokens"] = int(meta.get("summarizer_input_tokens", 0)) + input_tokens
-        meta["summarizer_output_tokens"] = int(meta.get("summarizer_output_tokens", 0)) + output_tokens
-        meta["folded_messages"] = int(meta.get("folded_messages", 0)) + len(batch)
-        meta["folded_tokens"] = int(meta.get("folded_tokens", 0)) + sum(self.token_counts(batch))
-        meta["summary_tokens"] = self.token_counter([summary_message(result.text)])
-        return meta
+        kept = state.record.meta if state.record else {}
+        usage = SummaryUsage.from_meta(kept).added(
+            model_calls=result.calls,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            folded_messages=len(plan.batch),
+            folded_tokens=sum(self.token_counts(plan.batch)),
+            summary_tokens=self.token_counter([summary_message(result.text)]),
+        )
+        text, meta = self._compose(state, result.text, plan.batch, usage.to_meta(kept))
+        return CompactionResult(
+            session_id,
+            len(plan.batch),
+            plan.batch[-1].seq,
+            state.version + 1,
+            text,
+            tuple(plan.messages),
+            meta,
+        )
+
+    def _fresh(self, state: SessionState, fresh: SummaryRecord | None) -> SessionState | None:
+        """`state` with the record just read if its version is unchanged, else None (reload)."""
+        if (fresh.version if fresh else 0) != state.version:
+            return None
+        return SessionState(fresh, state.tail, state.truncated)
+
+    # ------------------------------------------------------------------ failures and listeners
 
     def _fail(self, session_id: str, exc: BaseException) -> None:
-        with self._book.lock:
-            failures = self._book.failures.setdefault(session_id, _Failures())
+        with self._jobs.lock:
+            failures = self._jobs.failures.setdefault(session_id, Failures())
             failures.count += 1
             delay = min(self.max_backoff, self.backoff * 2 ** (failures.count - 1))
             failures.retry_at = self.clock() + delay
@@ -446,8 +412,8 @@ class Compactor:
                 logger.exception("rolling memory: the on_error callback raised")
 
     def _succeed(self, session_id: str) -> None:
-        with self._book.lock:
-            self._book.failures.pop(session_id, None)
+        with self._jobs.lock:
+            self._jobs.failures.pop(session_id, None)
 
     # The session was erased (forget, clear_session, purge), and perhaps refilled, while its
     # summary was being written: sequence numbers restart after an erasure, so the summary
@@ -513,23 +479,7 @@ class Compactor:
         except Exception:
             logger.exception("rolling memory: the on_compaction callback raised (the summary is kept)")
 
-    def _fresh(self, state: SessionState, fresh: SummaryRecord | None) -> SessionState | None:
-        """`state` with the record just read if its version is unchanged, else None (reload)."""
-        if (fresh.version if fresh else 0) != state.version:
-            return None
-        return SessionState(fresh, state.tail, state.truncated)
-
-    def _clean(self, result: SummaryResult) -> SummaryResult:
-        text = clean_summary(result.text, max_words=self.max_words)
-        if not text:
-            from langchain_rolling_memory.errors import SummarizerError
-
-            msg = f"the summarizer returned nothing usable: {result.text[:80]!r}"
-            raise SummarizerError(msg)
-        return SummaryResult(text, result.input_tokens, result.output_tokens, result.calls)
-
-    def _summarize_sync(self, previous: str, messages: list[BaseMessage]) -> SummaryResult:
-        return call_with_timeout(lambda: self.summarizer.summarize(previous, messages), self.timeout)
+    # ------------------------------------------------------------------ compaction: the twins
 
     def compact(
         self, session_id: str, state: SessionState | None = None, *, force: bool = False
@@ -551,29 +501,16 @@ class Compactor:
         try:
             # Re-read under the lease: another process may have folded these messages already.
             state = self._fresh(state, self.store.summary(session_id)) or self.load(session_id)
-            oldest = (
-                self.store.read(session_id, after_seq=state.covered_seq, limit=self.policy.cap, newest=False)
-                if state.truncated
-                else None
-            )
-            batch = self._batch(state, oldest) if not force else state.tail
-            if not batch:
+            oldest = self.store.read(session_id, **self._backlog(state)) if state.truncated else None
+            plan = self._plan(state, oldest, force)
+            if plan is None:
                 return None
-            previous = self._previous(state)
-            result = self._clean(self._summarize_sync(previous, [m.message for m in batch]))
-            text, meta = self._compose(state, result.text, batch, self._meta(state, result, previous, batch))
-            installed = self.store.install_summary(
-                session_id,
-                text,
-                covered_seq=batch[-1].seq,
-                expected_version=state.version,
-                meta=meta,
-            )
-            if not installed:
+            summarize = functools.partial(self.summarizer.summarize, plan.previous, plan.messages)
+            done = self._outcome(session_id, state, plan, call_with_timeout(summarize, self.timeout))
+            if not self.store.install_summary(session_id, done.summary, **_install_args(done)):
                 return None
-            check = self.store.read(session_id, after_seq=batch[-1].seq - 1, limit=1, newest=False)
-            if not self._installed_on(batch, check):
-                self._retract(session_id, state.version + 1)
+            if not self._installed_on(plan.batch, self.store.read(session_id, **_check_args(done))):
+                self._retract(session_id, done.version)
                 return None
         except Exception as exc:
             self._fail(session_id, exc)
@@ -584,7 +521,6 @@ class Compactor:
             except Exception:
                 logger.exception("rolling memory: could not release the lease of %r", session_id)
         self._succeed(session_id)
-        done = _result(session_id, state, batch, text, meta)
         self._notify(done)
         return done
 
@@ -603,33 +539,16 @@ class Compactor:
             return None
         try:
             state = self._fresh(state, await self.store.asummary(session_id)) or await self.aload(session_id)
-            oldest = (
-                await self.store.aread(
-                    session_id, after_seq=state.covered_seq, limit=self.policy.cap, newest=False
-                )
-                if state.truncated
-                else None
-            )
-            batch = self._batch(state, oldest) if not force else state.tail
-            if not batch:
+            oldest = await self.store.aread(session_id, **self._backlog(state)) if state.truncated else None
+            plan = self._plan(state, oldest, force)
+            if plan is None:
                 return None
-            previous = self._previous(state)
-            call = self.summarizer.asummarize(previous, [m.message for m in batch])
-            raw = await asyncio.wait_for(call, self.timeout) if self.timeout is not None else await call
-            result = self._clean(raw)
-            text, meta = self._compose(state, result.text, batch, self._meta(state, result, previous, batch))
-            installed = await self.store.ainstall_summary(
-                session_id,
-                text,
-                covered_seq=batch[-1].seq,
-                expected_version=state.version,
-                meta=meta,
-            )
-            if not installed:
+            summarize = self.summarizer.asummarize(plan.previous, plan.messages)
+            done = self._outcome(session_id, state, plan, await asyncio.wait_for(summarize, self.timeout))
+            if not await self.store.ainstall_summary(session_id, done.summary, **_install_args(done)):
                 return None
-            check = await self.store.aread(session_id, after_seq=batch[-1].seq - 1, limit=1, newest=False)
-            if not self._installed_on(batch, check):
-                await self._aretract(session_id, state.version + 1)
+            if not self._installed_on(plan.batch, await self.store.aread(session_id, **_check_args(done))):
+                await self._aretract(session_id, done.version)
                 return None
         except Exception as exc:
             self._fail(session_id, exc)
@@ -640,21 +559,68 @@ class Compactor:
             except Exception:
                 logger.exception("rolling memory: could not release the lease of %r", session_id)
         self._succeed(session_id)
-        done = _result(session_id, state, batch, text, meta)
         await self._anotify(done)
         return done
 
+    # ------------------------------------------------------------------ after an append
+
+    def _wanted(self, session_id: str, state: SessionState) -> bool:
+        return bool(self.due(state)) and not self.in_backoff(session_id)
+
+    def advance(
+        self,
+        session_id: str,
+        state: SessionState | None = None,
+        *,
+        appended: Sequence[StoredMessage] = (),
+        background: bool = False,
+    ) -> SessionState:
+        """The one step an adapter takes after appending to a session: its state, then a due
+        compaction (unless in back-off), inline or handed to the background.
+
+        `state` is what was known before `appended` was written; when the new rows extend it
+        exactly (see `extend`), one summary read replaces reading the tail again; otherwise
+        (or with None) the state is read. Returns the state to `view`: with an inline
+        compaction folded in; a scheduled one lands for a later turn.
+        """
+        extended = None
+        if state is not None and appended:
+            extended = self.extend(state, appended, self.store.summary(session_id))
+        state = extended or self.load(session_id)
+        if not self._wanted(session_id, state):
+            return state
+        if background:
+            self.schedule(session_id, state)
+            return state
+        result = self.compact(session_id, state)
+        if result is None:
+            return state
+        return self.folded(state, result) or self.load(session_id)
+
+    async def aadvance(
+        self,
+        session_id: str,
+        state: SessionState | None = None,
+        *,
+        appended: Sequence[StoredMessage] = (),
+        background: bool = False,
+    ) -> SessionState:
+        """Async twin of `advance`: a background compaction is a task of the running loop."""
+        extended = None
+        if state is not None and appended:
+            extended = self.extend(state, appended, await self.store.asummary(session_id))
+        state = extended or await self.aload(session_id)
+        if not self._wanted(session_id, state):
+            return state
+        if background:
+            self.aschedule(session_id, state)
+            return state
+        result = await self.acompact(session_id, state)
+        if result is None:
+            return state
+        return self.folded(state, result) or await self.aload(session_id)
+
     # ------------------------------------------------------------------ background
-
-    def _claim_slot(self, session_id: str) -> bool:
-        """True if no background compaction of the session is in flight (caller holds the lock)."""
-        current = self._book.pending.get(session_id)
-        return current is None or current.done()
-
-    def _settle(self, session_id: str, future: concurrent.futures.Future[Any]) -> None:
-        with self._book.lock:
-            if self._book.pending.get(session_id) is future:
-                del self._book.pending[session_id]
 
     def schedule(self, session_id: str, state: SessionState | None = None) -> bool:
         """Run `compact` on a background worker thread unless one is already in flight for
@@ -665,15 +631,9 @@ class Compactor:
 
         The process waits for it at exit (up to `exit_timeout`); `flush` waits for it now.
         """
-        with self._book.lock:
-            if not self._claim_slot(session_id):
-                return False
-            future = workers.submit(
-                lambda: self._delayed_compact(session_id, state), exit_timeout=self.exit_timeout
-            )
-            self._book.pending[session_id] = future
-        future.add_done_callback(lambda f: self._settle(session_id, f))
-        return True
+        return self._jobs.submit(
+            session_id, lambda: self._delayed_compact(session_id, state), exit_timeout=self.exit_timeout
+        )
 
     def aschedule(self, session_id: str, state: SessionState | None = None) -> bool:
         """Run `acompact` as a task of the running loop unless a compaction of the session is
@@ -682,20 +642,13 @@ class Compactor:
         If the loop shuts down first (``asyncio.run`` cancels leftover tasks), the compaction
         is handed to a worker thread, so it still lands (see `schedule`).
         """
-        loop = asyncio.get_running_loop()
-        with self._book.lock:
-            if not self._claim_slot(session_id):
-                return False
-            mirror: concurrent.futures.Future[CompactionResult | None] = concurrent.futures.Future()
-            mirror.set_running_or_notify_cancel()
-            task = loop.create_task(
-                self._delayed_acompact(session_id, state), name=f"rolling-memory compaction {session_id}"
-            )
-            self._book.pending[session_id] = mirror
-            self._book.tasks[session_id] = task
-        mirror.add_done_callback(lambda f: self._settle(session_id, f))
-        task.add_done_callback(lambda t: self._task_done(session_id, mirror, t))
-        return True
+        return self._jobs.start_task(
+            session_id,
+            lambda: self._delayed_acompact(session_id, state),
+            fallback=lambda: self.compact(session_id),
+            exit_timeout=self.exit_timeout,
+            name=f"rolling-memory compaction {session_id}",
+        )
 
     def _delayed_compact(self, session_id: str, state: SessionState | None) -> CompactionResult | None:
         if self.start_delay > 0:
@@ -707,31 +660,9 @@ class Compactor:
             await asyncio.sleep(self.start_delay)
         return await self.acompact(session_id, state)
 
-    def _task_done(
-        self,
-        session_id: str,
-        mirror: concurrent.futures.Future[CompactionResult | None],
-        task: asyncio.Task[CompactionResult | None],
-    ) -> None:
-        with self._book.lock:
-            if self._book.tasks.get(session_id) is task:
-                del self._book.tasks[session_id]
-        if task.cancelled():
-            # The loop is closing (or someone cancelled us): finish on a worker thread.
-            handoff = workers.submit(lambda: self.compact(session_id), exit_timeout=self.exit_timeout)
-            handoff.add_done_callback(lambda f: _copy_outcome(f, mirror))
-            return
-        exc = task.exception()
-        if exc is not None:
-            mirror.set_exception(exc)
-        else:
-            mirror.set_result(task.result())
-
     def pending(self, session_id: str) -> concurrent.futures.Future[CompactionResult | None] | None:
         """The in-flight background compaction of the session in this process, if any."""
-        with self._book.lock:
-            future = self._book.pending.get(session_id)
-        return None if future is None or future.done() else future
+        return self._jobs.pending(session_id)
 
     def flush(self, session_id: str, timeout: float | None = None) -> bool:
         """Wait for the session's background compaction (thread or task) to finish.
@@ -740,57 +671,8 @@ class Compactor:
         when called on the thread of the event loop that runs the compaction task (waiting
         there would block the very loop it needs: use `aflush`).
         """
-        with self._book.lock:
-            future = self._book.pending.get(session_id)
-            task = self._book.tasks.get(session_id)
-        if future is None:
-            return True
-        if task is not None and not task.done() and _on_loop_thread(task.get_loop()):
-            msg = "a compaction task is pending on this thread's event loop: use `await aflush()`"
-            raise RuntimeError(msg)
-        done, _ = concurrent.futures.wait([future], timeout=timeout)
-        return bool(done)
+        return self._jobs.flush(session_id, timeout)
 
     async def aflush(self, session_id: str, timeout: float | None = None) -> bool:
         """Async twin of `flush`: awaits without blocking the event loop."""
-        with self._book.lock:
-            future = self._book.pending.get(session_id)
-        if future is None:
-            return True
-        try:
-            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout)
-        except asyncio.TimeoutError:
-            return False
-        except Exception:  # the compaction's own failure was logged where it happened
-            return True
-        return True
-
-
-def _copy_outcome(source: concurrent.futures.Future[Any], target: concurrent.futures.Future[Any]) -> None:
-    exc = source.exception()
-    if exc is not None:
-        target.set_exception(exc)
-    else:
-        target.set_result(source.result())
-
-
-def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
-
-
-def _result(
-    session_id: str, state: SessionState, batch: list[StoredMessage], text: str, meta: dict[str, Any]
-) -> CompactionResult:
-    """The record of a compaction installed on top of `state` (one version later)."""
-    return CompactionResult(
-        session_id,
-        len(batch),
-        batch[-1].seq,
-        state.version + 1,
-        text,
-        tuple(m.message for m in batch),
-        meta,
-    )
+        return await self._jobs.aflush(session_id, timeout)

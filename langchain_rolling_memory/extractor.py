@@ -32,6 +32,7 @@ __all__ = [
     "FactChanges",
     "FactExtractor",
     "aextract_facts",
+    "compaction_listener",
     "extract_facts",
 ]
 
@@ -343,3 +344,24 @@ async def aextract_facts(
 ) -> ExtractionResult:
     """Async twin of `extract_facts`."""
     return await FactExtractor(model).aextract(store, client_id, messages)
+
+
+def compaction_listener(
+    extractor: FactExtractor | BaseChatModel | None, store: RollingStore, given: object
+) -> object:
+    """What an adapter's ``extractor=`` becomes: the compactor's `on_compaction` listener.
+
+    A `FactExtractor` (or a chat model, to build one) is bound to `store`; without one the
+    caller's own ``on_compaction`` (`given`, possibly None) is kept.
+
+    Raises:
+        ConfigurationError: both an extractor and an ``on_compaction`` were given.
+    """
+    if extractor is None:
+        return given
+    if given is not None:
+        msg = "pass either extractor= or on_compaction=, not both"
+        raise ConfigurationError(msg)
+    if not isinstance(extractor, FactExtractor):
+        extractor = FactExtractor(extractor)
+    return extractor.bind(store)

@@ -20,8 +20,7 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_core.runnables.utils import ConfigurableFieldSpec
 
 from langchain_rolling_memory.context import aload_memory, load_memory
-from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.extractor import FactExtractor
+from langchain_rolling_memory.extractor import FactExtractor, compaction_listener
 from langchain_rolling_memory.framing import (
     SUMMARY_MESSAGE_ID,
     MemoryBlock,
@@ -96,13 +95,9 @@ def session_history_factory(
         'client-1'
     """
     options = dict(history_options)
-    if extractor is not None:
-        if options.get("on_compaction") is not None:
-            msg = "pass either extractor= or on_compaction=, not both"
-            raise ConfigurationError(msg)
-        if not isinstance(extractor, FactExtractor):
-            extractor = FactExtractor(extractor)
-        options["on_compaction"] = extractor.bind(store)
+    listener = compaction_listener(extractor, store, options.pop("on_compaction", None))
+    if listener is not None:
+        options["on_compaction"] = listener
     # Building a history does no I/O: a bad option fails here, once, not at the first turn.
     RollingSummaryChatMessageHistory("settings-check", store=store, summarizer=summarizer, **options)
 
