@@ -567,6 +567,10 @@ class Compactor:
     def _wanted(self, session_id: str, state: SessionState) -> bool:
         return bool(self.due(state)) and not self.in_backoff(session_id)
 
+    def _after(self, state: SessionState, result: CompactionResult | None) -> SessionState | None:
+        """`state` after an inline compaction's `result` (None: reload, see `folded`)."""
+        return state if result is None else self.folded(state, result)
+
     def advance(
         self,
         session_id: str,
@@ -583,19 +587,15 @@ class Compactor:
         (or with None) the state is read. Returns the state to `view`: with an inline
         compaction folded in; a scheduled one lands for a later turn.
         """
-        extended = None
-        if state is not None and appended:
-            extended = self.extend(state, appended, self.store.summary(session_id))
-        state = extended or self.load(session_id)
+        known = state if appended else None
+        record = self.store.summary(session_id) if known is not None else None
+        state = (known and self.extend(known, appended, record)) or self.load(session_id)
         if not self._wanted(session_id, state):
             return state
         if background:
             self.schedule(session_id, state)
             return state
-        result = self.compact(session_id, state)
-        if result is None:
-            return state
-        return self.folded(state, result) or self.load(session_id)
+        return self._after(state, self.compact(session_id, state)) or self.load(session_id)
 
     async def aadvance(
         self,
@@ -606,19 +606,15 @@ class Compactor:
         background: bool = False,
     ) -> SessionState:
         """Async twin of `advance`: a background compaction is a task of the running loop."""
-        extended = None
-        if state is not None and appended:
-            extended = self.extend(state, appended, await self.store.asummary(session_id))
-        state = extended or await self.aload(session_id)
+        known = state if appended else None
+        record = await self.store.asummary(session_id) if known is not None else None
+        state = (known and self.extend(known, appended, record)) or await self.aload(session_id)
         if not self._wanted(session_id, state):
             return state
         if background:
             self.aschedule(session_id, state)
             return state
-        result = await self.acompact(session_id, state)
-        if result is None:
-            return state
-        return self.folded(state, result) or await self.aload(session_id)
+        return self._after(state, await self.acompact(session_id, state)) or await self.aload(session_id)
 
     # ------------------------------------------------------------------ background
 
