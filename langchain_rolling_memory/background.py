@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 __all__ = [
-    "Failures",
     "SessionJobs",
     "Workers",
     "call_with_timeout",
@@ -197,7 +196,7 @@ def run_coroutine_sync(factory: Callable[[], Awaitable[_T]]) -> _T:
 
 
 @dataclass
-class Failures:
+class _Failures:
     """Failed attempts of one session in a row, and when the next may start (monotonic)."""
 
     count: int = 0
@@ -209,15 +208,36 @@ class SessionJobs:
 
     At most one job per session is in flight: `pending` holds its future (a worker's, or the
     mirror of an event-loop task's); the tasks are held strongly too, since the event loop
-    keeps only weak references to them. `failures` (guarded by `lock`) is the caller's
-    back-off record.
+    keeps only weak references to them. Failures in a row are counted per session, for an
+    exponential back-off shared by every compactor of the store.
     """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.failures: dict[str, Failures] = {}
+        self._failures: dict[str, _Failures] = {}
         self._pending: dict[str, concurrent.futures.Future[Any]] = {}
         self._tasks: dict[str, asyncio.Task[Any]] = {}
+
+    def in_backoff(self, session_id: str, now: float) -> bool:
+        """True if the session failed and its next attempt is not due before `now`."""
+        with self.lock:
+            failures = self._failures.get(session_id)
+            return failures is not None and now < failures.retry_at
+
+    def failed(self, session_id: str, now: float, *, first: float, longest: float) -> float:
+        """Count a failure; return the wait before the next attempt (`first`, doubled at each
+        failure in a row, at most `longest`)."""
+        with self.lock:
+            failures = self._failures.setdefault(session_id, _Failures())
+            failures.count += 1
+            delay = min(longest, first * 2.0 ** (failures.count - 1))
+            failures.retry_at = now + delay
+        return delay
+
+    def succeeded(self, session_id: str) -> None:
+        """Forget the session's failures."""
+        with self.lock:
+            self._failures.pop(session_id, None)
 
     def _free(self, session_id: str) -> bool:
         """True if no job of the session is in flight (caller holds the lock)."""

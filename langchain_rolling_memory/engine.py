@@ -2,8 +2,9 @@
 
 Owns the compaction procedure and its failure handling (timeouts, retries with back-off,
 leases so one process summarizes a window) and the one step an adapter takes after an
-append (`Compactor.advance`). It holds no message logic of its own (that is `policy`), no
-framing (`framing`), no storage (`stores`) and no threads or tasks (`background`).
+append (`Compactor.advance`). It does the I/O and the failure handling only: what to fold and what a turn
+shows are decided by the pure `planning`, where to cut by `policy`; it holds no framing
+(`framing`), no storage (`stores`) and no threads or tasks (`background`).
 """
 
 from __future__ import annotations
@@ -19,30 +20,18 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage
 
-from langchain_rolling_memory.background import Failures, call_with_timeout, jobs_of, run_coroutine_sync
-from langchain_rolling_memory.errors import ConfigurationError, SummarizerError
-from langchain_rolling_memory.framing import summary_message
-from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens, tool_safe_cut
-from langchain_rolling_memory.prompts import clean_summary
-from langchain_rolling_memory.records import CompactionResult, SessionState, StoredMessage, SummaryRecord
-from langchain_rolling_memory.serde import dumps_message
+from langchain_rolling_memory.background import call_with_timeout, jobs_of, run_coroutine_sync
+from langchain_rolling_memory.planning import Planner
+from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens
+from langchain_rolling_memory.records import CompactionResult, SessionState, StoredMessage
 from langchain_rolling_memory.stores.base import RollingStore
-from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike, SummaryResult
+from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike
 from langchain_rolling_memory.summarizers.coerce import as_summarizer
-from langchain_rolling_memory.topics import (
-    META_SECTIONS,
-    TopicDetector,
-    TopicLabels,
-    compose_sections,
-    open_section,
-    topic_cut,
-)
-from langchain_rolling_memory.usage import SummaryUsage
+from langchain_rolling_memory.topics import TopicDetector, TopicLabels
 
 __all__ = [
     "CompactionCallback",
@@ -69,18 +58,6 @@ class CompactionListener(Protocol):
 
 CompactionCallback = Callable[[CompactionResult], Any]
 """Called as ``on_compaction(result)`` (sync or async) after a summary is installed."""
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What one compaction folds: `batch` (oldest first) into `previous`."""
-
-    batch: list[StoredMessage]
-    previous: str
-
-    @property
-    def messages(self) -> list[BaseMessage]:
-        return [m.message for m in self.batch]
 
 
 _PROCESS = f"{socket.gethostname()}:{uuid.uuid4().hex[:8]}"
@@ -156,23 +133,22 @@ class Compactor:
         exit_timeout: float = 30.0,
         start_delay: float = 0.05,
     ) -> None:
-        if max_topic_sections < 1:
-            msg = f"max_topic_sections must be at least 1, got max_topic_sections={max_topic_sections!r}"
-            raise ConfigurationError(msg)
         self.store = store
         self.summarizer = summarizer
-        self.policy = policy
-        self.token_counter = token_counter
-        self.max_words = max_words
+        self.planner = Planner(
+            policy,
+            token_counter=token_counter,
+            max_words=max_words,
+            topic_detector=topic_detector,
+            topic_labels=topic_labels or TopicLabels(),
+            max_topic_sections=max_topic_sections,
+        )
         self.timeout = timeout
         self.lease_ttl = lease_ttl
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.on_error = on_error
         self.on_compaction = on_compaction
-        self.topic_detector = topic_detector
-        self.topic_labels = topic_labels or TopicLabels()
-        self.max_topic_sections = max_topic_sections
         self.clock = clock
         self.exit_timeout = exit_timeout
         self.start_delay = start_delay
@@ -209,195 +185,42 @@ class Compactor:
         chosen = as_summarizer(summarizer, language=language, max_words=max_words)
         return cls(store, chosen, policy, max_words=max_words, **options)
 
+    @property
+    def policy(self) -> FoldPolicy:
+        return self.planner.policy
+
     # ------------------------------------------------------------------ reading
 
-    @property
-    def read_limit(self) -> int:
-        """Unsummarized messages read per turn: one more than the cap, to detect a backlog."""
-        return self.policy.cap + 1
-
-    def _state(self, record: SummaryRecord | None, rows: list[StoredMessage]) -> SessionState:
-        truncated = len(rows) > self.policy.cap
-        return SessionState(record, rows[-self.policy.cap :] if truncated else rows, truncated)
-
     def load(self, session_id: str) -> SessionState:
-        record, rows = self.store.summary_and_tail(session_id, limit=self.read_limit)
-        return self._state(record, rows)
+        record, rows = self.store.summary_and_tail(session_id, limit=self.planner.read_limit)
+        return self.planner.state(record, rows)
 
     async def aload(self, session_id: str) -> SessionState:
-        record, rows = await self.store.asummary_and_tail(session_id, limit=self.read_limit)
-        return self._state(record, rows)
+        record, rows = await self.store.asummary_and_tail(session_id, limit=self.planner.read_limit)
+        return self.planner.state(record, rows)
 
-    def extend(
-        self, state: SessionState, appended: Sequence[StoredMessage], record: SummaryRecord | None
-    ) -> SessionState | None:
-        """The state after `appended` was written, without reading the tail again.
+    def due(self, state: SessionState) -> int:
+        """How many of the tail's messages a compaction would fold now (0: none due)."""
+        return self.planner.due(state)
 
-        `record` is the summary record read after the write. None when the shortcut cannot be
-        sure to equal a fresh `load`: a summary landed meanwhile, another writer's messages
-        sit in between, or the tail was already truncated. The caller then reloads.
-        """
-        if state.truncated or not appended or (record.version if record else 0) != state.version:
-            return None
-        last = state.tail[-1].seq if state.tail else state.covered_seq
-        if appended[0].seq != last + 1:
-            return None
-        return self._state(record, [*state.tail, *appended])
-
-    def folded(self, state: SessionState, result: CompactionResult) -> SessionState | None:
-        """The state after `result` was installed on top of `state`, without a read (None:
-        reload, because the compaction did not start from this exact state)."""
-        if state.truncated or result.version != state.version + 1:
-            return None
-        return SessionState(result.record, [m for m in state.tail if m.seq > result.covered_seq], False)
-
-    def token_counts(self, rows: Sequence[StoredMessage]) -> list[int]:
-        return [m.tokens if m.tokens is not None else self.token_counter([m.message]) for m in rows]
+    def view(self, state: SessionState) -> list[BaseMessage]:
+        """Summary message (if any) then the unsummarized tail, or a capped window if too long."""
+        return self.planner.view(state)
 
     # ------------------------------------------------------------------ planning
 
     def in_backoff(self, session_id: str) -> bool:
-        with self._jobs.lock:
-            failures = self._jobs.failures.get(session_id)
-            return failures is not None and self.clock() < failures.retry_at
-
-    def due(self, state: SessionState) -> int:
-        """How many of the tail's messages a compaction would fold now (0: none due)."""
-        if state.truncated:
-            return 1  # a backlog beyond the cap: fold its oldest chunk
-        finished = self._finished_topic(state)
-        if finished:
-            return finished
-        counts = self.token_counts(state.tail) if self.policy.uses_tokens else None
-        return self.policy.cut(state.messages, counts)
-
-    def _finished_topic(self, state: SessionState) -> int:
-        """Messages of the tail that form a finished topic (0: none, or no detector)."""
-        if self.topic_detector is None or state.truncated:
-            return 0
-        return topic_cut(state.messages, self.topic_detector)
-
-    # ------------------------------------------------------------------ topic sections
-
-    def _topic_mode(self, state: SessionState) -> bool:
-        return self.topic_detector is not None or (
-            state.record is not None and META_SECTIONS in state.record.meta
-        )
-
-    def _previous(self, state: SessionState) -> str:
-        """What the summarizer is asked to update: the current topic's section in topic mode."""
-        if state.record is None or not self._topic_mode(state):
-            return state.summary
-        return open_section(state.summary, state.record.meta)
-
-    def _compose(
-        self, state: SessionState, text: str, batch: list[StoredMessage], meta: dict[str, Any]
-    ) -> tuple[str, dict[str, Any]]:
-        """The summary text to install (sections laid out in topic mode) and its meta."""
-        if not self._topic_mode(state):
-            return text, meta
-        closing = self._finished_topic(state) == len(batch)
-        return compose_sections(
-            meta,
-            text,
-            closing=closing,
-            labels=self.topic_labels,
-            max_sections=self.max_topic_sections,
-            max_words=self.max_words,
-        )
-
-    def view(self, state: SessionState) -> list[BaseMessage]:
-        """Summary message (if any) then the unsummarized tail, or a capped window if too long."""
-        messages = state.messages
-        counts = self.token_counts(state.tail) if self.policy.uses_tokens else None
-        cut = self.policy.fallback_cut(messages, counts, backlog=state.truncated)
-        if cut:
-            logger.warning(
-                "rolling memory: %s unsummarized messages in session (compaction failing or "
-                "behind); the view falls back to a plain window until a summary lands",
-                f"more than {len(messages)}" if state.truncated else len(messages),
-            )
-            messages = messages[cut:]
-        head = [summary_message(state.summary)] if state.summary else []
-        return head + messages
-
-    # ------------------------------------------------------------------ compaction: pure steps
+        return self._jobs.in_backoff(session_id, self.clock())
 
     def _begin(self, session_id: str, state: SessionState, force: bool) -> bool:
         if not force and self.in_backoff(session_id):
             return False
         return self.due(state) > 0 or (force and bool(state.tail))
 
-    def _backlog(self, state: SessionState) -> dict[str, Any]:
-        """`read`'s keywords for the oldest chunk of a backlog beyond the cap."""
-        return {"after_seq": state.covered_seq, "limit": self.policy.cap, "newest": False}
-
-    def _plan(self, state: SessionState, oldest: list[StoredMessage] | None, force: bool) -> _Plan | None:
-        """What to fold (None: nothing): every unsummarized message with `force`, the oldest
-        chunk of a backlog (`oldest`), else the policy's cut of the tail."""
-        if force:
-            batch = state.tail
-        elif oldest is not None:
-            msgs = [m.message for m in oldest]
-            keep = self.policy.keep_last
-            batch = oldest[: tool_safe_cut(msgs, max(1, len(msgs) - keep), keep_more=True)]
-        else:
-            batch = state.tail[: self.due(state)]
-        return _Plan(batch, self._previous(state)) if batch else None
-
-    def _clean(self, result: SummaryResult) -> SummaryResult:
-        text = clean_summary(result.text, max_words=self.max_words)
-        if not text:
-            msg = f"the summarizer returned nothing usable: {result.text[:80]!r}"
-            raise SummarizerError(msg)
-        return SummaryResult(text, result.input_tokens, result.output_tokens, result.calls)
-
-    def _outcome(
-        self, session_id: str, state: SessionState, plan: _Plan, raw: SummaryResult
-    ) -> CompactionResult:
-        """The compaction to install on top of `state` (one version later): the cleaned text,
-        laid out in topic sections if need be, and the record's meta with this one's cost."""
-        result = self._clean(raw)
-        input_tokens = result.input_tokens
-        if input_tokens is None:
-            input_tokens = self.token_counter([HumanMessage(plan.previous), *plan.messages])
-        output_tokens = result.output_tokens
-        if output_tokens is None:
-            output_tokens = self.token_counter([HumanMessage(result.text)])
-        kept = state.record.meta if state.record else {}
-        usage = SummaryUsage.from_meta(kept).added(
-            model_calls=result.calls,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            folded_messages=len(plan.batch),
-            folded_tokens=sum(self.token_counts(plan.batch)),
-            summary_tokens=self.token_counter([summary_message(result.text)]),
-        )
-        text, meta = self._compose(state, result.text, plan.batch, usage.to_meta(kept))
-        return CompactionResult(
-            session_id,
-            len(plan.batch),
-            plan.batch[-1].seq,
-            state.version + 1,
-            text,
-            tuple(plan.messages),
-            meta,
-        )
-
-    def _fresh(self, state: SessionState, fresh: SummaryRecord | None) -> SessionState | None:
-        """`state` with the record just read if its version is unchanged, else None (reload)."""
-        if (fresh.version if fresh else 0) != state.version:
-            return None
-        return SessionState(fresh, state.tail, state.truncated)
-
     # ------------------------------------------------------------------ failures and listeners
 
     def _fail(self, session_id: str, exc: BaseException) -> None:
-        with self._jobs.lock:
-            failures = self._jobs.failures.setdefault(session_id, Failures())
-            failures.count += 1
-            delay = min(self.max_backoff, self.backoff * 2 ** (failures.count - 1))
-            failures.retry_at = self.clock() + delay
+        delay = self._jobs.failed(session_id, self.clock(), first=self.backoff, longest=self.max_backoff)
         logger.error(
             "rolling memory: compaction of session %r failed (%s: %s); nothing was lost, retrying in %.0fs",
             session_id,
@@ -411,24 +234,10 @@ class Compactor:
             except Exception:
                 logger.exception("rolling memory: the on_error callback raised")
 
-    def _succeed(self, session_id: str) -> None:
-        with self._jobs.lock:
-            self._jobs.failures.pop(session_id, None)
-
     # The session was erased (forget, clear_session, purge), and perhaps refilled, while its
     # summary was being written: sequence numbers restart after an erasure, so the summary
-    # just installed may speak of erased messages or hide new ones. `_installed_on` tells by
-    # the last folded message; `_retract` undoes the install without touching any message.
-
-    @staticmethod
-    def _installed_on(batch: list[StoredMessage], rows: list[StoredMessage]) -> bool:
-        """True if the transcript still holds the last folded message at its seq."""
-        last = batch[-1]
-        return (
-            bool(rows)
-            and rows[0].seq == last.seq
-            and dumps_message(rows[0].message) == dumps_message(last.message)
-        )
+    # just installed may speak of erased messages or hide new ones. `Planner.installed_on`
+    # tells by the last folded message; `_retract` undoes it without touching any message.
 
     def _retract(self, session_id: str, version: int) -> None:
         logger.warning(
@@ -500,16 +309,16 @@ class Compactor:
             return None
         try:
             # Re-read under the lease: another process may have folded these messages already.
-            state = self._fresh(state, self.store.summary(session_id)) or self.load(session_id)
-            oldest = self.store.read(session_id, **self._backlog(state)) if state.truncated else None
-            plan = self._plan(state, oldest, force)
+            state = self.planner.fresh(state, self.store.summary(session_id)) or self.load(session_id)
+            oldest = self.store.read(session_id, **self.planner.backlog(state)) if state.truncated else None
+            plan = self.planner.plan(state, oldest, force)
             if plan is None:
                 return None
             summarize = functools.partial(self.summarizer.summarize, plan.previous, plan.messages)
-            done = self._outcome(session_id, state, plan, call_with_timeout(summarize, self.timeout))
+            done = self.planner.outcome(session_id, state, plan, call_with_timeout(summarize, self.timeout))
             if not self.store.install_summary(session_id, done.summary, **_install_args(done)):
                 return None
-            if not self._installed_on(plan.batch, self.store.read(session_id, **_check_args(done))):
+            if not self.planner.installed_on(plan.batch, self.store.read(session_id, **_check_args(done))):
                 self._retract(session_id, done.version)
                 return None
         except Exception as exc:
@@ -520,7 +329,7 @@ class Compactor:
                 self.store.release(session_id, self.owner)
             except Exception:
                 logger.exception("rolling memory: could not release the lease of %r", session_id)
-        self._succeed(session_id)
+        self._jobs.succeeded(session_id)
         self._notify(done)
         return done
 
@@ -538,16 +347,24 @@ class Compactor:
             self._fail(session_id, exc)
             return None
         try:
-            state = self._fresh(state, await self.store.asummary(session_id)) or await self.aload(session_id)
-            oldest = await self.store.aread(session_id, **self._backlog(state)) if state.truncated else None
-            plan = self._plan(state, oldest, force)
+            state = self.planner.fresh(state, await self.store.asummary(session_id)) or await self.aload(
+                session_id
+            )
+            oldest = (
+                await self.store.aread(session_id, **self.planner.backlog(state)) if state.truncated else None
+            )
+            plan = self.planner.plan(state, oldest, force)
             if plan is None:
                 return None
             summarize = self.summarizer.asummarize(plan.previous, plan.messages)
-            done = self._outcome(session_id, state, plan, await asyncio.wait_for(summarize, self.timeout))
+            done = self.planner.outcome(
+                session_id, state, plan, await asyncio.wait_for(summarize, self.timeout)
+            )
             if not await self.store.ainstall_summary(session_id, done.summary, **_install_args(done)):
                 return None
-            if not self._installed_on(plan.batch, await self.store.aread(session_id, **_check_args(done))):
+            if not self.planner.installed_on(
+                plan.batch, await self.store.aread(session_id, **_check_args(done))
+            ):
                 await self._aretract(session_id, done.version)
                 return None
         except Exception as exc:
@@ -558,7 +375,7 @@ class Compactor:
                 await self.store.arelease(session_id, self.owner)
             except Exception:
                 logger.exception("rolling memory: could not release the lease of %r", session_id)
-        self._succeed(session_id)
+        self._jobs.succeeded(session_id)
         await self._anotify(done)
         return done
 
@@ -569,7 +386,7 @@ class Compactor:
 
     def _after(self, state: SessionState, result: CompactionResult | None) -> SessionState | None:
         """`state` after an inline compaction's `result` (None: reload, see `folded`)."""
-        return state if result is None else self.folded(state, result)
+        return state if result is None else self.planner.folded(state, result)
 
     def advance(
         self,
@@ -589,7 +406,7 @@ class Compactor:
         """
         known = state if appended else None
         record = self.store.summary(session_id) if known is not None else None
-        state = (known and self.extend(known, appended, record)) or self.load(session_id)
+        state = (known and self.planner.extend(known, appended, record)) or self.load(session_id)
         if not self._wanted(session_id, state):
             return state
         if background:
@@ -608,7 +425,7 @@ class Compactor:
         """Async twin of `advance`: a background compaction is a task of the running loop."""
         known = state if appended else None
         record = await self.store.asummary(session_id) if known is not None else None
-        state = (known and self.extend(known, appended, record)) or await self.aload(session_id)
+        state = (known and self.planner.extend(known, appended, record)) or await self.aload(session_id)
         if not self._wanted(session_id, state):
             return state
         if background:
