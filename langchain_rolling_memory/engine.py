@@ -400,7 +400,7 @@ class Compactor:
         compaction (unless in back-off), inline or handed to the background.
 
         `state` is what was known before `appended` was written; when the new rows extend it
-        exactly (see `extend`), one summary read replaces reading the tail again; otherwise
+        exactly (see `Planner.extend`), one summary read replaces reading the tail again; otherwise
         (or with None) the state is read. Returns the state to `view`: with an inline
         compaction folded in; a scheduled one lands for a later turn.
         """
