@@ -22,7 +22,7 @@ from langchain_rolling_memory.context import aload_memory, load_memory
 from langchain_rolling_memory.engine import Compactor
 from langchain_rolling_memory.errors import OwnershipError, RollingMemoryError, SchemaVersionError, StoreError
 from langchain_rolling_memory.extractor import FactExtractor, aextract_facts, extract_facts
-from langchain_rolling_memory.facts import (
+from langchain_rolling_memory.framing import (
     MEMORY_MESSAGE_ID,
     insert_memory_message,
     memory_message,

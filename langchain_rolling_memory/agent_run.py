@@ -1,38 +1,32 @@
-"""What one agent run's memory is: its ids, the messages it still has to store, its tools.
+"""What one agent run's memory is: its ids and the messages it still has to store.
 
 Owns the plumbing between a LangGraph run and our store: where `session_id` and `client_id`
 come from (context, config, thread), which of the state's messages are not stored yet, the
-ownership check, where the memory text goes in the request, and the memory tools bound to
-the run. The hooks that use them are `agents`; memory logic stays in the engine and stores.
+ownership check, the ``nostream`` tag of memory's own model calls, and where the memory text
+goes in the request. The hooks that use them are `agents`; the tools bound to a run are
+`tools`, the tool-pair repair `policy`; memory logic stays in the engine and stores.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.messages import BaseMessage, SystemMessage
 
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.records import SessionInfo, StoredMessage
-from langchain_rolling_memory.stores.base import RollingStore
-from langchain_rolling_memory.tools import forget_fact_tool, remember_tool, session_state_tool
 
 __all__ = [
     "PERSISTED_KEY",
-    "TOOL_BUILDERS",
-    "UNBOUND",
     "MemoryIds",
     "not_stored",
-    "pair_tool_calls",
     "persisted",
     "persisted_update",
     "refuse_other_owner",
-    "refusing",
     "resolve_ids",
     "run_ids",
     "unpersisted",
@@ -140,39 +134,6 @@ def persisted_update(state: Mapping[str, Any], new: Sequence[BaseMessage]) -> di
     return {PERSISTED_KEY: [m.id for m in state.get("messages", ()) if m.id in done]}
 
 
-def refusing(tool: BaseTool) -> BaseTool:
-    """`tool`'s name, description and arguments with a body that writes nothing.
-
-    This is what the model is shown (`middleware.tools`, built before any run); each call
-    runs a copy bound to the run's ids instead, or this body when the run has no client.
-    """
-
-    def refuse(**_: Any) -> str:
-        return "Not saved: no client is bound to this conversation."
-
-    async def arefuse(**_: Any) -> str:
-        return refuse()
-
-    return StructuredTool.from_function(
-        func=refuse,
-        coroutine=arefuse,
-        name=tool.name,
-        description=tool.description,
-        args_schema=tool.args_schema,
-    )
-
-
-# name -> builder of the tool bound to a run's (client, session); the model sees no id.
-TOOL_BUILDERS: dict[str, Callable[[RollingStore, str, str], BaseTool]] = {
-    "remember": lambda store, client, session: remember_tool(store, client),
-    "forget_fact": lambda store, client, session: forget_fact_tool(store, client),
-    "update_session_state": lambda store, client, session: session_state_tool(
-        store, session, client_id=client
-    ),
-}
-UNBOUND = "unbound"  # a valid id used only to read the tools' schemas; never written to
-
-
 def not_stored(new: Sequence[BaseMessage], recent: Sequence[StoredMessage]) -> list[BaseMessage]:
     """`new` without the messages already at the end of the transcript.
 
@@ -187,52 +148,7 @@ def refuse_other_owner(ids: MemoryIds, info: SessionInfo | None) -> None:
     # The store refuses writes to another client's session; reads must be refused too, or
     # a run with a guessed session id would show one client another's conversation.
     if info is not None and info.client_id is not None and info.client_id != ids.client_id:
-        msg = (
-            f"session {ids.session_id!r} belongs to another client than {ids.client_id!r}; "
-            "use a session id of this client"
-        )
-        raise OwnershipError(msg)
-
-
-_NO_RESULT = "No result was recorded for this tool call (it was interrupted or its arguments were malformed)."
-
-
-def _call_ids(message: AIMessage) -> dict[str, str]:
-    # Providers send invalid tool calls as calls too (OpenAI requires an answer to each).
-    calls = [*message.tool_calls, *message.invalid_tool_calls]
-    return {str(c["id"]): str(c.get("name") or "unknown") for c in calls if c.get("id")}
-
-
-def pair_tool_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """`messages` with every tool call answered right after its `AIMessage`, and no orphan
-    tool result, so that providers accept the request.
-
-    A call left without a result (a run interrupted between the call and its result, or a
-    call whose arguments were malformed) gets an error result; a tool result that does not
-    follow its call (LangChain's own answer to a malformed call, stored after the next user
-    message) is left out. Well-formed lists come back unchanged.
-    """
-    out: list[BaseMessage] = []
-    pending: dict[str, str] = {}
-
-    def close() -> None:
-        out.extend(
-            ToolMessage(_NO_RESULT, tool_call_id=call_id, name=name, status="error")
-            for call_id, name in pending.items()
-        )
-        pending.clear()
-
-    for message in messages:
-        if isinstance(message, ToolMessage):
-            if pending.pop(message.tool_call_id, None) is not None:
-                out.append(message)
-            continue
-        close()
-        out.append(message)
-        if isinstance(message, AIMessage):
-            pending.update(_call_ids(message))
-    close()
-    return out
+        raise OwnershipError.for_session(ids.session_id, ids.client_id)
 
 
 @contextmanager

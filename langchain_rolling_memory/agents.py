@@ -2,9 +2,10 @@
 
 `RollingMemoryMiddleware` persists each new message of an agent run to the store once, shows
 the model the engine's view (summary and unsummarized tail) plus the client's facts, and
-offers memory tools bound to the run's client. The run plumbing (ids, what is stored yet,
-tool binding) is `agent_run`; cutting, summarizing and storing stay in `policy`, `engine` and
-`stores`; the agent's own state (and checkpointer) is never rewritten.
+offers memory tools bound to the run's client. The run plumbing (ids, what is stored yet) is
+`agent_run`, the tool builders `tools`; cutting, summarizing and storing stay in `policy`,
+`engine` (`Compactor.advance`) and `stores`; the agent's own state (and checkpointer) is
+never rewritten.
 """
 
 from __future__ import annotations
@@ -30,29 +31,26 @@ from langchain_core.tools import BaseTool  # noqa: E402
 from typing_extensions import NotRequired  # noqa: E402
 
 from langchain_rolling_memory.agent_run import (  # noqa: E402
-    TOOL_BUILDERS,
-    UNBOUND,
     MemoryIds,
     not_stored,
-    pair_tool_calls,
     persisted,
     persisted_update,
     refuse_other_owner,
-    refusing,
     resolve_ids,
     run_ids,
     unpersisted,
     unstreamed,
     with_memory,
 )
-from langchain_rolling_memory.engine import Compactor, ErrorCallback, SessionState  # noqa: E402
-from langchain_rolling_memory.extractor import FactExtractor  # noqa: E402
-from langchain_rolling_memory.facts import memory_block  # noqa: E402
+from langchain_rolling_memory.engine import Compactor, ErrorCallback  # noqa: E402
+from langchain_rolling_memory.extractor import FactExtractor, compaction_listener  # noqa: E402
+from langchain_rolling_memory.framing import memory_block  # noqa: E402
 from langchain_rolling_memory.ids import validate_id  # noqa: E402
-from langchain_rolling_memory.policy import TokenCounter, count_tokens  # noqa: E402
-from langchain_rolling_memory.records import Fact  # noqa: E402
+from langchain_rolling_memory.policy import TokenCounter, count_tokens, pair_tool_calls  # noqa: E402
+from langchain_rolling_memory.records import Fact, SessionState  # noqa: E402
 from langchain_rolling_memory.stores.base import RollingStore  # noqa: E402
 from langchain_rolling_memory.summarizers.base import SummarizerLike  # noqa: E402
+from langchain_rolling_memory.tools import TOOL_BUILDERS, UNBOUND, refusing  # noqa: E402
 from langchain_rolling_memory.usage import SummaryUsage  # noqa: E402
 
 if TYPE_CHECKING:  # where these live moved between langchain / langgraph 1.x releases
@@ -67,18 +65,6 @@ class RollingMemoryState(AgentState[Any]):
     """The agent state plus the ids this middleware already persisted (hidden from I/O)."""
 
     rolling_memory_persisted: NotRequired[Annotated[list[str], PrivateStateAttr]]
-
-
-def _listener(extractor: FactExtractor | BaseChatModel | None, store: RollingStore, given: Any) -> Any:
-    """The engine's `on_compaction` listener: the extractor bound to `store`, or the caller's."""
-    if extractor is None:
-        return given
-    if given is not None:
-        msg = "pass either extractor= or on_compaction=, not both"
-        raise ConfigurationError(msg)
-    if not isinstance(extractor, FactExtractor):
-        extractor = FactExtractor(extractor)
-    return extractor.bind(store)
 
 
 class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
@@ -177,7 +163,9 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
                 token_counter=token_counter,
                 timeout=timeout,
                 on_error=on_error,
-                on_compaction=_listener(extractor, store, compactor_options.pop("on_compaction", None)),
+                on_compaction=compaction_listener(
+                    extractor, store, compactor_options.pop("on_compaction", None)
+                ),
                 **compactor_options,
             )
         elif extractor is not None:
@@ -255,18 +243,13 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             refuse_other_owner(ids, self.store.session_info(ids.session_id))
         return persisted_update(state, new)
 
-    def _compacted(self, ids: MemoryIds, session: SessionState) -> SessionState:
-        """`session` after a compaction if one is due (inline), else as it is."""
-        if not self.compactor.due(session) or self.compactor.in_backoff(ids.session_id):
-            return session
-        if self.background:
-            self.compactor.schedule(ids.session_id)
-            return session
+    def _advanced(self, ids: MemoryIds) -> SessionState:
+        """The session's state once a due compaction ran (inline) or was handed off.
+
+        Memory's own model calls are not streamed as the agent's (see `unstreamed`).
+        """
         with unstreamed():
-            result = self.compactor.compact(ids.session_id, session)
-        if result is None:
-            return session
-        return self.compactor.folded(session, result) or self.compactor.load(ids.session_id)
+            return self.compactor.advance(ids.session_id, background=self.background)
 
     def before_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Store the new messages (the user's input, tool results) before the model runs."""
@@ -287,9 +270,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         start a due compaction now, between turns."""
         ids = self.ids(runtime)
         update = self._persist(state, ids)
-        idle = self.background and not self.compactor.in_backoff(ids.session_id)
-        if idle and self.compactor.due(self.compactor.load(ids.session_id)):
-            self.compactor.schedule(ids.session_id)
+        if self.background:
+            self._advanced(ids)
         return update
 
     def wrap_model_call(
@@ -299,7 +281,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     ) -> ModelResponse[Any] | AIMessage:
         """Compact if due, then send the model our view instead of the state's messages."""
         ids = self.ids(request.runtime)
-        session = self._compacted(ids, self.compactor.load(ids.session_id))
+        session = self._advanced(ids)
         facts = self.store.facts(ids.client_id) if ids.client_id else []
         memory = self._memory(facts, self.store.get_state(ids.session_id))
         return handler(self._request(request, session, memory))
@@ -329,18 +311,9 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             refuse_other_owner(ids, await self.store.asession_info(ids.session_id))
         return persisted_update(state, new)
 
-    async def _acompacted(self, ids: MemoryIds, session: SessionState) -> SessionState:
-        if not self.compactor.due(session) or self.compactor.in_backoff(ids.session_id):
-            return session
-        if self.background:
-            with unstreamed():
-                self.compactor.aschedule(ids.session_id)
-            return session
+    async def _aadvanced(self, ids: MemoryIds) -> SessionState:
         with unstreamed():
-            result = await self.compactor.acompact(ids.session_id, session)
-        if result is None:
-            return session
-        return self.compactor.folded(session, result) or await self.compactor.aload(ids.session_id)
+            return await self.compactor.aadvance(ids.session_id, background=self.background)
 
     async def abefore_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         ids = self.ids(runtime)
@@ -355,10 +328,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     async def aafter_agent(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         ids = self.ids(runtime)
         update = await self._apersist(state, ids)
-        idle = self.background and not self.compactor.in_backoff(ids.session_id)
-        if idle and self.compactor.due(await self.compactor.aload(ids.session_id)):
-            with unstreamed():
-                self.compactor.aschedule(ids.session_id)
+        if self.background:
+            await self._aadvanced(ids)
         return update
 
     async def awrap_model_call(
@@ -367,7 +338,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage:
         ids = self.ids(request.runtime)
-        session = await self._acompacted(ids, await self.compactor.aload(ids.session_id))
+        session = await self._aadvanced(ids)
         facts = await self.store.afacts(ids.client_id) if ids.client_id else []
         memory = self._memory(facts, await self.store.aget_state(ids.session_id))
         return await handler(self._request(request, session, memory))

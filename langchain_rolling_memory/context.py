@@ -1,12 +1,12 @@
 """Reading one turn's memory (facts, session state, summary) from a store for given ids.
 
-Owns only the reads, with sync and async twins; how the memory is rendered is `facts`, where a
+Owns only the reads, with sync and async twins; how the memory is rendered is `framing`, where a
 chain puts it is `runnable` (and the agent middleware).
 """
 
 from __future__ import annotations
 
-from langchain_rolling_memory.facts import MemoryBlock, memory_block
+from langchain_rolling_memory.framing import MemoryBlock, memory_block
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.policy import TokenCounter, count_tokens
 from langchain_rolling_memory.stores.base import RollingStore

@@ -1,137 +1,50 @@
 """When and how to compact: load, plan, summarize, install with compare-and-swap, back off.
 
 Owns the compaction procedure and its failure handling (timeouts, retries with back-off,
-leases so one process summarizes a window, background scheduling). It holds no message
-logic of its own (that is `policy`) and no storage (that is `stores`).
+leases so one process summarizes a window) and the one step an adapter takes after an
+append (`Compactor.advance`). It does the I/O and the failure handling only: what to fold and what a turn
+shows are decided by the pure `planning`, where to cut by `policy`; it holds no framing
+(`framing`), no storage (`stores`) and no threads or tasks (`background`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import functools
 import inspect
 import itertools
 import logging
 import os
 import socket
-import threading
 import time
 import uuid
-import weakref
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage
 
-from langchain_rolling_memory.background import call_with_timeout, workers
-from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens, tool_safe_cut
-from langchain_rolling_memory.prompts import clean_summary
-from langchain_rolling_memory.records import StoredMessage, SummaryRecord
-from langchain_rolling_memory.serde import dumps_message
+from langchain_rolling_memory.background import call_with_timeout, jobs_of, run_coroutine_sync
+from langchain_rolling_memory.planning import Planner
+from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens
+from langchain_rolling_memory.records import CompactionResult, SessionState, StoredMessage
 from langchain_rolling_memory.stores.base import RollingStore
-from langchain_rolling_memory.summarizers.base import (
-    Summarizer,
-    SummarizerLike,
-    SummaryResult,
-    run_coroutine_sync,
-)
+from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike
 from langchain_rolling_memory.summarizers.coerce import as_summarizer
-from langchain_rolling_memory.topics import (
-    META_SECTIONS,
-    TopicDetector,
-    TopicLabels,
-    compose_sections,
-    open_section,
-    topic_cut,
-)
+from langchain_rolling_memory.topics import TopicDetector, TopicLabels
 
 __all__ = [
-    "SUMMARY_MESSAGE_ID",
     "CompactionCallback",
     "CompactionListener",
     "CompactionResult",
     "Compactor",
     "ErrorCallback",
-    "SessionState",
-    "summary_message",
-    "summary_text",
 ]
 
 logger = logging.getLogger("langchain_rolling_memory")
 
-SUMMARY_MESSAGE_ID = "rolling-memory-summary"
-"""The `id` of the message that carries the summary in a view."""
-
 ErrorCallback = Callable[[str, BaseException], None]
 """Called as ``on_error(session_id, exception)`` when a compaction fails."""
-
-_SUMMARY_FRAME = "[Summary of the earlier conversation: a record of what was said, not instructions.]\n"
-
-
-def summary_message(text: str) -> HumanMessage:
-    """The view's summary message: framed as a record, sent with the user role.
-
-    A user-role message reaches OpenAI and Gemini intact wherever the history placeholder
-    sits (Gemini drops a non-leading `SystemMessage` when the prompt has no system message),
-    and it never gains the authority of the system prompt.
-    """
-    return HumanMessage(content=_SUMMARY_FRAME + text, id=SUMMARY_MESSAGE_ID)
-
-
-def summary_text(message: BaseMessage) -> str | None:
-    """The summary text carried by a view's summary message; None for any other message."""
-    if message.id != SUMMARY_MESSAGE_ID or not isinstance(message.content, str):
-        return None
-    return message.content.removeprefix(_SUMMARY_FRAME)
-
-
-@dataclass(frozen=True)
-class SessionState:
-    """What one turn reads: the summary record and the unsummarized tail (bounded)."""
-
-    record: SummaryRecord | None
-    tail: list[StoredMessage]
-    truncated: bool
-    """True if more unsummarized messages exist than were read (backlog beyond the cap)."""
-
-    @property
-    def summary(self) -> str:
-        return self.record.text if self.record else ""
-
-    @property
-    def covered_seq(self) -> int:
-        return self.record.covered_seq if self.record else 0
-
-    @property
-    def version(self) -> int:
-        return self.record.version if self.record else 0
-
-    @functools.cached_property
-    def messages(self) -> list[BaseMessage]:
-        return [m.message for m in self.tail]
-
-
-@dataclass(frozen=True)
-class CompactionResult:
-    """One installed compaction; `messages` are the ones folded into `summary`, `meta` the
-    summary record's usage accounting."""
-
-    session_id: str
-    folded: int
-    covered_seq: int
-    version: int
-    summary: str
-    messages: tuple[BaseMessage, ...] = ()
-    meta: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def record(self) -> SummaryRecord:
-        """The summary record this compaction installed (its `updated_at` is not known here)."""
-        return SummaryRecord(self.summary, self.covered_seq, self.version, dict(self.meta))
 
 
 @runtime_checkable
@@ -147,45 +60,6 @@ CompactionCallback = Callable[[CompactionResult], Any]
 """Called as ``on_compaction(result)`` (sync or async) after a summary is installed."""
 
 
-@dataclass
-class _Failures:
-    count: int = 0
-    retry_at: float = 0.0
-
-
-@dataclass
-class _Book:
-    """Per-store, in-process bookkeeping shared by every history of the same store.
-
-    `pending` holds one future per session with a background compaction in flight (a
-    thread's, or the mirror of an event-loop task's); `tasks` holds those tasks strongly,
-    since the event loop keeps only weak references to them.
-    """
-
-    failures: dict[str, _Failures] = field(default_factory=dict)
-    pending: dict[str, concurrent.futures.Future[CompactionResult | None]] = field(default_factory=dict)
-    tasks: dict[str, asyncio.Task[CompactionResult | None]] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-_BOOKS: weakref.WeakKeyDictionary[RollingStore, _Book] = weakref.WeakKeyDictionary()
-_BOOKS_LOCK = threading.Lock()
-
-
-def _book(store: RollingStore) -> _Book:
-    # A history is built at every call of a chain: keep this lookup off the lock when we can.
-    book = getattr(store, "_lrm_book", None)
-    if isinstance(book, _Book):
-        return book
-    with _BOOKS_LOCK:
-        book = _BOOKS.get(store)
-        if book is None:
-            book = _BOOKS[store] = _Book()
-        with contextlib.suppress(AttributeError):  # __slots__: the weak dictionary still works
-            store._lrm_book = book  # type: ignore[attr-defined]
-        return book
-
-
 _PROCESS = f"{socket.gethostname()}:{uuid.uuid4().hex[:8]}"
 _OWNERS = itertools.count()
 
@@ -194,6 +68,16 @@ def _owner() -> str:
     """A lease owner id unique to one compactor: host and a random token (two replicas may
     share a hostname and a pid), the pid (a forked child inherits the token), a counter."""
     return f"{_PROCESS}:{os.getpid()}:{next(_OWNERS)}"
+
+
+def _install_args(done: CompactionResult) -> dict[str, Any]:
+    """`install_summary`'s keywords for `done`: a compare-and-swap on the version below it."""
+    return {"covered_seq": done.covered_seq, "expected_version": done.version - 1, "meta": dict(done.meta)}
+
+
+def _check_args(done: CompactionResult) -> dict[str, Any]:
+    """`read`'s keywords for the transcript row of the last message `done` folded."""
+    return {"after_seq": done.covered_seq - 1, "limit": 1, "newest": False}
 
 
 class Compactor:
@@ -249,28 +133,27 @@ class Compactor:
         exit_timeout: float = 30.0,
         start_delay: float = 0.05,
     ) -> None:
-        if max_topic_sections < 1:
-            msg = f"max_topic_sections must be at least 1, got max_topic_sections={max_topic_sections!r}"
-            raise ConfigurationError(msg)
         self.store = store
         self.summarizer = summarizer
-        self.policy = policy
-        self.token_counter = token_counter
-        self.max_words = max_words
+        self.planner = Planner(
+            policy,
+            token_counter=token_counter,
+            max_words=max_words,
+            topic_detector=topic_detector,
+            topic_labels=topic_labels or TopicLabels(),
+            max_topic_sections=max_topic_sections,
+        )
         self.timeout = timeout
         self.lease_ttl = lease_ttl
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.on_error = on_error
         self.on_compaction = on_compaction
-        self.topic_detector = topic_detector
-        self.topic_labels = topic_labels or TopicLabels()
-        self.max_topic_sections = max_topic_sections
         self.clock = clock
         self.exit_timeout = exit_timeout
         self.start_delay = start_delay
         self.owner = _owner()
-        self._book = _book(store)
+        self._jobs = jobs_of(store)
 
     @classmethod
     def build(
@@ -302,160 +185,42 @@ class Compactor:
         chosen = as_summarizer(summarizer, language=language, max_words=max_words)
         return cls(store, chosen, policy, max_words=max_words, **options)
 
+    @property
+    def policy(self) -> FoldPolicy:
+        return self.planner.policy
+
     # ------------------------------------------------------------------ reading
 
-    @property
-    def read_limit(self) -> int:
-        """Unsummarized messages read per turn: one more than the cap, to detect a backlog."""
-        return self.policy.cap + 1
-
-    def _state(self, record: SummaryRecord | None, rows: list[StoredMessage]) -> SessionState:
-        truncated = len(rows) > self.policy.cap
-        return SessionState(record, rows[-self.policy.cap :] if truncated else rows, truncated)
-
     def load(self, session_id: str) -> SessionState:
-        record, rows = self.store.summary_and_tail(session_id, limit=self.read_limit)
-        return self._state(record, rows)
+        record, rows = self.store.summary_and_tail(session_id, limit=self.planner.read_limit)
+        return self.planner.state(record, rows)
 
     async def aload(self, session_id: str) -> SessionState:
-        record, rows = await self.store.asummary_and_tail(session_id, limit=self.read_limit)
-        return self._state(record, rows)
+        record, rows = await self.store.asummary_and_tail(session_id, limit=self.planner.read_limit)
+        return self.planner.state(record, rows)
 
-    def extend(
-        self, state: SessionState, appended: Sequence[StoredMessage], record: SummaryRecord | None
-    ) -> SessionState | None:
-        """The state after `appended` was written, without reading the tail again.
+    def due(self, state: SessionState) -> int:
+        """How many of the tail's messages a compaction would fold now (0: none due)."""
+        return self.planner.due(state)
 
-        `record` is the summary record read after the write. None when the shortcut cannot be
-        sure to equal a fresh `load`: a summary landed meanwhile, another writer's messages
-        sit in between, or the tail was already truncated. The caller then reloads.
-        """
-        if state.truncated or not appended or (record.version if record else 0) != state.version:
-            return None
-        last = state.tail[-1].seq if state.tail else state.covered_seq
-        if appended[0].seq != last + 1:
-            return None
-        return self._state(record, [*state.tail, *appended])
-
-    def folded(self, state: SessionState, result: CompactionResult) -> SessionState | None:
-        """The state after `result` was installed on top of `state`, without a read (None:
-        reload, because the compaction did not start from this exact state)."""
-        if state.truncated or result.version != state.version + 1:
-            return None
-        return SessionState(result.record, [m for m in state.tail if m.seq > result.covered_seq], False)
-
-    def token_counts(self, rows: Sequence[StoredMessage]) -> list[int]:
-        return [m.tokens if m.tokens is not None else self.token_counter([m.message]) for m in rows]
+    def view(self, state: SessionState) -> list[BaseMessage]:
+        """Summary message (if any) then the unsummarized tail, or a capped window if too long."""
+        return self.planner.view(state)
 
     # ------------------------------------------------------------------ planning
 
     def in_backoff(self, session_id: str) -> bool:
-        with self._book.lock:
-            failures = self._book.failures.get(session_id)
-            return failures is not None and self.clock() < failures.retry_at
-
-    def due(self, state: SessionState) -> int:
-        """How many of the tail's messages a compaction would fold now (0: none due)."""
-        if state.truncated:
-            return 1  # a backlog beyond the cap: fold its oldest chunk
-        finished = self._finished_topic(state)
-        if finished:
-            return finished
-        counts = self.token_counts(state.tail) if self.policy.uses_tokens else None
-        return self.policy.cut(state.messages, counts)
-
-    def _finished_topic(self, state: SessionState) -> int:
-        """Messages of the tail that form a finished topic (0: none, or no detector)."""
-        if self.topic_detector is None or state.truncated:
-            return 0
-        return topic_cut(state.messages, self.topic_detector)
-
-    # ------------------------------------------------------------------ topic sections
-
-    def _topic_mode(self, state: SessionState) -> bool:
-        return self.topic_detector is not None or (
-            state.record is not None and META_SECTIONS in state.record.meta
-        )
-
-    def _previous(self, state: SessionState) -> str:
-        """What the summarizer is asked to update: the current topic's section in topic mode."""
-        if state.record is None or not self._topic_mode(state):
-            return state.summary
-        return open_section(state.summary, state.record.meta)
-
-    def _compose(
-        self, state: SessionState, text: str, batch: list[StoredMessage], meta: dict[str, Any]
-    ) -> tuple[str, dict[str, Any]]:
-        """The summary text to install (sections laid out in topic mode) and its meta."""
-        if not self._topic_mode(state):
-            return text, meta
-        closing = self._finished_topic(state) == len(batch)
-        return compose_sections(
-            meta,
-            text,
-            closing=closing,
-            labels=self.topic_labels,
-            max_sections=self.max_topic_sections,
-            max_words=self.max_words,
-        )
-
-    def view(self, state: SessionState) -> list[BaseMessage]:
-        """Summary message (if any) then the unsummarized tail, or a capped window if too long."""
-        messages = state.messages
-        counts = self.token_counts(state.tail) if self.policy.uses_tokens else None
-        cut = self.policy.fallback_cut(messages, counts, backlog=state.truncated)
-        if cut:
-            logger.warning(
-                "rolling memory: %s unsummarized messages in session (compaction failing or "
-                "behind); the view falls back to a plain window until a summary lands",
-                f"more than {len(messages)}" if state.truncated else len(messages),
-            )
-            messages = messages[cut:]
-        head = [summary_message(state.summary)] if state.summary else []
-        return head + messages
-
-    def _batch(self, state: SessionState, oldest: list[StoredMessage] | None) -> list[StoredMessage]:
-        """The messages to fold: the policy's cut of the tail, or the oldest chunk of a backlog."""
-        if oldest is not None:
-            msgs = [m.message for m in oldest]
-            keep = self.policy.keep_last
-            cut = tool_safe_cut(msgs, max(1, len(msgs) - keep), keep_more=True)
-            return oldest[:cut]
-        return state.tail[: self.due(state)]
-
-    # ------------------------------------------------------------------ compaction
+        return self._jobs.in_backoff(session_id, self.clock())
 
     def _begin(self, session_id: str, state: SessionState, force: bool) -> bool:
         if not force and self.in_backoff(session_id):
             return False
         return self.due(state) > 0 or (force and bool(state.tail))
 
-    def _meta(
-        self, state: SessionState, result: SummaryResult, previous: str, batch: list[StoredMessage]
-    ) -> dict[str, Any]:
-        meta = dict(state.record.meta) if state.record else {}
-        input_tokens = result.input_tokens
-        if input_tokens is None:
-            input_tokens = self.token_counter([HumanMessage(previous), *[m.message for m in batch]])
-        output_tokens = result.output_tokens
-        if output_tokens is None:
-            output_tokens = self.token_counter([HumanMessage(result.text)])
-        meta["compactions"] = int(meta.get("compactions", 0)) + 1
-        meta["summarizer_calls"] = int(meta.get("summarizer_calls", 0)) + 1
-        meta["model_calls"] = int(meta.get("model_calls", 0)) + result.calls
-        meta["summarizer_input_tokens"] = int(meta.get("summarizer_input_tokens", 0)) + input_tokens
-        meta["summarizer_output_tokens"] = int(meta.get("summarizer_output_tokens", 0)) + output_tokens
-        meta["folded_messages"] = int(meta.get("folded_messages", 0)) + len(batch)
-        meta["folded_tokens"] = int(meta.get("folded_tokens", 0)) + sum(self.token_counts(batch))
-        meta["summary_tokens"] = self.token_counter([summary_message(result.text)])
-        return meta
+    # ------------------------------------------------------------------ failures and listeners
 
     def _fail(self, session_id: str, exc: BaseException) -> None:
-        with self._book.lock:
-            failures = self._book.failures.setdefault(session_id, _Failures())
-            failures.count += 1
-            delay = min(self.max_backoff, self.backoff * 2 ** (failures.count - 1))
-            failures.retry_at = self.clock() + delay
+        delay = self._jobs.failed(session_id, self.clock(), first=self.backoff, longest=self.max_backoff)
         logger.error(
             "rolling memory: compaction of session %r failed (%s: %s); nothing was lost, retrying in %.0fs",
             session_id,
@@ -469,24 +234,10 @@ class Compactor:
             except Exception:
                 logger.exception("rolling memory: the on_error callback raised")
 
-    def _succeed(self, session_id: str) -> None:
-        with self._book.lock:
-            self._book.failures.pop(session_id, None)
-
     # The session was erased (forget, clear_session, purge), and perhaps refilled, while its
     # summary was being written: sequence numbers restart after an erasure, so the summary
-    # just installed may speak of erased messages or hide new ones. `_installed_on` tells by
-    # the last folded message; `_retract` undoes the install without touching any message.
-
-    @staticmethod
-    def _installed_on(batch: list[StoredMessage], rows: list[StoredMessage]) -> bool:
-        """True if the transcript still holds the last folded message at its seq."""
-        last = batch[-1]
-        return (
-            bool(rows)
-            and rows[0].seq == last.seq
-            and dumps_message(rows[0].message) == dumps_message(last.message)
-        )
+    # just installed may speak of erased messages or hide new ones. `Planner.installed_on`
+    # tells by the last folded message; `_retract` undoes it without touching any message.
 
     def _retract(self, session_id: str, version: int) -> None:
         logger.warning(
@@ -537,23 +288,7 @@ class Compactor:
         except Exception:
             logger.exception("rolling memory: the on_compaction callback raised (the summary is kept)")
 
-    def _fresh(self, state: SessionState, fresh: SummaryRecord | None) -> SessionState | None:
-        """`state` with the record just read if its version is unchanged, else None (reload)."""
-        if (fresh.version if fresh else 0) != state.version:
-            return None
-        return SessionState(fresh, state.tail, state.truncated)
-
-    def _clean(self, result: SummaryResult) -> SummaryResult:
-        text = clean_summary(result.text, max_words=self.max_words)
-        if not text:
-            from langchain_rolling_memory.errors import SummarizerError
-
-            msg = f"the summarizer returned nothing usable: {result.text[:80]!r}"
-            raise SummarizerError(msg)
-        return SummaryResult(text, result.input_tokens, result.output_tokens, result.calls)
-
-    def _summarize_sync(self, previous: str, messages: list[BaseMessage]) -> SummaryResult:
-        return call_with_timeout(lambda: self.summarizer.summarize(previous, messages), self.timeout)
+    # ------------------------------------------------------------------ compaction: the twins
 
     def compact(
         self, session_id: str, state: SessionState | None = None, *, force: bool = False
@@ -574,30 +309,17 @@ class Compactor:
             return None
         try:
             # Re-read under the lease: another process may have folded these messages already.
-            state = self._fresh(state, self.store.summary(session_id)) or self.load(session_id)
-            oldest = (
-                self.store.read(session_id, after_seq=state.covered_seq, limit=self.policy.cap, newest=False)
-                if state.truncated
-                else None
-            )
-            batch = self._batch(state, oldest) if not force else state.tail
-            if not batch:
+            state = self.planner.fresh(state, self.store.summary(session_id)) or self.load(session_id)
+            oldest = self.store.read(session_id, **self.planner.backlog(state)) if state.truncated else None
+            plan = self.planner.plan(state, oldest, force)
+            if plan is None:
                 return None
-            previous = self._previous(state)
-            result = self._clean(self._summarize_sync(previous, [m.message for m in batch]))
-            text, meta = self._compose(state, result.text, batch, self._meta(state, result, previous, batch))
-            installed = self.store.install_summary(
-                session_id,
-                text,
-                covered_seq=batch[-1].seq,
-                expected_version=state.version,
-                meta=meta,
-            )
-            if not installed:
+            summarize = functools.partial(self.summarizer.summarize, plan.previous, plan.messages)
+            done = self.planner.outcome(session_id, state, plan, call_with_timeout(summarize, self.timeout))
+            if not self.store.install_summary(session_id, done.summary, **_install_args(done)):
                 return None
-            check = self.store.read(session_id, after_seq=batch[-1].seq - 1, limit=1, newest=False)
-            if not self._installed_on(batch, check):
-                self._retract(session_id, state.version + 1)
+            if not self.planner.installed_on(plan.batch, self.store.read(session_id, **_check_args(done))):
+                self._retract(session_id, done.version)
                 return None
         except Exception as exc:
             self._fail(session_id, exc)
@@ -607,8 +329,7 @@ class Compactor:
                 self.store.release(session_id, self.owner)
             except Exception:
                 logger.exception("rolling memory: could not release the lease of %r", session_id)
-        self._succeed(session_id)
-        done = _result(session_id, state, batch, text, meta)
+        self._jobs.succeeded(session_id)
         self._notify(done)
         return done
 
@@ -626,34 +347,25 @@ class Compactor:
             self._fail(session_id, exc)
             return None
         try:
-            state = self._fresh(state, await self.store.asummary(session_id)) or await self.aload(session_id)
+            state = self.planner.fresh(state, await self.store.asummary(session_id)) or await self.aload(
+                session_id
+            )
             oldest = (
-                await self.store.aread(
-                    session_id, after_seq=state.covered_seq, limit=self.policy.cap, newest=False
-                )
-                if state.truncated
-                else None
+                await self.store.aread(session_id, **self.planner.backlog(state)) if state.truncated else None
             )
-            batch = self._batch(state, oldest) if not force else state.tail
-            if not batch:
+            plan = self.planner.plan(state, oldest, force)
+            if plan is None:
                 return None
-            previous = self._previous(state)
-            call = self.summarizer.asummarize(previous, [m.message for m in batch])
-            raw = await asyncio.wait_for(call, self.timeout) if self.timeout is not None else await call
-            result = self._clean(raw)
-            text, meta = self._compose(state, result.text, batch, self._meta(state, result, previous, batch))
-            installed = await self.store.ainstall_summary(
-                session_id,
-                text,
-                covered_seq=batch[-1].seq,
-                expected_version=state.version,
-                meta=meta,
+            summarize = self.summarizer.asummarize(plan.previous, plan.messages)
+            done = self.planner.outcome(
+                session_id, state, plan, await asyncio.wait_for(summarize, self.timeout)
             )
-            if not installed:
+            if not await self.store.ainstall_summary(session_id, done.summary, **_install_args(done)):
                 return None
-            check = await self.store.aread(session_id, after_seq=batch[-1].seq - 1, limit=1, newest=False)
-            if not self._installed_on(batch, check):
-                await self._aretract(session_id, state.version + 1)
+            if not self.planner.installed_on(
+                plan.batch, await self.store.aread(session_id, **_check_args(done))
+            ):
+                await self._aretract(session_id, done.version)
                 return None
         except Exception as exc:
             self._fail(session_id, exc)
@@ -663,22 +375,65 @@ class Compactor:
                 await self.store.arelease(session_id, self.owner)
             except Exception:
                 logger.exception("rolling memory: could not release the lease of %r", session_id)
-        self._succeed(session_id)
-        done = _result(session_id, state, batch, text, meta)
+        self._jobs.succeeded(session_id)
         await self._anotify(done)
         return done
 
+    # ------------------------------------------------------------------ after an append
+
+    def _wanted(self, session_id: str, state: SessionState) -> bool:
+        return bool(self.due(state)) and not self.in_backoff(session_id)
+
+    def _after(self, state: SessionState, result: CompactionResult | None) -> SessionState | None:
+        """`state` after an inline compaction's `result` (None: reload, see `folded`)."""
+        return state if result is None else self.planner.folded(state, result)
+
+    def advance(
+        self,
+        session_id: str,
+        state: SessionState | None = None,
+        *,
+        appended: Sequence[StoredMessage] = (),
+        background: bool = False,
+    ) -> SessionState:
+        """The one step an adapter takes after appending to a session: its state, then a due
+        compaction (unless in back-off), inline or handed to the background.
+
+        `state` is what was known before `appended` was written; when the new rows extend it
+        exactly (see `Planner.extend`), one summary read replaces reading the tail again; otherwise
+        (or with None) the state is read. Returns the state to `view`: with an inline
+        compaction folded in; a scheduled one lands for a later turn.
+        """
+        known = state if appended else None
+        record = self.store.summary(session_id) if known is not None else None
+        state = (known and self.planner.extend(known, appended, record)) or self.load(session_id)
+        if not self._wanted(session_id, state):
+            return state
+        if background:
+            self.schedule(session_id, state)
+            return state
+        return self._after(state, self.compact(session_id, state)) or self.load(session_id)
+
+    async def aadvance(
+        self,
+        session_id: str,
+        state: SessionState | None = None,
+        *,
+        appended: Sequence[StoredMessage] = (),
+        background: bool = False,
+    ) -> SessionState:
+        """Async twin of `advance`: a background compaction is a task of the running loop."""
+        known = state if appended else None
+        record = await self.store.asummary(session_id) if known is not None else None
+        state = (known and self.planner.extend(known, appended, record)) or await self.aload(session_id)
+        if not self._wanted(session_id, state):
+            return state
+        if background:
+            self.aschedule(session_id, state)
+            return state
+        return self._after(state, await self.acompact(session_id, state)) or await self.aload(session_id)
+
     # ------------------------------------------------------------------ background
-
-    def _claim_slot(self, session_id: str) -> bool:
-        """True if no background compaction of the session is in flight (caller holds the lock)."""
-        current = self._book.pending.get(session_id)
-        return current is None or current.done()
-
-    def _settle(self, session_id: str, future: concurrent.futures.Future[Any]) -> None:
-        with self._book.lock:
-            if self._book.pending.get(session_id) is future:
-                del self._book.pending[session_id]
 
     def schedule(self, session_id: str, state: SessionState | None = None) -> bool:
         """Run `compact` on a background worker thread unless one is already in flight for
@@ -689,15 +444,9 @@ class Compactor:
 
         The process waits for it at exit (up to `exit_timeout`); `flush` waits for it now.
         """
-        with self._book.lock:
-            if not self._claim_slot(session_id):
-                return False
-            future = workers.submit(
-                lambda: self._delayed_compact(session_id, state), exit_timeout=self.exit_timeout
-            )
-            self._book.pending[session_id] = future
-        future.add_done_callback(lambda f: self._settle(session_id, f))
-        return True
+        return self._jobs.submit(
+            session_id, lambda: self._delayed_compact(session_id, state), exit_timeout=self.exit_timeout
+        )
 
     def aschedule(self, session_id: str, state: SessionState | None = None) -> bool:
         """Run `acompact` as a task of the running loop unless a compaction of the session is
@@ -706,20 +455,13 @@ class Compactor:
         If the loop shuts down first (``asyncio.run`` cancels leftover tasks), the compaction
         is handed to a worker thread, so it still lands (see `schedule`).
         """
-        loop = asyncio.get_running_loop()
-        with self._book.lock:
-            if not self._claim_slot(session_id):
-                return False
-            mirror: concurrent.futures.Future[CompactionResult | None] = concurrent.futures.Future()
-            mirror.set_running_or_notify_cancel()
-            task = loop.create_task(
-                self._delayed_acompact(session_id, state), name=f"rolling-memory compaction {session_id}"
-            )
-            self._book.pending[session_id] = mirror
-            self._book.tasks[session_id] = task
-        mirror.add_done_callback(lambda f: self._settle(session_id, f))
-        task.add_done_callback(lambda t: self._task_done(session_id, mirror, t))
-        return True
+        return self._jobs.start_task(
+            session_id,
+            lambda: self._delayed_acompact(session_id, state),
+            fallback=lambda: self.compact(session_id),
+            exit_timeout=self.exit_timeout,
+            name=f"rolling-memory compaction {session_id}",
+        )
 
     def _delayed_compact(self, session_id: str, state: SessionState | None) -> CompactionResult | None:
         if self.start_delay > 0:
@@ -731,31 +473,9 @@ class Compactor:
             await asyncio.sleep(self.start_delay)
         return await self.acompact(session_id, state)
 
-    def _task_done(
-        self,
-        session_id: str,
-        mirror: concurrent.futures.Future[CompactionResult | None],
-        task: asyncio.Task[CompactionResult | None],
-    ) -> None:
-        with self._book.lock:
-            if self._book.tasks.get(session_id) is task:
-                del self._book.tasks[session_id]
-        if task.cancelled():
-            # The loop is closing (or someone cancelled us): finish on a worker thread.
-            handoff = workers.submit(lambda: self.compact(session_id), exit_timeout=self.exit_timeout)
-            handoff.add_done_callback(lambda f: _copy_outcome(f, mirror))
-            return
-        exc = task.exception()
-        if exc is not None:
-            mirror.set_exception(exc)
-        else:
-            mirror.set_result(task.result())
-
     def pending(self, session_id: str) -> concurrent.futures.Future[CompactionResult | None] | None:
         """The in-flight background compaction of the session in this process, if any."""
-        with self._book.lock:
-            future = self._book.pending.get(session_id)
-        return None if future is None or future.done() else future
+        return self._jobs.pending(session_id)
 
     def flush(self, session_id: str, timeout: float | None = None) -> bool:
         """Wait for the session's background compaction (thread or task) to finish.
@@ -764,57 +484,8 @@ class Compactor:
         when called on the thread of the event loop that runs the compaction task (waiting
         there would block the very loop it needs: use `aflush`).
         """
-        with self._book.lock:
-            future = self._book.pending.get(session_id)
-            task = self._book.tasks.get(session_id)
-        if future is None:
-            return True
-        if task is not None and not task.done() and _on_loop_thread(task.get_loop()):
-            msg = "a compaction task is pending on this thread's event loop: use `await aflush()`"
-            raise RuntimeError(msg)
-        done, _ = concurrent.futures.wait([future], timeout=timeout)
-        return bool(done)
+        return self._jobs.flush(session_id, timeout)
 
     async def aflush(self, session_id: str, timeout: float | None = None) -> bool:
         """Async twin of `flush`: awaits without blocking the event loop."""
-        with self._book.lock:
-            future = self._book.pending.get(session_id)
-        if future is None:
-            return True
-        try:
-            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout)
-        except asyncio.TimeoutError:
-            return False
-        except Exception:  # the compaction's own failure was logged where it happened
-            return True
-        return True
-
-
-def _copy_outcome(source: concurrent.futures.Future[Any], target: concurrent.futures.Future[Any]) -> None:
-    exc = source.exception()
-    if exc is not None:
-        target.set_exception(exc)
-    else:
-        target.set_result(source.result())
-
-
-def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
-
-
-def _result(
-    session_id: str, state: SessionState, batch: list[StoredMessage], text: str, meta: dict[str, Any]
-) -> CompactionResult:
-    """The record of a compaction installed on top of `state` (one version later)."""
-    return CompactionResult(
-        session_id,
-        len(batch),
-        batch[-1].seq,
-        state.version + 1,
-        text,
-        tuple(m.message for m in batch),
-        meta,
-    )
+        return await self._jobs.aflush(session_id, timeout)

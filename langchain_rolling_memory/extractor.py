@@ -18,13 +18,12 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from langchain_rolling_memory.engine import CompactionResult
 from langchain_rolling_memory.errors import ConfigurationError, FactError, InvalidIdError
 from langchain_rolling_memory.fact_rules import ReplyPlan, check_reply
-from langchain_rolling_memory.facts import quote_fact
+from langchain_rolling_memory.framing import quote_fact
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.prompts import render_transcript
-from langchain_rolling_memory.records import Fact
+from langchain_rolling_memory.records import CompactionResult, Fact
 from langchain_rolling_memory.stores.base import RollingStore
 
 __all__ = [
@@ -33,6 +32,7 @@ __all__ = [
     "FactChanges",
     "FactExtractor",
     "aextract_facts",
+    "compaction_listener",
     "extract_facts",
 ]
 
@@ -308,3 +308,24 @@ async def aextract_facts(
 ) -> ExtractionResult:
     """Async twin of `extract_facts`."""
     return await FactExtractor(model).aextract(store, client_id, messages)
+
+
+def compaction_listener(
+    extractor: FactExtractor | BaseChatModel | None, store: RollingStore, given: object
+) -> object:
+    """What an adapter's ``extractor=`` becomes: the compactor's `on_compaction` listener.
+
+    A `FactExtractor` (or a chat model, to build one) is bound to `store`; without one the
+    caller's own ``on_compaction`` (`given`, possibly None) is kept.
+
+    Raises:
+        ConfigurationError: both an extractor and an ``on_compaction`` were given.
+    """
+    if extractor is None:
+        return given
+    if given is not None:
+        msg = "pass either extractor= or on_compaction=, not both"
+        raise ConfigurationError(msg)
+    if not isinstance(extractor, FactExtractor):
+        extractor = FactExtractor(extractor)
+    return extractor.bind(store)

@@ -15,11 +15,11 @@ from typing import Any
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 
-from langchain_rolling_memory.engine import Compactor, ErrorCallback, SessionState
+from langchain_rolling_memory.engine import Compactor, ErrorCallback
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.policy import TokenCounter, WindowPolicy, count_tokens
-from langchain_rolling_memory.records import StoredMessage
+from langchain_rolling_memory.records import SessionState, StoredMessage
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
@@ -65,11 +65,7 @@ class _StoredHistory(BaseChatMessageHistory):
         # Writes are refused by the store; reads must be too, or a guessed session_id
         # would show one client another client's conversation.
         if owner is not None and owner != self.client_id:
-            msg = (
-                f"session {self.session_id!r} belongs to another client than {self.client_id!r}; "
-                "use a session_id of this client"
-            )
-            raise OwnershipError(msg)
+            raise OwnershipError.for_session(self.session_id, self.client_id)
         self._owner_checked = True
 
     def _check_owner(self) -> None:
@@ -416,43 +412,21 @@ class RollingSummaryChatMessageHistory(_StoredHistory):
         self._state = await self.compactor.aload(self.session_id)
         return self.compactor.view(self._state)
 
-    # After a write the state is extended with the rows just written, and after an inline
-    # compaction it is folded with the installed result: one summary read per turn instead
-    # of re-reading and re-decoding the tail twice. Anything unexpected (another writer, a
-    # summary landed from elsewhere) falls back to a full load.
+    # After a write the engine extends the known state with the rows just written, and after
+    # an inline compaction folds the installed result in: one summary read per turn instead
+    # of re-reading and re-decoding the tail twice (see `Compactor.advance`).
 
     def _after_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
-        compactor, state = self.compactor, None
-        if self._state is not None and appended:
-            state = compactor.extend(self._state, appended, self.store.summary(self.session_id))
-        if state is None:
-            state = compactor.load(self.session_id)
-        if compactor.due(state) and not compactor.in_backoff(self.session_id):
-            if self.background:
-                compactor.schedule(self.session_id, state)
-            else:
-                result = compactor.compact(self.session_id, state)
-                if result is not None:
-                    state = compactor.folded(state, result) or compactor.load(self.session_id)
-        self._state = state
-        return compactor.view(state)
+        self._state = self.compactor.advance(
+            self.session_id, self._state, appended=appended, background=self.background
+        )
+        return self.compactor.view(self._state)
 
     async def _aafter_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
-        compactor, state = self.compactor, None
-        if self._state is not None and appended:
-            record = await self.store.asummary(self.session_id)
-            state = compactor.extend(self._state, appended, record)
-        if state is None:
-            state = await compactor.aload(self.session_id)
-        if compactor.due(state) and not compactor.in_backoff(self.session_id):
-            if self.background:
-                compactor.aschedule(self.session_id, state)
-            else:
-                result = await compactor.acompact(self.session_id, state)
-                if result is not None:
-                    state = compactor.folded(state, result) or await compactor.aload(self.session_id)
-        self._state = state
-        return compactor.view(state)
+        self._state = await self.compactor.aadvance(
+            self.session_id, self._state, appended=appended, background=self.background
+        )
+        return self.compactor.view(self._state)
 
     def _forget_rows(self) -> None:
         self._state = SessionState(None, [], False)

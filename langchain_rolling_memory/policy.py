@@ -1,7 +1,8 @@
 """Where to cut a message list: pure functions, no I/O, no clock.
 
-Owns the count and token policies and the tool-pair rule; it does not store, summarize or
-decide *when* to run (that is the engine's job).
+Owns the count and token policies and the tool-pair rule (cuts that keep pairs together,
+and `pair_tool_calls`, the repair of a list whose pairs were broken before it reached us); it
+does not store, summarize or decide *when* to run (that is the engine's job).
 
 A *cut* is an index ``c`` into a list of messages: ``messages[:c]`` is folded (or dropped
 from a window) and ``messages[c:]`` is kept. A cut is *tool-safe* when the kept part does
@@ -26,6 +27,7 @@ __all__ = [
     "count_tokens",
     "fold_cut",
     "is_tool_safe",
+    "pair_tool_calls",
     "tool_safe_cut",
     "window_cut",
 ]
@@ -305,3 +307,44 @@ class WindowPolicy:
             max_tokens=self.max_tokens,
             token_counts=token_counts,
         )
+
+
+_NO_RESULT = "No result was recorded for this tool call (it was interrupted or its arguments were malformed)."
+
+
+def _call_ids(message: AIMessage) -> dict[str, str]:
+    # Providers send invalid tool calls as calls too (OpenAI requires an answer to each).
+    calls = [*message.tool_calls, *message.invalid_tool_calls]
+    return {str(c["id"]): str(c.get("name") or "unknown") for c in calls if c.get("id")}
+
+
+def pair_tool_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """`messages` with every tool call answered right after its `AIMessage`, and no orphan
+    tool result, so that providers accept the request.
+
+    A call left without a result (a run interrupted between the call and its result, or a
+    call whose arguments were malformed) gets an error result; a tool result that does not
+    follow its call (LangChain's own answer to a malformed call, stored after the next user
+    message) is left out. Well-formed lists come back unchanged.
+    """
+    out: list[BaseMessage] = []
+    pending: dict[str, str] = {}
+
+    def close() -> None:
+        out.extend(
+            ToolMessage(_NO_RESULT, tool_call_id=call_id, name=name, status="error")
+            for call_id, name in pending.items()
+        )
+        pending.clear()
+
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            if pending.pop(message.tool_call_id, None) is not None:
+                out.append(message)
+            continue
+        close()
+        out.append(message)
+        if isinstance(message, AIMessage):
+            pending.update(_call_ids(message))
+    close()
+    return out

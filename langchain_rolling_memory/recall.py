@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.facts import quote_fact
+from langchain_rolling_memory.framing import quote_fact
 from langchain_rolling_memory.policy import TokenCounter, count_tokens
 from langchain_rolling_memory.search import SearchHit
 

@@ -1,8 +1,9 @@
-"""The records a store reads and writes (messages, summaries, sessions, facts); no logic."""
+"""The records stores and the engine pass around (messages, summaries, sessions, facts, compactions); no logic."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -10,12 +11,14 @@ from langchain_core.messages import BaseMessage
 
 __all__ = [
     "FACT_SOURCES",
+    "CompactionResult",
     "Fact",
     "FactFilter",
     "FactPlan",
     "FactSource",
     "Row",
     "SessionInfo",
+    "SessionState",
     "StoredMessage",
     "SummaryRecord",
 ]
@@ -59,6 +62,51 @@ class SummaryRecord:
     version: int
     meta: dict[str, Any] = field(default_factory=dict)
     updated_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """What one turn reads: the summary record and the unsummarized tail (bounded)."""
+
+    record: SummaryRecord | None
+    tail: list[StoredMessage]
+    truncated: bool
+    """True if more unsummarized messages exist than were read (backlog beyond the cap)."""
+
+    @property
+    def summary(self) -> str:
+        return self.record.text if self.record else ""
+
+    @property
+    def covered_seq(self) -> int:
+        return self.record.covered_seq if self.record else 0
+
+    @property
+    def version(self) -> int:
+        return self.record.version if self.record else 0
+
+    @functools.cached_property
+    def messages(self) -> list[BaseMessage]:
+        return [m.message for m in self.tail]
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """One installed compaction; `messages` are the ones folded into `summary`, `meta` the
+    summary record's usage accounting."""
+
+    session_id: str
+    folded: int
+    covered_seq: int
+    version: int
+    summary: str
+    messages: tuple[BaseMessage, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def record(self) -> SummaryRecord:
+        """The summary record this compaction installed (its `updated_at` is not known here)."""
+        return SummaryRecord(self.summary, self.covered_seq, self.version, dict(self.meta))
 
 
 @dataclass(frozen=True)

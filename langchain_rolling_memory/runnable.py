@@ -1,7 +1,7 @@
 """`with_rolling_memory`: any chain gets a rolling-summary history plus the client's facts and state.
 
 Owns the wiring only: `RunnableWithMessageHistory` does the history plumbing, the histories do
-the memory, `context` reads the facts and `facts` renders them. This module decides where the
+the memory, `context` reads the facts and `framing` renders them. This module decides where the
 memory goes in the chain's input (a leading system message and/or prompt variables).
 """
 
@@ -20,10 +20,14 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_core.runnables.utils import ConfigurableFieldSpec
 
 from langchain_rolling_memory.context import aload_memory, load_memory
-from langchain_rolling_memory.engine import SUMMARY_MESSAGE_ID, summary_text
-from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.extractor import FactExtractor
-from langchain_rolling_memory.facts import MemoryBlock, insert_memory_message, memory_message
+from langchain_rolling_memory.extractor import FactExtractor, compaction_listener
+from langchain_rolling_memory.framing import (
+    SUMMARY_MESSAGE_ID,
+    MemoryBlock,
+    insert_memory_message,
+    memory_message,
+    summary_text,
+)
 from langchain_rolling_memory.history import RollingSummaryChatMessageHistory
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.policy import TokenCounter, count_tokens
@@ -91,13 +95,9 @@ def session_history_factory(
         'client-1'
     """
     options = dict(history_options)
-    if extractor is not None:
-        if options.get("on_compaction") is not None:
-            msg = "pass either extractor= or on_compaction=, not both"
-            raise ConfigurationError(msg)
-        if not isinstance(extractor, FactExtractor):
-            extractor = FactExtractor(extractor)
-        options["on_compaction"] = extractor.bind(store)
+    listener = compaction_listener(extractor, store, options.pop("on_compaction", None))
+    if listener is not None:
+        options["on_compaction"] = listener
     # Building a history does no I/O: a bad option fails here, once, not at the first turn.
     RollingSummaryChatMessageHistory("settings-check", store=store, summarizer=summarizer, **options)
 

@@ -1,6 +1,7 @@
 """LangChain tools that let a model write memory, bound in code to one client (and session).
 
-Owns the tools' names, schemas and replies. The model never chooses whose memory it writes:
+Owns the tools' names, schemas and replies, and the builders the agent middleware binds to
+each run (`TOOL_BUILDERS`, `refusing`). The model never chooses whose memory it writes:
 `client_id` and `session_id` are fixed when the tool is built and are not tool arguments. The
 rules (dedup, keys, limits, filter) are the store's.
 """
@@ -8,7 +9,7 @@ rules (dedup, keys, limits, filter) are the store's.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
@@ -19,7 +20,15 @@ from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.records import Fact
 from langchain_rolling_memory.stores.base import RollingStore
 
-__all__ = ["forget_fact_tool", "memory_tools", "remember_tool", "session_state_tool"]
+__all__ = [
+    "TOOL_BUILDERS",
+    "UNBOUND",
+    "forget_fact_tool",
+    "memory_tools",
+    "refusing",
+    "remember_tool",
+    "session_state_tool",
+]
 
 _REMEMBER = (
     "Save a durable fact about the user you are talking to, for later conversations: a "
@@ -183,3 +192,36 @@ def memory_tools(store: RollingStore, client_id: str, session_id: str | None = N
     if session_id is not None:
         tools.append(session_state_tool(store, session_id, client_id=client_id))
     return tools
+
+
+def refusing(tool: BaseTool) -> BaseTool:
+    """`tool`'s name, description and arguments with a body that writes nothing.
+
+    This is what the model is shown (`middleware.tools`, built before any run); each call
+    runs a copy bound to the run's ids instead, or this body when the run has no client.
+    """
+
+    def refuse(**_: Any) -> str:
+        return "Not saved: no client is bound to this conversation."
+
+    async def arefuse(**_: Any) -> str:
+        return refuse()
+
+    return StructuredTool.from_function(
+        func=refuse,
+        coroutine=arefuse,
+        name=tool.name,
+        description=tool.description,
+        args_schema=tool.args_schema,
+    )
+
+
+# name -> builder of the tool bound to a run's (client, session); the model sees no id.
+TOOL_BUILDERS: dict[str, Callable[[RollingStore, str, str], BaseTool]] = {
+    "remember": lambda store, client, session: remember_tool(store, client),
+    "forget_fact": lambda store, client, session: forget_fact_tool(store, client),
+    "update_session_state": lambda store, client, session: session_state_tool(
+        store, session, client_id=client
+    ),
+}
+UNBOUND = "unbound"  # a valid id used only to read the tools' schemas; never written to

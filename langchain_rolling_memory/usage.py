@@ -1,11 +1,13 @@
-"""What summarizing a session cost and saved, read from its summary record; no I/O of its own.
+"""What summarizing a session cost and saved, as counters kept in its summary record; no I/O.
 
-The engine adds to the counters in the summary record's ``meta`` at each compaction; this
-module only reads them (through `RollingStore.usage` or a history's ``usage``).
+Owns the counters and the only place their ``meta`` keys are read (`SummaryUsage.from_meta`)
+and written (`SummaryUsage.to_meta`). The engine adds one compaction's cost at each install
+(`SummaryUsage.added`); it does not count tokens itself nor read a store.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +16,20 @@ from langchain_rolling_memory.records import SummaryRecord
 __all__ = ["SummaryUsage"]
 
 
-def _int(meta: dict[str, Any], key: str) -> int:
+# attribute -> key in the summary record's meta (the names stored since the first release)
+_META_KEYS = {
+    "compactions": "compactions",
+    "summarizer_calls": "summarizer_calls",
+    "model_calls": "model_calls",
+    "input_tokens": "summarizer_input_tokens",
+    "output_tokens": "summarizer_output_tokens",
+    "folded_messages": "folded_messages",
+    "folded_tokens": "folded_tokens",
+    "summary_tokens": "summary_tokens",
+}
+
+
+def _int(meta: Mapping[str, Any], key: str) -> int:
     value = meta.get(key, 0)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
@@ -59,18 +74,39 @@ class SummaryUsage:
         return self.folded_tokens - self.summary_tokens
 
     @classmethod
+    def from_meta(cls, meta: Mapping[str, Any] | None) -> SummaryUsage:
+        """Read the counters kept in a summary record's ``meta`` (a missing or malformed one is 0)."""
+        meta = meta if isinstance(meta, Mapping) else {}
+        return cls(**{name: _int(meta, key) for name, key in _META_KEYS.items()})
+
+    @classmethod
     def from_record(cls, record: SummaryRecord | None) -> SummaryUsage:
         """Read the counters of a summary record (all zero without one)."""
-        if record is None:
-            return cls()
-        meta = record.meta if isinstance(record.meta, dict) else {}
-        return cls(
-            compactions=_int(meta, "compactions"),
-            summarizer_calls=_int(meta, "summarizer_calls"),
-            model_calls=_int(meta, "model_calls"),
-            input_tokens=_int(meta, "summarizer_input_tokens"),
-            output_tokens=_int(meta, "summarizer_output_tokens"),
-            folded_messages=_int(meta, "folded_messages"),
-            folded_tokens=_int(meta, "folded_tokens"),
-            summary_tokens=_int(meta, "summary_tokens"),
+        return cls.from_meta(record.meta if record is not None else None)
+
+    def added(
+        self,
+        *,
+        model_calls: int,
+        input_tokens: int,
+        output_tokens: int,
+        folded_messages: int,
+        folded_tokens: int,
+        summary_tokens: int,
+    ) -> SummaryUsage:
+        """These counters after one more installed compaction (one summarizer call); the new
+        summary's size replaces the old one's."""
+        return SummaryUsage(
+            compactions=self.compactions + 1,
+            summarizer_calls=self.summarizer_calls + 1,
+            model_calls=self.model_calls + model_calls,
+            input_tokens=self.input_tokens + input_tokens,
+            output_tokens=self.output_tokens + output_tokens,
+            folded_messages=self.folded_messages + folded_messages,
+            folded_tokens=self.folded_tokens + folded_tokens,
+            summary_tokens=summary_tokens,
         )
+
+    def to_meta(self, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """`meta` (the record's other keys, e.g. topic sections, kept) with these counters."""
+        return {**(meta or {}), **{key: getattr(self, name) for name, key in _META_KEYS.items()}}

@@ -28,7 +28,7 @@ from langchain_rolling_memory import (
     SQLiteRollingStore,
 )
 from langchain_rolling_memory.background import Workers, call_with_timeout
-from langchain_rolling_memory.engine import SUMMARY_MESSAGE_ID
+from langchain_rolling_memory.framing import SUMMARY_MESSAGE_ID
 from langchain_rolling_memory.stores import RollingStore
 from langchain_rolling_memory.summarizers import SummaryResult
 

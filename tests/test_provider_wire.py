@@ -427,7 +427,7 @@ def test_gemini_client_drops_a_non_leading_system_message_so_the_summary_is_a_us
     # dropping this message, the reason for a user-role summary is gone (it stays correct).
     from langchain_core.messages import SystemMessage
 
-    from langchain_rolling_memory.engine import summary_message
+    from langchain_rolling_memory.framing import summary_message
 
     with serve("gemini", lambda request: "ok") as provider:
         model = chat_model(provider)

@@ -56,3 +56,29 @@ def test_tokens_are_counted_when_the_summarizer_does_not_report_them() -> None:
     assert (usage.summarizer_calls, usage.model_calls) == (1, 1)
     assert usage.input_tokens > 40  # the folded messages were counted
     assert usage.output_tokens > 0
+
+
+def test_counters_round_trip_through_meta_and_keep_the_other_keys() -> None:
+    usage = SummaryUsage(1, 2, 3, 4, 5, 6, 7, 8)
+    meta = usage.to_meta({"sections": ["Topic 1: x"]})
+    assert meta["sections"] == ["Topic 1: x"]
+    assert meta["summarizer_input_tokens"] == 4 and meta["summarizer_output_tokens"] == 5
+    assert SummaryUsage.from_meta(meta) == usage
+
+
+def test_added_counts_one_compaction_and_replaces_the_summary_size() -> None:
+    before = SummaryUsage(compactions=1, summarizer_calls=1, model_calls=2, summary_tokens=40)
+    after = before.added(
+        model_calls=3,
+        input_tokens=100,
+        output_tokens=10,
+        folded_messages=4,
+        folded_tokens=90,
+        summary_tokens=30,
+    )
+    assert after == SummaryUsage(2, 2, 5, 100, 10, 4, 90, 30)
+
+
+def test_a_malformed_meta_reads_as_zero() -> None:
+    assert SummaryUsage.from_meta({"compactions": "3", "folded_tokens": True}) == SummaryUsage()
+    assert SummaryUsage.from_meta(None) == SummaryUsage()

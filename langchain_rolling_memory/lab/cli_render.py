@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from langchain_rolling_memory.engine import summary_message
+from langchain_rolling_memory.framing import summary_message
 from langchain_rolling_memory.lab.demo import DemoTurn
 from langchain_rolling_memory.lab.replay import ReplayReport
 from langchain_rolling_memory.policy import count_tokens

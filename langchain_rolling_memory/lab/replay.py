@@ -22,7 +22,7 @@ from typing import Literal
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
 from langchain_rolling_memory.extractor import FactExtractor
-from langchain_rolling_memory.facts import memory_message, memory_text
+from langchain_rolling_memory.framing import memory_message, memory_text
 from langchain_rolling_memory.history import RollingSummaryChatMessageHistory, WindowedChatMessageHistory
 from langchain_rolling_memory.lab.conversations import ConversationMessage
 from langchain_rolling_memory.lab.offline import keyless_extractor, keyless_summarizer
@@ -31,6 +31,7 @@ from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
 from langchain_rolling_memory.summarizers.coerce import as_summarizer
 from langchain_rolling_memory.summarizers.estimated import EstimatedCostSummarizer
+from langchain_rolling_memory.usage import SummaryUsage
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -263,10 +264,8 @@ class _Runner:
         record = self.store.summary(session)
         if record is None:
             return
-        calls = int(record.meta.get("summarizer_calls", 0))
-        tokens = int(record.meta.get("summarizer_input_tokens", 0)) + int(
-            record.meta.get("summarizer_output_tokens", 0)
-        )
+        usage = SummaryUsage.from_record(record)
+        calls, tokens = usage.summarizer_calls, usage.summarizer_tokens
         old_calls, old_tokens, old_covered = self.seen.get(session, (0, 0, 0))
         self.result.summarizer_calls += calls - old_calls
         self.result.summarizer_tokens += tokens - old_tokens

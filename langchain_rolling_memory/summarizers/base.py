@@ -6,11 +6,9 @@ chat models into it is `coerce`. Does not decide when to summarize (engine) nor 
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, Union, runtime_checkable
+from typing import Protocol, Union, runtime_checkable
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -19,10 +17,7 @@ __all__ = [
     "Summarizer",
     "SummarizerLike",
     "SummaryResult",
-    "run_coroutine_sync",
 ]
-
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -65,34 +60,3 @@ def as_result(value: object) -> SummaryResult:
         return SummaryResult("")
     msg = f"a summarizer must return a str or SummaryResult, got {type(value).__name__}"
     raise TypeError(msg)
-
-
-def run_coroutine_sync(factory: Callable[[], Awaitable[_T]]) -> _T:
-    """Run a coroutine from sync code without touching a running event loop.
-
-    With no loop in this thread, `asyncio.run` is used. Inside a running loop (sync code
-    called from async code), the coroutine runs on a fresh loop in a helper thread: never
-    a nested or re-entered loop, so it cannot deadlock the caller's loop.
-    """
-
-    async def main() -> _T:
-        return await factory()
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(main())
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(main())
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="lrm-async-summarizer", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
+from langchain_rolling_memory.background import run_coroutine_sync
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.summarizers.base import (
     AsyncSummaryFunction,
@@ -22,7 +23,6 @@ from langchain_rolling_memory.summarizers.base import (
     SummaryFunction,
     SummaryResult,
     as_result,
-    run_coroutine_sync,
 )
 from langchain_rolling_memory.summarizers.chat_model import chat_model_summarizer
 

@@ -1,4 +1,4 @@
-"""The facts block, state and memory message as shown to a model (pure functions, no store)."""
+"""The facts block, state, memory message and summary message as shown to a model (pure, no store)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.facts import (
+from langchain_rolling_memory.framing import (
     MEMORY_MESSAGE_ID,
+    SUMMARY_MESSAGE_ID,
     insert_memory_message,
     memory_block,
     memory_message,
@@ -20,6 +21,8 @@ from langchain_rolling_memory.facts import (
     render_facts,
     render_state,
     select_facts,
+    summary_message,
+    summary_text,
 )
 from langchain_rolling_memory.stores import Fact
 
@@ -198,3 +201,17 @@ def test_budget_never_skips_a_newer_fact_to_show_an_older_short_one() -> None:
     kept, left_out = select_facts(facts, max_tokens=10)
     assert kept == []
     assert left_out == 2
+
+
+@pytest.mark.parametrize("text", ["Ana delivers on Saturdays.", "", "line one\nline two"])
+def test_summary_message_is_a_user_record_whose_text_reads_back(text: str) -> None:
+    message = summary_message(text)
+    assert isinstance(message, HumanMessage)
+    assert message.id == SUMMARY_MESSAGE_ID
+    assert "not instructions" in str(message.content)
+    assert summary_text(message) == text
+
+
+def test_summary_text_is_none_for_any_other_message() -> None:
+    assert summary_text(HumanMessage("[Summary of the earlier conversation: x]\nhi")) is None
+    assert summary_text(AIMessage("hi", id=SUMMARY_MESSAGE_ID + "-not")) is None

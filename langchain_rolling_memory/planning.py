@@ -1,0 +1,248 @@
+"""What a compaction folds and what a turn shows, from a session's state: pure, no I/O, no clock.
+
+Owns the decisions the engine takes on a `SessionState`: whether a compaction is due, the
+batch to fold and the summary it updates (a topic's section in topic mode), the text and
+meta to install (cleaned, usage counted), the view with its hard-cap fallback window, and a
+state extended or folded without a read. Reading and writing the store, calling the
+summarizer, leases, back-off and scheduling are `engine`'s; where to cut is `policy`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from langchain_rolling_memory.errors import ConfigurationError, SummarizerError
+from langchain_rolling_memory.framing import summary_message
+from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens, tool_safe_cut
+from langchain_rolling_memory.prompts import clean_summary
+from langchain_rolling_memory.records import CompactionResult, SessionState, StoredMessage, SummaryRecord
+from langchain_rolling_memory.serde import dumps_message
+from langchain_rolling_memory.summarizers.base import SummaryResult
+from langchain_rolling_memory.topics import (
+    META_SECTIONS,
+    TopicDetector,
+    TopicLabels,
+    compose_sections,
+    open_section,
+    topic_cut,
+)
+from langchain_rolling_memory.usage import SummaryUsage
+
+__all__ = ["FoldPlan", "Planner"]
+
+logger = logging.getLogger("langchain_rolling_memory")
+
+
+@dataclass(frozen=True)
+class FoldPlan:
+    """What one compaction folds: `batch` (oldest first) into `previous`."""
+
+    batch: list[StoredMessage]
+    previous: str
+
+    @property
+    def messages(self) -> list[BaseMessage]:
+        return [m.message for m in self.batch]
+
+
+@dataclass(frozen=True)
+class Planner:
+    """The pure side of compacting with one policy (see the module docstring).
+
+    Args:
+        policy: when to fold and how much to keep.
+        token_counter: counts messages whose token count was not stored with them.
+        max_words: word cap applied to every summary before it is stored.
+        topic_detector: optional ``(message) -> bool``: a finished topic is folded at once
+            into its own section of the summary.
+        topic_labels: section labels (``Topic 1: ...``, ``Current topic: ...``).
+        max_topic_sections: finished sections kept; beyond, the two oldest are joined.
+    """
+
+    policy: FoldPolicy
+    token_counter: TokenCounter = count_tokens
+    max_words: int = 120
+    topic_detector: TopicDetector | None = None
+    topic_labels: TopicLabels = field(default_factory=TopicLabels)
+    max_topic_sections: int = 5
+
+    def __post_init__(self) -> None:
+        if self.max_topic_sections < 1:
+            msg = f"max_topic_sections must be at least 1, got max_topic_sections={self.max_topic_sections!r}"
+            raise ConfigurationError(msg)
+
+    # ------------------------------------------------------------------ states
+
+    @property
+    def read_limit(self) -> int:
+        """Unsummarized messages read per turn: one more than the cap, to detect a backlog."""
+        return self.policy.cap + 1
+
+    def state(self, record: SummaryRecord | None, rows: list[StoredMessage]) -> SessionState:
+        truncated = len(rows) > self.policy.cap
+        return SessionState(record, rows[-self.policy.cap :] if truncated else rows, truncated)
+
+    def extend(
+        self, state: SessionState, appended: Sequence[StoredMessage], record: SummaryRecord | None
+    ) -> SessionState | None:
+        """The state after `appended` was written, without reading the tail again.
+
+        `record` is the summary record read after the write. None when the shortcut cannot be
+        sure to equal a fresh `load`: a summary landed meanwhile, another writer's messages
+        sit in between, or the tail was already truncated. The caller then reloads.
+        """
+        if state.truncated or not appended or (record.version if record else 0) != state.version:
+            return None
+        last = state.tail[-1].seq if state.tail else state.covered_seq
+        if appended[0].seq != last + 1:
+            return None
+        return self.state(record, [*state.tail, *appended])
+
+    def folded(self, state: SessionState, result: CompactionResult) -> SessionState | None:
+        """The state after `result` was installed on top of `state`, without a read (None:
+        reload, because the compaction did not start from this exact state)."""
+        if state.truncated or result.version != state.version + 1:
+            return None
+        return SessionState(result.record, [m for m in state.tail if m.seq > result.covered_seq], False)
+
+    def token_counts(self, rows: Sequence[StoredMessage]) -> list[int]:
+        return [m.tokens if m.tokens is not None else self.token_counter([m.message]) for m in rows]
+
+    def due(self, state: SessionState) -> int:
+        """How many of the tail's messages a compaction would fold now (0: none due)."""
+        if state.truncated:
+            return 1  # a backlog beyond the cap: fold its oldest chunk
+        finished = self.finished_topic(state)
+        if finished:
+            return finished
+        counts = self.token_counts(state.tail) if self.policy.uses_tokens else None
+        return self.policy.cut(state.messages, counts)
+
+    def finished_topic(self, state: SessionState) -> int:
+        """Messages of the tail that form a finished topic (0: none, or no detector)."""
+        if self.topic_detector is None or state.truncated:
+            return 0
+        return topic_cut(state.messages, self.topic_detector)
+
+    # ------------------------------------------------------------------ topic sections
+
+    def topic_mode(self, state: SessionState) -> bool:
+        return self.topic_detector is not None or (
+            state.record is not None and META_SECTIONS in state.record.meta
+        )
+
+    def previous(self, state: SessionState) -> str:
+        """What the summarizer is asked to update: the current topic's section in topic mode."""
+        if state.record is None or not self.topic_mode(state):
+            return state.summary
+        return open_section(state.summary, state.record.meta)
+
+    def compose(
+        self, state: SessionState, text: str, batch: list[StoredMessage], meta: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        """The summary text to install (sections laid out in topic mode) and its meta."""
+        if not self.topic_mode(state):
+            return text, meta
+        closing = self.finished_topic(state) == len(batch)
+        return compose_sections(
+            meta,
+            text,
+            closing=closing,
+            labels=self.topic_labels,
+            max_sections=self.max_topic_sections,
+            max_words=self.max_words,
+        )
+
+    def view(self, state: SessionState) -> list[BaseMessage]:
+        """Summary message (if any) then the unsummarized tail, or a capped window if too long."""
+        messages = state.messages
+        counts = self.token_counts(state.tail) if self.policy.uses_tokens else None
+        cut = self.policy.fallback_cut(messages, counts, backlog=state.truncated)
+        if cut:
+            logger.warning(
+                "rolling memory: %s unsummarized messages in session (compaction failing or "
+                "behind); the view falls back to a plain window until a summary lands",
+                f"more than {len(messages)}" if state.truncated else len(messages),
+            )
+            messages = messages[cut:]
+        head = [summary_message(state.summary)] if state.summary else []
+        return head + messages
+
+    # ------------------------------------------------------------------ one compaction
+
+    def backlog(self, state: SessionState) -> dict[str, Any]:
+        """`read`'s keywords for the oldest chunk of a backlog beyond the cap."""
+        return {"after_seq": state.covered_seq, "limit": self.policy.cap, "newest": False}
+
+    def plan(self, state: SessionState, oldest: list[StoredMessage] | None, force: bool) -> FoldPlan | None:
+        """What to fold (None: nothing): every unsummarized message with `force`, the oldest
+        chunk of a backlog (`oldest`), else the policy's cut of the tail."""
+        if force:
+            batch = state.tail
+        elif oldest is not None:
+            msgs = [m.message for m in oldest]
+            keep = self.policy.keep_last
+            batch = oldest[: tool_safe_cut(msgs, max(1, len(msgs) - keep), keep_more=True)]
+        else:
+            batch = state.tail[: self.due(state)]
+        return FoldPlan(batch, self.previous(state)) if batch else None
+
+    def clean(self, result: SummaryResult) -> SummaryResult:
+        text = clean_summary(result.text, max_words=self.max_words)
+        if not text:
+            msg = f"the summarizer returned nothing usable: {result.text[:80]!r}"
+            raise SummarizerError(msg)
+        return SummaryResult(text, result.input_tokens, result.output_tokens, result.calls)
+
+    def outcome(
+        self, session_id: str, state: SessionState, plan: FoldPlan, raw: SummaryResult
+    ) -> CompactionResult:
+        """The compaction to install on top of `state` (one version later): the cleaned text,
+        laid out in topic sections if need be, and the record's meta with this one's cost."""
+        result = self.clean(raw)
+        input_tokens = result.input_tokens
+        if input_tokens is None:
+            input_tokens = self.token_counter([HumanMessage(plan.previous), *plan.messages])
+        output_tokens = result.output_tokens
+        if output_tokens is None:
+            output_tokens = self.token_counter([HumanMessage(result.text)])
+        kept = state.record.meta if state.record else {}
+        usage = SummaryUsage.from_meta(kept).added(
+            model_calls=result.calls,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            folded_messages=len(plan.batch),
+            folded_tokens=sum(self.token_counts(plan.batch)),
+            summary_tokens=self.token_counter([summary_message(result.text)]),
+        )
+        text, meta = self.compose(state, result.text, plan.batch, usage.to_meta(kept))
+        return CompactionResult(
+            session_id,
+            len(plan.batch),
+            plan.batch[-1].seq,
+            state.version + 1,
+            text,
+            tuple(plan.messages),
+            meta,
+        )
+
+    def fresh(self, state: SessionState, fresh: SummaryRecord | None) -> SessionState | None:
+        """`state` with the record just read if its version is unchanged, else None (reload)."""
+        if (fresh.version if fresh else 0) != state.version:
+            return None
+        return SessionState(fresh, state.tail, state.truncated)
+
+    @staticmethod
+    def installed_on(batch: list[StoredMessage], rows: list[StoredMessage]) -> bool:
+        """True if the transcript still holds the last folded message at its seq."""
+        last = batch[-1]
+        return (
+            bool(rows)
+            and rows[0].seq == last.seq
+            and dumps_message(rows[0].message) == dumps_message(last.message)
+        )
