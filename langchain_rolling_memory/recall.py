@@ -2,7 +2,7 @@
 
 Owns which search hits are shown (skip what the view already holds, add the answer that
 followed a recalled question, stop at the budget) and how each is written: one line, dated,
-with its session and speaker, the text quoted by `facts.quote_fact` so no excerpt can forge
+with its session and speaker, the text quoted by `framing.quote_fact` so no excerpt can forge
 prompt structure. It does not search (see `search` and the stores) and places nothing in a
 prompt (the adapters do).
 """

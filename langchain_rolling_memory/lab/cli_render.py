@@ -19,6 +19,7 @@ from langchain_rolling_memory.lab.demo import DemoTurn
 from langchain_rolling_memory.lab.replay import ReplayReport
 from langchain_rolling_memory.policy import count_tokens
 from langchain_rolling_memory.stores.base import RollingStore
+from langchain_rolling_memory.usage import SummaryUsage
 
 __all__ = ["render_client", "render_demo", "render_replay", "render_session"]
 
@@ -218,13 +219,13 @@ def render_session(console: Any, store: RollingStore, session_id: str, *, last: 
         f"({count_tokens(view)} tokens)"
     )
     if record:
-        meta = record.meta
+        usage = SummaryUsage.from_record(record)
         console.print(
             Panel(
                 escape(record.text),
                 title=f"summary v{record.version}, covers messages 1-{record.covered_seq}",
-                subtitle=f"{meta.get('compactions', 0)} compactions, {meta.get('summarizer_calls', 0)} model calls, "
-                f"{meta.get('summarizer_input_tokens', 0)} in / {meta.get('summarizer_output_tokens', 0)} out tokens",
+                subtitle=f"{usage.compactions} compactions, {usage.model_calls} model calls, "
+                f"{usage.input_tokens} in / {usage.output_tokens} out tokens",
             )
         )
     state = store.get_state(session_id)
