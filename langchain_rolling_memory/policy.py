@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
@@ -22,6 +23,7 @@ from langchain_rolling_memory.errors import ConfigurationError
 
 __all__ = [
     "FoldPolicy",
+    "StartOn",
     "TokenCounter",
     "WindowPolicy",
     "count_tokens",
@@ -156,18 +158,50 @@ def fold_cut(
     return tool_safe_cut(messages, target, keep_more=True)
 
 
+StartOn = Literal["human"]
+"""Where a window may start, as in `trim_messages`'s ``start_on``: ``"human"`` (a user message)."""
+
+
+def _check_start_on(start_on: object) -> None:
+    if start_on not in (None, "human"):
+        msg = f'start_on must be "human" or None, got start_on={start_on!r}'
+        raise ConfigurationError(msg)
+
+
+def _start_on_human(messages: Sequence[BaseMessage], cut: int) -> int:
+    """Move a tool-safe `cut` forward to the first user message of the kept part; if the kept
+    part holds none, back to the latest user message (the question is always sent)."""
+    lowest = _unsafe_suffix(messages)
+    humans = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage) and lowest[i] >= i]
+    later = [i for i in humans if i >= cut]
+    if later:
+        return later[0]
+    return humans[-1] if humans else cut
+
+
 def window_cut(
     messages: Sequence[BaseMessage],
     *,
     max_messages: int | None = 20,
     max_tokens: int | None = None,
     token_counts: Sequence[int] | None = None,
+    start_on: StartOn | None = None,
 ) -> int:
     """Where a plain window starts: the last messages within both limits, tool-safe.
 
     The cut moves forward if needed, so the limits always hold (the window may be shorter
-    than `max_messages`, never longer).
+    than `max_messages`, never longer). With ``start_on="human"`` it moves further forward
+    to the first user message, so the window never opens on an assistant reply; if the
+    window would then hold no user message, it starts at the latest one instead, over the
+    limits if need be (the latest user message is always kept).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> msgs = [HumanMessage("a"), AIMessage("b"), HumanMessage("c"), AIMessage("d")]
+        >>> window_cut(msgs, max_messages=3), window_cut(msgs, max_messages=3, start_on="human")
+        (1, 2)
     """
+    _check_start_on(start_on)
     n = len(messages)
     cut = 0
     if max_messages is not None:
@@ -177,7 +211,10 @@ def window_cut(
             msg = "token_counts must give one count per message when max_tokens is set"
             raise ConfigurationError(msg)
         cut = max(cut, _suffix_within(token_counts, max_tokens))
-    return tool_safe_cut(messages, cut, keep_more=False)
+    cut = tool_safe_cut(messages, cut, keep_more=False)
+    if start_on == "human":
+        cut = _start_on_human(messages, cut)
+    return cut
 
 
 @dataclass(frozen=True)
@@ -191,6 +228,8 @@ class FoldPolicy:
         keep_tokens: tokens kept verbatim after a compaction by tokens (default max_tokens // 2).
         hard_cap: if compaction keeps failing and the unsummarized part exceeds this many
             messages, the view falls back to a plain window of `max_turns` messages.
+        start_on: where that fallback window starts (``"human"``: on a user message, the
+            latest one at least; None: wherever the limits put it).
     """
 
     max_turns: int | None = 12
@@ -198,8 +237,10 @@ class FoldPolicy:
     max_tokens: int | None = None
     keep_tokens: int | None = None
     hard_cap: int | None = None
+    start_on: StartOn | None = "human"
 
     def __post_init__(self) -> None:
+        _check_start_on(self.start_on)
         if self.max_turns is None and self.max_tokens is None:
             msg = "set max_turns or max_tokens (or both), got neither"
             raise ConfigurationError(msg)
@@ -279,17 +320,21 @@ class FoldPolicy:
             max_messages=self.max_turns if self.max_turns is not None else None,
             max_tokens=self.max_tokens,
             token_counts=token_counts if self.max_tokens is not None else None,
+            start_on=self.start_on,
         )
 
 
 @dataclass(frozen=True)
 class WindowPolicy:
-    """Limits of a plain window: the last `max_messages`, within `max_tokens` if set."""
+    """Limits of a plain window: the last `max_messages`, within `max_tokens` if set, starting
+    on a user message unless `start_on` is None (see `window_cut`)."""
 
     max_messages: int | None = 20
     max_tokens: int | None = None
+    start_on: StartOn | None = "human"
 
     def __post_init__(self) -> None:
+        _check_start_on(self.start_on)
         if self.max_messages is None and self.max_tokens is None:
             msg = "set max_messages or max_tokens (or both), got neither"
             raise ConfigurationError(msg)
@@ -306,6 +351,7 @@ class WindowPolicy:
             max_messages=self.max_messages,
             max_tokens=self.max_tokens,
             token_counts=token_counts,
+            start_on=self.start_on,
         )
 
 

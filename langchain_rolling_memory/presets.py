@@ -1,4 +1,5 @@
-"""Named starting points for a rolling summary (support, consultation, tutorial, chat); pure data.
+"""Named starting points for a rolling summary (support, consultation, tutorial, chat), with the
+French lessons' names as aliases; pure data.
 
 A preset is only a dict of history settings: `preset("support")` is meant to be spread into
 `RollingSummaryChatMessageHistory(...)` (or `with_rolling_memory(...)`), and any setting can
@@ -13,7 +14,7 @@ from typing import Any
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.topics import keyword_topic_shift
 
-__all__ = ["PRESETS", "Preset", "preset"]
+__all__ = ["PRESETS", "PRESET_ALIASES", "Preset", "preset"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,14 @@ PRESETS: dict[str, Preset] = {
 }
 """The built-in presets; read ``PRESETS[name].why`` for the reasoning."""
 
+PRESET_ALIASES: dict[str, str] = {
+    "support_client": "support",
+    "consultation": "consultation",
+    "tutoriel": "tutorial",
+    "conversation_libre": "chat",
+}
+"""The preset names of the French lessons, each the same settings as a built-in preset."""
+
 
 def preset(name: str, **overrides: Any) -> dict[str, Any]:
     """The settings of a named preset, with `overrides` applied, to spread into a history.
@@ -78,6 +87,8 @@ def preset(name: str, **overrides: Any) -> dict[str, Any]:
     | ``tutorial`` | 4 | 2 | 150 | no |
     | ``chat`` | 8 | 4 | 120 | no |
 
+    The French lessons' names are aliases: ``support_client`` (``support``),
+    ``consultation``, ``tutoriel`` (``tutorial``), ``conversation_libre`` (``chat``).
     They are starting points: measure with ``rolling-memory replay`` and adjust.
 
     Example:
@@ -86,8 +97,9 @@ def preset(name: str, **overrides: Any) -> dict[str, Any]:
         (6, 3, True)
     """
     try:
-        chosen = PRESETS[name]
+        chosen = PRESETS[PRESET_ALIASES.get(name, name)]
     except KeyError:
-        msg = f"unknown preset {name!r}; choose one of {sorted(PRESETS)}"
+        known = sorted({*PRESETS, *PRESET_ALIASES})
+        msg = f"unknown preset {name!r}; choose one of {known}"
         raise ConfigurationError(msg) from None
     return {**chosen.settings(), **overrides}

@@ -13,6 +13,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date as Date
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -50,12 +51,27 @@ DEFAULT_TOPIC_PHRASES: tuple[str, ...] = (
     "something different",
     "moving on",
     "on another note",
+    "on a different note",
+    "by the way",
+    "btw",
+    "i'd also like",
+    "i would also like",
+    "i also want to ask",
+    "one more thing",
+    "switching topics",
+    "new question",
     # French
     "autre chose",
     "autre sujet",
     "nouveau sujet",
     "autre question",
     "nouvelle question",
+    "question différente",
+    "par ailleurs",
+    "d'autre part",
+    "j'aimerais aussi",
+    "je voudrais aussi",
+    "j'ai aussi une question",
     "changement de sujet",
     "changeons de sujet",
     "changer de sujet",
@@ -63,10 +79,12 @@ DEFAULT_TOPIC_PHRASES: tuple[str, ...] = (
     "sans rapport",
     "passons à",
 )
-"""Phrases that the built-in detector reads as a topic shift (English and French)."""
+"""Phrases that the built-in detector reads as a topic shift (English and French); matched as
+whole phrases, ignoring case, accents and the apostrophe's shape."""
 
 META_SECTIONS = "topic_sections"
 META_OPEN = "open_section"
+META_DATES = "topic_dates"
 
 
 def _fold(text: str) -> str:
@@ -144,6 +162,18 @@ def _sections(meta: Mapping[str, Any]) -> list[str]:
     return [str(s) for s in value] if isinstance(value, list) else []
 
 
+def _dates(meta: Mapping[str, Any], count: int) -> list[str | None]:
+    """One date (or None) per finished section; sections older than dating have none."""
+    value = meta.get(META_DATES)
+    dates = [None if d is None else str(d) for d in value] if isinstance(value, list) else []
+    return ([None] * (count - len(dates)) + dates)[-count:] if count else []
+
+
+def _label(labels: TopicLabels, n: int, when: str | None) -> str:
+    name = labels.finished.format(n=n)
+    return f"{name} ({when})" if when else name
+
+
 def open_section(summary: str, meta: Mapping[str, Any]) -> str:
     """The part of the summary a compaction rewrites: the current topic's section, or all of it
     for a summary without sections."""
@@ -161,26 +191,43 @@ def compose_sections(
     labels: TopicLabels,
     max_sections: int,
     max_words: int,
+    date: str | Date | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The summary text and meta after a compaction in topic mode.
 
     `new_text` is the summarizer's new version of the open section; with `closing` it
     becomes a finished section and the open section starts empty. Beyond `max_sections`
     finished sections, the two oldest are joined into one within `max_words`.
+
+    With `date` (the caller's "today": this module reads no clock), the section finished by
+    this compaction is dated, ``Topic 1 (2026-11-30): ...``; a joined section keeps the newer
+    date. Without dates, the text and meta are exactly those of an undated history.
+
+    Example:
+        >>> text, meta = compose_sections({}, "Invoice 12 paid.", closing=True, labels=TopicLabels(),
+        ...                               max_sections=5, max_words=50, date="2026-11-30")
+        >>> text
+        'Topic 1 (2026-11-30): Invoice 12 paid.'
     """
     if max_sections < 1:
         msg = f"max_topic_sections must be at least 1, got {max_sections!r}"
         raise ConfigurationError(msg)
+    when = date.isoformat() if isinstance(date, Date) else date
     sections = _sections(meta)
+    dates = _dates(meta, len(sections))
     current = new_text
     if closing:
         sections.append(new_text)
+        dates.append(when or None)
         current = ""
     while len(sections) > max_sections:
         merged = clean_summary(f"{sections[0]} {sections[1]}", max_words=max_words)
         sections[:2] = [merged]
-    parts = [f"{labels.finished.format(n=i)}: {text}" for i, text in enumerate(sections, start=1)]
+        dates[:2] = [dates[1] or dates[0]]
+    parts = [f"{_label(labels, i, dates[i - 1])}: {text}" for i, text in enumerate(sections, start=1)]
     if current:
         parts.append(f"{labels.current}: {current}" if sections else current)
     updated = {**meta, META_SECTIONS: sections, META_OPEN: current}
+    if any(dates):
+        updated[META_DATES] = dates
     return "\n\n".join(parts), updated

@@ -23,6 +23,11 @@ from langchain_rolling_memory.summarizers import (
 )
 
 FOLDED: list[BaseMessage] = [HumanMessage("I'm Ana, deliver on Saturdays please"), AIMessage("Noted, Ana.")]
+# A reply of a realistic length: over the default 20-word minimum (lesson 2's validation).
+SUMMARY = (
+    "Ana, a client from Lyon, wants every order delivered on Saturdays only; "
+    "the assistant noted it and will apply it to her next deliveries."
+)
 
 
 class RecordingModel(GenericFakeChatModel):
@@ -91,7 +96,7 @@ def test_second_unusable_reply_returns_the_cleaned_best_effort() -> None:
 
 
 def test_request_carries_previous_summary_and_folded_messages() -> None:
-    model = _model("Ana, Saturdays.")
+    model = _model(SUMMARY)
     chat_model_summarizer(model).summarize("Ana is a client.", FOLDED)
     request = model.requests[0]
     assert isinstance(request[0], SystemMessage)
@@ -101,21 +106,76 @@ def test_request_carries_previous_summary_and_folded_messages() -> None:
 
 
 def test_french_prompt_and_word_cap_reach_the_model() -> None:
-    model = _model("Ana veut être livrée le samedi.")
+    model = _model(
+        "Ana, cliente à Lyon, veut être livrée le samedi uniquement ; l'assistant l'a noté et l'appliquera à toutes ses prochaines livraisons."
+    )
     chat_model_summarizer(model, language="fr", max_words=42).summarize("", FOLDED)
     system, request = model.requests[0]
     assert "Au plus 42 mots" in system.text
     assert "Utilisateur: I'm Ana" in request.text
 
 
+# ---------------------------------------------------------------- too short (issue 15, lesson 2)
+
+
+def test_a_reply_under_twenty_words_gets_the_one_strict_retry() -> None:
+    # Lesson 2: "a summary under 20 words is retried once"; the retry is a model call.
+    model = _model("Client mécontent.", SUMMARY)
+    result = chat_model_summarizer(model).summarize("", FOLDED)
+    assert result.text == SUMMARY
+    assert result.calls == 2
+    assert len(model.requests) == 2
+    assert "too short" in model.requests[1][0].text
+
+
+def test_a_second_short_reply_is_the_cleaned_best_effort() -> None:
+    model = _model("Client mécontent.", "**Résumé :** Ana, samedi.")
+    result = chat_model_summarizer(model, language="fr").summarize("", FOLDED)
+    assert result.text == "Ana, samedi."
+    assert result.calls == 2
+    assert "trop courte" in model.requests[1][0].text
+
+
+async def test_async_twin_retries_a_short_reply() -> None:
+    model = _model("Ana, Saturdays.", SUMMARY)
+    result = await chat_model_summarizer(model).asummarize("", FOLDED)
+    assert (result.text, result.calls) == (SUMMARY, 2)
+
+
+@pytest.mark.parametrize(
+    ("options", "reply", "calls"),
+    [
+        pytest.param({"min_words": 0}, "Ana, Saturdays.", 1, id="zero-accepts-any-non-empty-reply"),
+        pytest.param({"min_words": 3}, "Ana wants Saturdays.", 1, id="exactly-the-minimum"),
+        pytest.param({"min_words": 4}, "Ana wants Saturdays.", 2, id="one-word-short"),
+        pytest.param({"max_words": 3}, "Ana wants Saturdays.", 1, id="never-more-than-the-word-cap"),
+    ],
+)
+def test_min_words_threshold(options: dict[str, Any], reply: str, calls: int) -> None:
+    model = _model(reply, SUMMARY)
+    result = chat_model_summarizer(model, **options).summarize("", FOLDED)
+    assert result.calls == calls == len(model.requests)
+
+
+def test_a_short_structured_answer_is_judged_by_its_fields_not_its_length() -> None:
+    model = _model('{"topic": "Deliveries", "decisions": ["Saturdays"]}')
+    result = chat_model_summarizer(model, structured=True).summarize("", FOLDED)
+    assert (result.text, result.calls) == ("Topic: Deliveries.\nDecisions: Saturdays.", 1)
+
+
+def test_negative_min_words_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match=r"min_words must not be negative.*got min_words=-1"):
+        chat_model_summarizer(_model("x"), min_words=-1)
+
+
 # ---------------------------------------------------------------- transient errors
 
 
 def test_transient_errors_are_retried_then_succeed() -> None:
-    model = _model("Ana, Saturdays.", failures=[Unavailable("503"), TimeoutError("slow")])
+    model = _model(SUMMARY, failures=[Unavailable("503"), TimeoutError("slow")])
     waits: list[float] = []
     result = chat_model_summarizer(model, retries=2, backoff=0.25, sleep=waits.append).summarize("", FOLDED)
-    assert result.text == "Ana, Saturdays."
+    assert result.text == SUMMARY
     assert waits == [0.25, 0.5]
     assert len(model.requests) == 3
 
@@ -135,14 +195,14 @@ def test_permanent_errors_are_not_retried() -> None:
 
 
 async def test_async_transient_errors_are_retried_with_async_waits() -> None:
-    model = _model("Ana, Saturdays.", failures=[ConnectionError("reset")])
+    model = _model(SUMMARY, failures=[ConnectionError("reset")])
     waits: list[float] = []
 
     async def asleep(seconds: float) -> None:
         waits.append(seconds)
 
     result = await chat_model_summarizer(model, backoff=1.0, asleep=asleep).asummarize("", FOLDED)
-    assert result.text == "Ana, Saturdays."
+    assert result.text == SUMMARY
     assert waits == [1.0]
 
 
@@ -150,7 +210,7 @@ def test_backoff_is_capped() -> None:
     failures: list[BaseException] = [Unavailable(str(i)) for i in range(4)]
     waits: list[float] = []
     summarizer = chat_model_summarizer(
-        _model("ok then", failures=failures), retries=4, backoff=1.0, max_backoff=3.0, sleep=waits.append
+        _model(SUMMARY, failures=failures), retries=4, backoff=1.0, max_backoff=3.0, sleep=waits.append
     )
     summarizer.summarize("", FOLDED)
     assert waits == [1.0, 2.0, 3.0, 3.0]
@@ -193,7 +253,7 @@ def test_usage_comes_from_usage_metadata_and_adds_up_over_the_retry() -> None:
 
 
 def test_usage_is_counted_when_the_model_reports_none() -> None:
-    result = chat_model_summarizer(_model("Ana likes Saturdays.")).summarize("", FOLDED)
+    result = chat_model_summarizer(_model(SUMMARY)).summarize("", FOLDED)
     assert result.input_tokens is not None
     assert result.input_tokens > 20
     assert result.output_tokens is not None
@@ -217,10 +277,8 @@ def test_structured_summary_from_json_text_when_the_model_has_no_structured_outp
 
 
 def test_structured_reply_that_does_not_parse_is_used_as_plain_text() -> None:
-    result = chat_model_summarizer(_model("Ana wants Saturday deliveries."), structured=True).summarize(
-        "", FOLDED
-    )
-    assert result.text == "Ana wants Saturday deliveries."
+    result = chat_model_summarizer(_model(SUMMARY), structured=True).summarize("", FOLDED)
+    assert result.text == SUMMARY
 
 
 def test_structured_labels_follow_the_language() -> None:
@@ -263,6 +321,8 @@ def test_openai_summarizer_passes_options_to_the_client() -> None:
     )
     assert model.max_retries == 0  # the summarizer owns the retries
     assert summarizer.max_words == 80
+    assert summarizer.min_words == 20  # lesson 2's validation, on by default
+    assert openai_summarizer(api_key="sk-test", min_words=5).min_words == 5
 
 
 def test_gemini_summarizer_passes_options_to_the_client() -> None:
@@ -276,6 +336,8 @@ def test_gemini_summarizer_passes_options_to_the_client() -> None:
         1,
     )
     assert "Tu tiens le résumé" in summarizer.prompt.system
+    assert summarizer.min_words == 20
+    assert gemini_summarizer(api_key="k", min_words=0).min_words == 0
 
 
 @pytest.mark.parametrize(

@@ -79,6 +79,93 @@ def test_when_the_cap_is_tight_the_newest_notable_sentences_win() -> None:
     assert "0601020304" not in text
 
 
+# ---------------------------------------------------------------- newest information over the cap (issue 15)
+
+FOLDS: list[list[BaseMessage]] = [
+    [
+        HumanMessage("Hi, I'm Ana Ruiz from Lyon. I run a bakery with 4 employees."),
+        AIMessage("Welcome, Ana."),
+        HumanMessage("My budget for the new oven is 8000 euros."),
+        AIMessage("Noted: a budget of 8000 euros."),
+    ],
+    [
+        HumanMessage("We deliver to 12 restaurants every Saturday morning."),
+        AIMessage("Saturday deliveries noted."),
+        HumanMessage("Please send me the brochures of the X200 and the K7 ovens."),
+        AIMessage("I will email both brochures today."),
+    ],
+    [
+        HumanMessage("Actually my budget is now 9500 euros."),
+        AIMessage("Budget updated to 9500 euros."),
+        HumanMessage("We decided to order the K7 oven with 2 trays."),
+        AIMessage("Order of the K7 with 2 trays confirmed for delivery on 14 March."),
+    ],
+]
+
+
+def _fold_all(max_words: int) -> list[str]:
+    summarizer, summaries, previous = extractive_summarizer(max_words=max_words), [], ""
+    for batch in FOLDS:
+        previous = summarizer.summarize(previous, batch).text
+        summaries.append(previous)
+    return summaries
+
+
+@pytest.mark.parametrize("max_words", [40, 60])
+def test_each_fold_brings_its_newest_facts_into_the_summary(max_words: int) -> None:
+    # The lessons' first rule, "the newest value wins", under the demo's 60-word cap and a
+    # tighter one (where the old selection kept the previous summary and lost "9500").
+    first, second, third = _fold_all(max_words=max_words)
+    assert "8000" in first
+    assert "12 restaurants" in second
+    assert "X200" in second
+    assert "9500" in third
+    assert "8000" not in third  # replaced, not kept beside the new value
+    assert "decided to order the K7 oven with 2 trays" in third
+    assert len({first, second, third}) == 3  # every fold changes the summary
+    for summary in (first, second, third):
+        assert len(summary.split()) <= max_words
+
+
+def test_who_the_user_is_survives_the_folds() -> None:
+    # Notebook 01's first message used to be dropped as a greeting.
+    for summary in _fold_all(max_words=60):
+        assert "I'm Ana Ruiz from Lyon." in summary
+
+
+def test_a_full_previous_summary_does_not_crowd_out_the_news() -> None:
+    # Before issue 15 the previous summary's high-scoring sentences won over the cap, so the
+    # next summary repeated the previous one word for word.
+    previous = (
+        "User: I'm Ana Ruiz from Lyon. Please ship order 4512 to 3 rue Victor Hugo before 12 May. "
+        "We decided to pay invoice 9981 by card on 2 June. Please book 2 seats for Paris on 5 June."
+    )
+    news: list[BaseMessage] = [HumanMessage("I prefer calls after 17:00, never before.")]
+    text = extractive_summarizer(max_words=30).summarize(previous, news).text
+    assert text != previous
+    assert "I prefer calls after 17:00, never before." in text
+    assert len(text.split()) <= 30
+
+
+def test_a_value_named_with_a_complement_is_replaced_by_its_newer_value() -> None:
+    # Notebook 01: "my budget for the new oven is 8000" then "my budget is now 9500".
+    text = _summary(
+        [
+            HumanMessage("My budget for the new oven is 8000 euros."),
+            HumanMessage("Actually my budget is now 9500 euros."),
+        ]
+    )
+    assert "9500" in text
+    assert "8000" not in text
+
+
+def test_a_greeting_that_introduces_the_user_is_kept() -> None:
+    text = _summary(
+        [HumanMessage("Hi, I'm Ana from Lyon."), AIMessage("Hello Ana!"), HumanMessage("Thanks!")]
+    )
+    assert text == "User: Hi, I'm Ana from Lyon."
+
+
 def test_is_deterministic() -> None:
     messages: list[BaseMessage] = [
         HumanMessage("I'm Bruno, I prefer emails. My order is 778."),

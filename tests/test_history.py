@@ -226,11 +226,16 @@ def test_a_title_only_chat_model_reply_gets_a_strict_retry_then_fails_cleanly() 
 
 
 def test_a_chat_model_summarizer_is_cleaned_before_it_is_stored() -> None:
-    model = GenericFakeChatModel(messages=iter([AIMessage("**New summary:**\nThe user is Ana.")]))
+    # A reply over the default 20-word minimum (a shorter one would be asked again).
+    text = (
+        "The user is Ana, a client from Lyon, who asked three questions about her order and "
+        "its delivery date; the assistant answered each one."
+    )
+    model = GenericFakeChatModel(messages=iter([AIMessage(f"**New summary:**\n{text}")]))
     history = RollingSummaryChatMessageHistory("clean", summarizer=model, max_turns=4, keep_last=2)
     for i in range(3):
         history.add_messages(turn(i))
-    assert history.summary == "The user is Ana."
+    assert history.summary == text
 
 
 def test_a_summarizer_that_hangs_times_out_and_the_turn_returns() -> None:
@@ -349,7 +354,8 @@ def test_window_by_tokens_reads_enough_of_the_transcript(store: RollingStore) ->
     history._PAGE = 2  # force several pages
     for i in range(5):
         history.add_messages(turn(i))
-    assert texts(history.messages) == ["a3", "q4", "a4"]
+    # 35 tokens hold a3, q4, a4; the window starts on the user message (issue 15).
+    assert texts(history.messages) == ["q4", "a4"]
 
 
 def test_clear_deletes_the_session(store: RollingStore) -> None:

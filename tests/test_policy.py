@@ -125,9 +125,77 @@ def test_bad_window_settings_are_refused() -> None:
 def test_fallback_window_applies_only_beyond_the_cap() -> None:
     policy = FoldPolicy(max_turns=4, keep_last=2, hard_cap=8)
     assert policy.fallback_cut(chat(8)) == 0
-    assert policy.fallback_cut(chat(9)) == 5
+    # Issue 15: the fallback window starts on a user message by default (5 is an AIMessage).
+    assert policy.fallback_cut(chat(9)) == 6
+    assert FoldPolicy(max_turns=4, keep_last=2, hard_cap=8, start_on=None).fallback_cut(chat(9)) == 5
     # A backlog (more unsummarized messages than were read) always falls back.
-    assert policy.fallback_cut(chat(5), backlog=True) == 1
+    assert policy.fallback_cut(chat(5), backlog=True) == 2  # 1 is an AIMessage (issue 15)
+    assert (
+        FoldPolicy(max_turns=4, keep_last=2, hard_cap=8, start_on=None).fallback_cut(chat(5), backlog=True)
+        == 1
+    )
+
+
+# ---------------------------------------------------------------- windows start on a user message (issue 15)
+
+
+def test_the_lessons_window_starts_on_the_user_message() -> None:
+    # Lesson 3 ("tronquer"): keep the last messages, but the kept part starts with the user.
+    history = [
+        h("Bonjour, je suis Ana"),
+        a("Bonjour Ana"),
+        h("Livrez samedi"),
+        a("Noté"),
+        h("Et le prix ?"),
+        a("30 €"),
+    ]
+    assert window_cut(history, max_messages=3) == 3  # today: opens on "Noté"
+    assert window_cut(history, max_messages=3, start_on="human") == 4
+    assert [m.text for m in history[4:]] == ["Et le prix ?", "30 €"]
+
+
+@pytest.mark.parametrize(
+    ("messages", "max_messages", "expected"),
+    [
+        pytest.param([h(), a(), h(), a()], 4, 0, id="already-on-a-user-message"),
+        pytest.param([h(), a(), h(), a()], 3, 2, id="moves-forward-past-an-ai-reply"),
+        pytest.param(
+            [h(), call("c1"), result("c1"), a(), h("q2"), a()], 5, 4, id="moves-past-a-whole-tool-pair"
+        ),
+        pytest.param(
+            [h("q"), call("c1"), result("c1"), result("c1b"), a("done")],
+            2,
+            0,
+            id="no-user-message-in-the-window-keeps-the-latest-one",
+        ),
+        pytest.param([h("q"), a(), a(), a()], 2, 0, id="latest-user-message-wins-over-the-limit"),
+        pytest.param([a(), a(), a()], 2, 1, id="no-user-message-at-all-keeps-the-plain-window"),
+        pytest.param([], 2, 0, id="empty"),
+    ],
+)
+def test_window_start_on_human(messages: list[BaseMessage], max_messages: int, expected: int) -> None:
+    assert window_cut(messages, max_messages=max_messages, start_on="human") == expected
+
+
+def test_window_start_on_human_with_a_token_budget() -> None:
+    messages = chat(6)
+    assert window_cut(messages, max_messages=None, max_tokens=30, token_counts=[10] * 6) == 3
+    assert (
+        window_cut(messages, max_messages=None, max_tokens=30, token_counts=[10] * 6, start_on="human") == 4
+    )
+
+
+def test_window_policy_starts_on_a_user_message_by_default() -> None:
+    assert WindowPolicy(max_messages=3).cut(chat(4)) == 2
+    assert WindowPolicy(max_messages=3, start_on=None).cut(chat(4)) == 1
+
+
+@pytest.mark.parametrize("factory", [WindowPolicy, FoldPolicy], ids=["window", "fold"])
+def test_bad_start_on_is_refused(factory: type) -> None:
+    with pytest.raises(ConfigurationError, match="start_on must be \"human\" or None, got start_on='ai'"):
+        factory(start_on="ai")
+    with pytest.raises(ConfigurationError, match="start_on must be"):
+        window_cut(chat(2), start_on="ai")  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- properties
@@ -182,6 +250,26 @@ def test_window_never_starts_with_a_tool_result(messages: list[BaseMessage], siz
     assert len(kept) <= size
     assert not kept or not isinstance(kept[0], ToolMessage)
     assert _pairs_intact(partial[:cut], kept)
+
+
+@settings(max_examples=300, deadline=None)
+@given(conversations(), st.integers(1, 12), st.integers(0, 30))
+def test_window_starting_on_human_keeps_the_question_and_the_tool_pairs(
+    messages: list[BaseMessage], size: int, start: int
+) -> None:
+    partial = messages[min(start, len(messages)) :]
+    cut = window_cut(partial, max_messages=size, start_on="human")
+    kept = partial[cut:]
+    assert partial[:cut] + kept == partial
+    assert _pairs_intact(partial[:cut], kept)
+    humans = [i for i, m in enumerate(partial) if isinstance(m, HumanMessage)]
+    if humans:
+        assert isinstance(kept[0], HumanMessage)
+        assert cut <= humans[-1]  # the latest user message is always kept
+        if len(kept) > size:  # over the limit only to keep the latest user message
+            assert cut == humans[-1]
+    else:
+        assert cut == window_cut(partial, max_messages=size)
 
 
 @settings(max_examples=200, deadline=None)

@@ -64,7 +64,11 @@ class Script:
     def __call__(self, request: Request) -> Reply:
         if is_summary_request(request):
             self.summaries += 1
-            text = f"SUMMARY-{self.summaries}: Ana Ruiz wants deliveries on Saturdays."
+            # Over the summarizers' default 20-word minimum, as a real summary is.
+            text = (
+                f"SUMMARY-{self.summaries}: Ana Ruiz, a client from Lyon, wants her deliveries on "
+                "Saturdays and asked which delivery slots are still free for her next order."
+            )
             self.summary_texts.append(text)
             return Text(text)
         last = request.texts()[-1] if request.texts() else ""
@@ -321,6 +325,13 @@ def test_summarizer_usage_comes_from_the_provider_response(conversation: Convers
 # ---------------------------------------------------------------- one summarizer call
 
 
+# One summary of a realistic length (the summarizers retry a reply under 20 words).
+SUMMARY = (
+    "Ana Ruiz, a client from Lyon, wants her deliveries on Saturdays only and asked the "
+    "assistant to keep that rule for every future order."
+)
+
+
 def _summary_only(replies: list[Reply]) -> Any:
     """A responder that plays `replies` in order and records nothing else."""
     queue = list(replies)
@@ -331,11 +342,9 @@ def _summary_only(replies: list[Reply]) -> Any:
 def test_transient_provider_errors_are_retried_by_the_summarizer(kind: str) -> None:
     from tests.fake_providers import Failure
 
-    with serve(
-        kind, _summary_only([Failure(503), Failure(429, "slow down"), Text("Ana, Saturdays.")])
-    ) as provider:
+    with serve(kind, _summary_only([Failure(503), Failure(429, "slow down"), Text(SUMMARY)])) as provider:
         result = summarizer_for(provider, retries=2).summarize("", [HumanMessage("I'm Ana")])
-    assert result.text == "Ana, Saturdays."
+    assert result.text == SUMMARY
     assert len(provider.requests) == 3
     assert provider.requests[0].body == provider.requests[2].body
 
@@ -347,7 +356,7 @@ def test_transient_provider_errors_are_retried_by_the_summarizer(kind: str) -> N
 async def test_async_summarizer_retries_through_the_async_client(kind: str) -> None:
     from tests.fake_providers import Failure
 
-    with serve(kind, _summary_only([Failure(500), Text("Ana, Saturdays.")])) as provider:
+    with serve(kind, _summary_only([Failure(500), Text(SUMMARY)])) as provider:
         summarizer: Any = summarizer_for(provider, retries=1)
         try:
             result = await summarizer.asummarize("Old summary.", [HumanMessage("I'm Ana")])
@@ -355,7 +364,7 @@ async def test_async_summarizer_retries_through_the_async_client(kind: str) -> N
             if hasattr(summarizer.model, "aclose"):  # Gemini's async transport belongs to this loop
                 await summarizer.model.aclose()
             gc.collect()
-    assert result.text == "Ana, Saturdays."
+    assert result.text == SUMMARY
     assert len(provider.requests) == 2
     assert "<summary>\nOld summary.\n</summary>" in "\n".join(provider.requests[1].texts())
 
@@ -401,10 +410,10 @@ def test_structured_summary_uses_the_providers_schema_output(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", PROVIDERS)
 def test_structured_answer_that_does_not_parse_falls_back_to_text(kind: str) -> None:
-    replies: list[Reply] = [Text("Ana Ruiz wants Saturday deliveries.")] * 2
+    replies: list[Reply] = [Text(SUMMARY)] * 2
     with serve(kind, _summary_only(replies)) as provider:
         result = summarizer_for(provider, structured=True).summarize("", [HumanMessage("I'm Ana Ruiz")])
-    assert result.text == "Ana Ruiz wants Saturday deliveries."
+    assert result.text == SUMMARY
     # OpenAI's SDK parses the schema itself and raises: the request is sent again without it.
     assert len(provider.requests) == (2 if kind == "openai" else 1)
     assert "response_format" not in provider.requests[-1].body

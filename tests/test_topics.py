@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Sequence
 
 import pytest
@@ -37,6 +38,47 @@ SHIFT = keyword_topic_shift()
 )
 def test_keyword_detector(text: str, expected: bool) -> None:
     assert SHIFT(HumanMessage(text)) is expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # The lesson's phrases, with and without accents, in any case.
+        pytest.param("Par ailleurs, pouvez-vous changer mon adresse ?", id="fr-par-ailleurs"),
+        pytest.param("J'aimerais aussi savoir le prix de la livraison.", id="fr-jaimerais-aussi"),
+        pytest.param("J’aimerais aussi un devis.", id="fr-curly-apostrophe"),
+        pytest.param("Question différente : quels sont vos horaires ?", id="fr-question-differente"),
+        pytest.param("question differente: vos horaires ?", id="fr-without-accent"),
+        pytest.param("Changement de sujet : ma facture de mars.", id="fr-changement-de-sujet"),
+        pytest.param("J'ai une autre question sur ma facture.", id="fr-autre-question"),
+        pytest.param("D'autre part, le colis est abîmé.", id="fr-dautre-part"),
+        # Their common English counterparts.
+        pytest.param("By the way, can I change my address?", id="en-by-the-way"),
+        pytest.param("I'd also like a quote for 3 chairs.", id="en-id-also-like"),
+        pytest.param("I would also like to know your hours.", id="en-i-would-also-like"),
+        pytest.param("Different question: what are your hours?", id="en-different-question"),
+        pytest.param("Change of subject: my March invoice.", id="en-change-of-subject"),
+        pytest.param("On another note, the parcel is damaged.", id="en-on-another-note"),
+        pytest.param("One more thing: do you ship to Lyon?", id="en-one-more-thing"),
+    ],
+)
+def test_lesson_topic_phrases_are_caught(text: str) -> None:
+    assert SHIFT(HumanMessage(text)) is True
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("Je paie parailleurs en espèces", id="fr-glued-words"),
+        pytest.param("The baby the way she sleeps is fine", id="en-by-inside-baby"),
+        pytest.param("Mes questions différentes ont été traitées", id="fr-plural-is-another-word"),
+        pytest.param("Can you deliver by the wayside shop?", id="en-phrase-inside-longer-word"),
+        pytest.param("J'aimerais aussitôt être livrée", id="fr-aussitot"),
+        pytest.param("I'd also liked the blue one", id="en-liked"),
+    ],
+)
+def test_topic_phrases_do_not_fire_inside_other_words(text: str) -> None:
+    assert SHIFT(HumanMessage(text)) is False
 
 
 def test_only_user_messages_start_a_topic() -> None:
@@ -106,6 +148,61 @@ def test_sections_beyond_the_limit_are_joined_oldest_first() -> None:
             meta, f"T{i}.", closing=True, labels=TopicLabels(), max_sections=3, max_words=50
         )
     assert meta["topic_sections"] == ["T0. T1.", "T2.", "T3."]
+
+
+def test_finished_topics_carry_the_date_given() -> None:
+    labels = TopicLabels()
+    text, meta = compose_sections(
+        {}, "Invoice 12 paid.", closing=True, labels=labels, max_sections=5, max_words=50, date="2026-11-28"
+    )
+    assert text == "Topic 1 (2026-11-28): Invoice 12 paid."
+    text, meta = compose_sections(
+        meta,
+        "Delivery Saturday.",
+        closing=False,
+        labels=labels,
+        max_sections=5,
+        max_words=50,
+        date="2026-11-30",
+    )
+    assert text == "Topic 1 (2026-11-28): Invoice 12 paid.\n\nCurrent topic: Delivery Saturday."
+    text, meta = compose_sections(
+        meta,
+        "Delivery moved to Saturday.",
+        closing=True,
+        labels=TopicLabels("Sujet {n}", "Sujet en cours"),
+        max_sections=5,
+        max_words=50,
+        date=datetime.date(2026, 11, 30),
+    )
+    assert (
+        text == "Sujet 1 (2026-11-28): Invoice 12 paid.\n\nSujet 2 (2026-11-30): Delivery moved to Saturday."
+    )
+    assert meta["topic_dates"] == ["2026-11-28", "2026-11-30"]
+
+
+def test_without_a_date_the_sections_and_meta_are_unchanged() -> None:
+    labels = TopicLabels()
+    undated = compose_sections(
+        {}, "Invoice 12 paid.", closing=True, labels=labels, max_sections=5, max_words=50
+    )
+    assert undated == (
+        "Topic 1: Invoice 12 paid.",
+        {"topic_sections": ["Invoice 12 paid."], "open_section": ""},
+    )
+
+
+def test_a_dated_topic_after_undated_ones_and_a_join_keeps_the_newer_date() -> None:
+    labels = TopicLabels()
+    _, meta = compose_sections({}, "T0.", closing=True, labels=labels, max_sections=2, max_words=50)
+    text, meta = compose_sections(
+        meta, "T1.", closing=True, labels=labels, max_sections=2, max_words=50, date="2026-11-29"
+    )
+    assert text == "Topic 1: T0.\n\nTopic 2 (2026-11-29): T1."
+    text, meta = compose_sections(
+        meta, "T2.", closing=True, labels=labels, max_sections=2, max_words=50, date="2026-11-30"
+    )
+    assert text == "Topic 1 (2026-11-29): T0. T1.\n\nTopic 2 (2026-11-30): T2."
 
 
 # ---------------------------------------------------------------- through a history
@@ -199,6 +296,24 @@ def test_preset_spreads_into_a_history_and_overrides_win() -> None:
     assert (history.compactor.policy.max_turns, history.compactor.policy.keep_last) == (4, 1)
     history.add_messages(_msgs("step 1", "done", "step 2", "done", "step 3"))
     assert recorder.calls[0][1] == ["step 1", "done", "step 2", "done"]
+
+
+@pytest.mark.parametrize(
+    ("lesson_name", "ours"),
+    [
+        ("support_client", "support"),
+        ("consultation", "consultation"),
+        ("tutoriel", "tutorial"),
+        ("conversation_libre", "chat"),
+    ],
+)
+def test_the_lessons_preset_names_are_aliases_of_ours(lesson_name: str, ours: str) -> None:
+    theirs, mine = preset(lesson_name), preset(ours)
+    assert (theirs["topic_detector"] is None) is (mine["topic_detector"] is None)
+    theirs.pop("topic_detector")
+    mine.pop("topic_detector")
+    assert theirs == mine
+    assert preset(lesson_name, keep_last=1)["keep_last"] == 1
 
 
 def test_unknown_preset_lists_the_known_ones() -> None:

@@ -2,7 +2,7 @@
 
 Owns the request/reply cycle of one summary: the prompt, bounded retries of transient
 provider errors, the structured (opt-in) answer, one stricter retry after an unusable
-reply, and the token usage. Sync and async share every step but the model call. It does not
+(empty, title-only, too short or too long) reply, and the token usage. Sync and async share every step but the model call. It does not
 decide when to summarize nor enforce the overall timeout (that is the engine's).
 """
 
@@ -84,6 +84,11 @@ def _is_parse_failure(exc: BaseException) -> bool:
     return any(cls.__name__ == "ModelRefusalError" for cls in type(exc).__mro__)
 
 
+def _long_enough(text: str, min_words: int, max_words: int) -> bool:
+    # A summary is never required to be longer than its own cap.
+    return len(text.split()) >= min(min_words, max_words)
+
+
 @dataclass(frozen=True)
 class _Reply:
     message: BaseMessage
@@ -96,9 +101,10 @@ class ChatModelSummarizer:
     * Transient provider errors (rate limits, 5xx, timeouts, dropped connections) are
       retried up to `retries` times, waiting `backoff`, then twice as long each time (at most
       `max_backoff` seconds); other errors are raised at once.
-    * An unusable reply (empty, title-only or over twice the word cap) gets one retry with a
-      stricter plain-text instruction; the cleaned best effort is returned after that
-      (possibly empty, which the engine treats as a failure and retries later).
+    * An unusable reply (empty, title-only, under `min_words` words once cleaned, or over
+      twice the word cap; a parsed structured answer is not held to `min_words`) gets one retry with a stricter plain-text instruction; the cleaned
+      best effort is returned after that (possibly empty, which the engine treats as a
+      failure and retries later). The retry is a model call: `SummaryResult.calls` counts it.
     * With `structured`, the model is asked for a `StructuredSummary` (through
       `with_structured_output` when the model supports it, JSON in the prompt otherwise);
       the answer is rendered compactly into the summary text. If the provider's own parser
@@ -109,6 +115,8 @@ class ChatModelSummarizer:
         model: any LangChain chat model.
         prompt: the summary prompt (see `default_prompt`).
         max_words: word cap of the summary.
+        min_words: a shorter cleaned reply is retried once (lesson 2 validates at 20 words);
+            never more than `max_words`; 0 accepts any non-empty reply.
         structured: ask for a structured summary.
         language: language of the structured summary's field labels.
         retries: retries of a transient error per model call (0: none).
@@ -124,6 +132,7 @@ class ChatModelSummarizer:
         *,
         prompt: SummaryPrompt,
         max_words: int = 120,
+        min_words: int = 20,
         structured: bool = False,
         language: str = "en",
         retries: int = 2,
@@ -136,6 +145,11 @@ class ChatModelSummarizer:
         if max_words < 1:
             msg = f"max_words must be positive, got max_words={max_words!r}"
             raise ConfigurationError(msg)
+        if min_words < 0:
+            msg = (
+                f"min_words must not be negative (0 accepts any non-empty reply), got min_words={min_words!r}"
+            )
+            raise ConfigurationError(msg)
         if retries < 0 or backoff < 0 or max_backoff < 0:
             msg = (
                 "retries, backoff and max_backoff must not be negative, got "
@@ -145,6 +159,7 @@ class ChatModelSummarizer:
         self.model = model
         self.prompt = prompt
         self.max_words = max_words
+        self.min_words = min_words
         self.structured = structured
         self.language = language
         self.retries = retries
@@ -197,7 +212,9 @@ class ChatModelSummarizer:
             result = SummaryResult(text, usage.get("input_tokens"), usage.get("output_tokens"))
         else:
             result = SummaryResult(text, count_tokens(request), count_tokens([reply.message]))
-        usable = bool(text) and len(raw.split()) <= 2 * self.max_words
+        # A parsed structured answer is short by design: its fields, not its length, count.
+        long_enough = reply.parsed is not None or _long_enough(text, self.min_words, self.max_words)
+        usable = bool(text) and long_enough and len(raw.split()) <= 2 * self.max_words
         return result, usable
 
     @staticmethod
@@ -290,6 +307,7 @@ def chat_model_summarizer(
     prompt: SummaryPrompt | None = None,
     language: str = "en",
     max_words: int = 120,
+    min_words: int = 20,
     structured: bool = False,
     retries: int = 2,
     backoff: float = 0.5,
@@ -302,6 +320,7 @@ def chat_model_summarizer(
         prompt: your `SummaryPrompt` (default: the built-in one for `language`).
         language: ``"en"`` or ``"fr"`` (prompt and structured labels).
         max_words: word cap of the summary.
+        min_words: a reply shorter than this gets the one stricter retry (0: no minimum).
         structured: ask for a `StructuredSummary` rendered compactly (see `ChatModelSummarizer`).
         retries, backoff: bounded retries of transient provider errors.
         **options: other `ChatModelSummarizer` settings (``max_backoff``, ``is_transient``...).
@@ -310,13 +329,14 @@ def chat_model_summarizer(
         >>> from langchain_core.language_models import GenericFakeChatModel
         >>> from langchain_core.messages import AIMessage, HumanMessage
         >>> model = GenericFakeChatModel(messages=iter([AIMessage("Summary: Ana likes tea.")]))
-        >>> chat_model_summarizer(model).summarize("", [HumanMessage("I'm Ana, I like tea")]).text
+        >>> chat_model_summarizer(model, min_words=0).summarize("", [HumanMessage("I'm Ana, I like tea")]).text
         'Ana likes tea.'
     """
     return ChatModelSummarizer(
         model,
         prompt=prompt or default_prompt(language),
         max_words=max_words,
+        min_words=min_words,
         structured=structured,
         language=language,
         retries=retries,

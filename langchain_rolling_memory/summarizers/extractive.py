@@ -1,7 +1,8 @@
 """A keyless, deterministic, extractive summarizer: a stand-in for demos and tests, not an LLM.
 
 Owns the sentence scoring (names, numbers, decisions, requests), the "newest value wins"
-rule and the word cap of the extract. It never rewrites a sentence and calls no model.
+rule (a newer value replaces an older one, and over the cap the newly folded sentences come
+first) and the word cap of the extract. It never rewrites a sentence and calls no model.
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ _PLEASANTRY = re.compile(
     re.IGNORECASE,
 )
 # "my budget is", "la livraison est", "our deadline will be": the thing whose value may change.
+# "my budget for the new oven is" names the same thing as "my budget is": the complement is skipped.
 _SLOT = re.compile(
-    r"\b(?:my|our|the|your|mon|ma|mes|notre|nos|votre|le|la|les)\s+([^\W\d_]+(?:\s+[^\W\d_]+)?)\s+"
+    r"\b(?:my|our|the|your|mon|ma|mes|notre|nos|votre|le|la|les)\s+([^\W\d_]+(?:\s+[^\W\d_]+)?)"
+    r"(?:\s+(?:for|of|pour|de|du|des)(?:\s+[^\W\d_]+){1,3})?\s+"
     r"(?:is|are|was|will be|becomes|changed to|is now|est|sont|sera|devient|passe à)\b",
     re.IGNORECASE,
 )
@@ -188,6 +191,13 @@ _STOPWORDS = frozenset(
         "ont",
     ]
 )
+# Share of the word cap that the newly folded sentences may take before the previous
+# summary's sentences are considered: enough that every fold shows its news, not so much
+# that one long fold pushes out the client's name.
+_FRESH_SHARE = 2 / 3
+# Score added to a folded sentence that replaces an older value ("my budget is now 9500").
+_CORRECTION = 4
+
 _IGNORED_CAPITALS = frozenset({"i", "i'm", "i'd", "i'll", "i've", "ok", "okay", "je", "j'ai"})
 
 
@@ -200,6 +210,8 @@ class _Sentence:
     slot: str | None
     values: frozenset[str]
     content: frozenset[str]
+    fresh: bool
+    """From the messages being folded now (False: from the previous summary)."""
 
     @property
     def words(self) -> int:
@@ -218,14 +230,17 @@ def _content(tokens: list[str]) -> tuple[frozenset[str], frozenset[str]]:
 
 def _score(text: str, *, from_user: bool) -> int:
     tokens = text.split()
-    if len(tokens) <= 5 and _PLEASANTRY.match(text) and not _NUMBER.search(text):
-        return 0
+    introduction = _INTRODUCTION.search(text)
+    if len(tokens) <= 5 and _PLEASANTRY.match(text) and not (_NUMBER.search(text) or introduction):
+        return 0  # "Hi!", "Thanks a lot" (but "Hi, I'm Ana from Lyon." is who the user is)
     score = 0
     if _NUMBER.search(text):
         score += 2
     names = [t for t in tokens[1:] if t[:1].isupper() and t.strip(".,;:!?").lower() not in _IGNORED_CAPITALS]
-    if names or _INTRODUCTION.search(text):
+    if names or introduction:
         score += 2
+    if names and introduction and from_user:
+        score += 2  # the user saying who they are outlives every other detail
     if _DECISION.search(text):
         score += 2
     if _REQUEST.search(text):
@@ -277,7 +292,7 @@ class ExtractiveSummarizer:
     # ------------------------------------------------------------------ candidates
 
     def _sentence(
-        self, order: int, label: str | None, text: str, *, from_user: bool, floor: int
+        self, order: int, label: str | None, text: str, *, from_user: bool, floor: int, fresh: bool
     ) -> _Sentence:
         tokens = [t.lower() for t in _WORD.findall(text)]
         values, content = _content(tokens)
@@ -290,6 +305,7 @@ class ExtractiveSummarizer:
             slot=" ".join(slot.group(1).lower().split()) if slot else None,
             values=values,
             content=content,
+            fresh=fresh,
         )
 
     def _candidates(self, previous: str, messages: Sequence[BaseMessage]) -> list[_Sentence]:
@@ -301,7 +317,7 @@ class ExtractiveSummarizer:
             body = line.strip()[match.end() :] if match else line.strip()
             for text in _split(body):
                 user = label in {self.user, "User", "Utilisateur"}
-                found.append(self._sentence(len(found), label, text, from_user=user, floor=1))
+                found.append(self._sentence(len(found), label, text, from_user=user, floor=1, fresh=False))
         for message in messages:
             if isinstance(message, HumanMessage):
                 label, user = self.user, True
@@ -312,7 +328,7 @@ class ExtractiveSummarizer:
             else:
                 continue  # system prompts are configuration, not conversation
             for text in _split(message.text):
-                found.append(self._sentence(len(found), label, text, from_user=user, floor=0))
+                found.append(self._sentence(len(found), label, text, from_user=user, floor=0, fresh=True))
         return found
 
     # ------------------------------------------------------------------ selection
@@ -322,24 +338,42 @@ class ExtractiveSummarizer:
         kept: list[_Sentence] = []
         for sentence in sentences:
             key = " ".join(sentence.text.lower().split())
-            kept = [
-                old
-                for old in kept
-                if " ".join(old.text.lower().split()) != key and not _same_thing(old, sentence)
-            ]
+            replaced = [old for old in kept if _same_thing(old, sentence)]
+            kept = [old for old in kept if " ".join(old.text.lower().split()) != key and old not in replaced]
+            if replaced and sentence.fresh:
+                sentence.score += _CORRECTION  # a changed value is news: it must reach the summary
             kept.append(sentence)
         return kept
 
     def _select(self, sentences: list[_Sentence]) -> list[_Sentence]:
-        ranked = sorted(sentences, key=lambda s: (-s.score, -s.order))
+        """The sentences that fit the cap: the newly folded ones first (newest information
+        wins), then the previous summary's best, then whatever still fits.
+
+        The fresh sentences get up to `_FRESH_SHARE` of the cap when there is a previous
+        summary, so its best facts (a name, a city) keep the rest; each part is taken by
+        score, the newer first on a tie.
+        """
+
+        def ranked(part: list[_Sentence]) -> list[_Sentence]:
+            return sorted(part, key=lambda s: (-s.score, -s.order))
+
+        fresh = ranked([s for s in sentences if s.fresh])
+        older = ranked([s for s in sentences if not s.fresh])
         chosen: list[_Sentence] = []
         used = 0
-        for sentence in ranked:
-            if used + sentence.words <= self.max_words:
-                chosen.append(sentence)
-                used += sentence.words
-        if not chosen and ranked:
-            chosen = [ranked[0]]  # one over-long sentence: cut by the word cap below
+
+        def fill(part: list[_Sentence], limit: int) -> None:
+            nonlocal used
+            for sentence in part:
+                if sentence not in chosen and used + sentence.words <= limit:
+                    chosen.append(sentence)
+                    used += sentence.words
+
+        fill(fresh, int(self.max_words * _FRESH_SHARE) if older else self.max_words)
+        fill(older, self.max_words)
+        fill(fresh, self.max_words)
+        if not chosen and sentences:
+            chosen = [ranked(fresh or older)[0]]  # one over-long sentence: cut by the word cap below
         return sorted(chosen, key=lambda s: s.order)
 
     def _render(self, sentences: list[_Sentence]) -> str:

@@ -42,6 +42,7 @@ def openai_summarizer(
     prompt: SummaryPrompt | None = None,
     language: str = "en",
     max_words: int = 120,
+    min_words: int = 20,
     structured: bool = False,
     retries: int = 2,
     backoff: float = 0.5,
@@ -52,7 +53,8 @@ def openai_summarizer(
     The key comes from ``OPENAI_API_KEY`` unless ``api_key=`` is passed. Extra keyword
     arguments go to `langchain_openai.ChatOpenAI` (``base_url``, ``temperature``,
     ``timeout``, ``max_retries``...). Transient errors are retried by the summarizer
-    (`retries`, `backoff`), so the client's own retries default to 0.
+    (`retries`, `backoff`), so the client's own retries default to 0. A summary under
+    `min_words` words gets one stricter retry (see `ChatModelSummarizer`).
 
     Example:
         >>> s = openai_summarizer("gpt-4o-mini", api_key="sk-test", base_url="http://127.0.0.1:9/v1")
@@ -73,6 +75,7 @@ def openai_summarizer(
         prompt=prompt,
         language=language,
         max_words=max_words,
+        min_words=min_words,
         structured=structured,
         retries=retries,
         backoff=backoff,
@@ -85,6 +88,7 @@ def gemini_summarizer(
     prompt: SummaryPrompt | None = None,
     language: str = "en",
     max_words: int = 120,
+    min_words: int = 20,
     structured: bool = False,
     retries: int = 2,
     backoff: float = 0.5,
@@ -96,7 +100,8 @@ def gemini_summarizer(
     passed. Extra keyword arguments go to `langchain_google_genai.ChatGoogleGenerativeAI`
     (``base_url``, ``temperature``, ``timeout``, ``max_retries``...). Transient errors are
     retried by the summarizer (`retries`, `backoff`), so the client makes one attempt by
-    default.
+    default. A summary under `min_words` words gets one stricter retry (see
+    `ChatModelSummarizer`).
 
     Example:
         >>> s = gemini_summarizer("gemini-2.5-flash", api_key="test", base_url="http://127.0.0.1:9")
@@ -119,6 +124,7 @@ def gemini_summarizer(
         prompt=prompt,
         language=language,
         max_words=max_words,
+        min_words=min_words,
         structured=structured,
         retries=retries,
         backoff=backoff,
