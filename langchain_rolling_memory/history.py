@@ -18,7 +18,7 @@ from langchain_core.messages import BaseMessage
 from langchain_rolling_memory.engine import Compactor, ErrorCallback
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.ids import validate_id
-from langchain_rolling_memory.policy import TokenCounter, WindowPolicy, count_tokens
+from langchain_rolling_memory.policy import StartOn, TokenCounter, WindowPolicy, count_tokens
 from langchain_rolling_memory.records import SessionState, StoredMessage
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
@@ -185,13 +185,16 @@ class WindowedChatMessageHistory(_StoredHistory):
         max_messages: most messages in the window (None: no count limit).
         max_tokens: most tokens in the window (None: no token limit).
         token_counter: counts a message's tokens when it is stored.
+        start_on: ``"human"`` (the default, as `trim_messages`' ``start_on``): the window starts
+            on a user message, and always holds the latest one, even past the limits; None
+            lets it start on any message that is not an orphan tool result.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
         >>> history = WindowedChatMessageHistory("s1", max_messages=2)
         >>> history.add_messages([HumanMessage("a"), AIMessage("b"), HumanMessage("c")])
         >>> [m.content for m in history.messages], len(history.transcript)
-        (['b', 'c'], 3)
+        (['c'], 3)
     """
 
     _PAGE = 200
@@ -205,8 +208,9 @@ class WindowedChatMessageHistory(_StoredHistory):
         max_messages: int | None = 20,
         max_tokens: int | None = None,
         token_counter: TokenCounter = count_tokens,
+        start_on: StartOn | None = "human",
     ) -> None:
-        self.policy = WindowPolicy(max_messages=max_messages, max_tokens=max_tokens)
+        self.policy = WindowPolicy(max_messages=max_messages, max_tokens=max_tokens, start_on=start_on)
         super().__init__(session_id, store=store, client_id=client_id, token_counter=token_counter)
         # The rows the window was last cut from (None: not read yet).
         self._rows: list[StoredMessage] | None = None
@@ -221,23 +225,36 @@ class WindowedChatMessageHistory(_StoredHistory):
         """``(after_seq, limit)`` of the page just before `rows`, or None once `rows` cover the
         window: a count window is one read; a token-only window needs more tokens than its
         budget, or the whole transcript. Seqs are gap-free, so a page is addressed by seq."""
-        if self.policy.max_messages is not None or not rows or rows[0].seq <= 1:
+        if not rows or rows[0].seq <= 1:
             return None
-        if sum(self._counts_of(rows)) > (self.policy.max_tokens or 0):
+        covered = self.policy.max_messages is not None or sum(self._counts_of(rows)) > (
+            self.policy.max_tokens or 0
+        )
+        if covered and not self._lacks_user_message(rows):  # else read back to the latest user message
             return None
         size = min(self._PAGE, rows[0].seq - 1)
         return rows[0].seq - 1 - size, size
 
+    def _lacks_user_message(self, rows: Sequence[StoredMessage]) -> bool:
+        return self.policy.start_on == "human" and not any(r.message.type == "human" for r in rows)
+
     def _trim(self, rows: list[StoredMessage]) -> list[StoredMessage]:
-        """The shortest suffix of `rows` that a fresh read would cut the same window from."""
+        """The shortest suffix of `rows` that a fresh read would cut the same window from
+        (from the latest user message on, when the window must hold one)."""
         if self.policy.max_messages is not None:
-            return rows[-self.policy.max_messages :]
-        counts, budget = self._counts_of(rows), self.policy.max_tokens or 0
-        total, start = sum(counts), 0
-        while start < len(rows) and total - counts[start] > budget:
-            total -= counts[start]
-            start += 1
-        return rows[start:]
+            suffix = rows[-self.policy.max_messages :]
+        else:
+            counts, budget = self._counts_of(rows), self.policy.max_tokens or 0
+            total, start = sum(counts), 0
+            while start < len(rows) and total - counts[start] > budget:
+                total -= counts[start]
+                start += 1
+            suffix = rows[start:]
+        if self._lacks_user_message(suffix):
+            humans = [i for i, r in enumerate(rows) if r.message.type == "human"]
+            if humans:
+                return rows[humans[-1] :]
+        return suffix
 
     def _cut(self, rows: list[StoredMessage]) -> list[BaseMessage]:
         messages = [r.message for r in rows]

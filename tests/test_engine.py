@@ -189,7 +189,8 @@ def test_the_view_falls_back_to_a_window_past_the_hard_cap(caplog: pytest.LogCap
     assert engine.store.summary(SESSION) is None
     with caplog.at_level(logging.WARNING, logger="langchain_rolling_memory"):
         view = engine.view(state)
-    assert [m.content for m in view] == ["m4", "m5", "m6", "m7"]  # the last max_turns
+    # The last max_turns (m4-m7), starting on a user message (m4 is the model's).
+    assert [m.content for m in view] == ["m5", "m6", "m7"]
     assert "falls back to a plain window" in caplog.text
 
 

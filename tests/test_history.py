@@ -358,6 +358,31 @@ def test_window_by_tokens_reads_enough_of_the_transcript(store: RollingStore) ->
     assert texts(history.messages) == ["q4", "a4"]
 
 
+@pytest.mark.parametrize("fresh", [False, True], ids=["same-object", "new-object"])
+def test_a_window_reads_back_to_the_latest_user_message_past_its_limit(
+    store: RollingStore, fresh: bool
+) -> None:
+    def call(i: int) -> list[BaseMessage]:
+        return [
+            AIMessage("", tool_calls=[{"name": "lookup", "args": {"i": i}, "id": f"c{i}"}]),
+            ToolMessage(f"result {i}", tool_call_id=f"c{i}"),
+        ]
+
+    history = WindowedChatMessageHistory("loop", store=store, max_messages=2)
+    history.add_messages([HumanMessage("old"), AIMessage("old answer"), HumanMessage("find it")])
+    for i in range(3):
+        history.add_messages(call(i))
+    view = (
+        WindowedChatMessageHistory("loop", store=store, max_messages=2).messages
+        if fresh
+        else history.messages
+    )
+    assert view[0].content == "find it"  # the question is sent, whatever the limit
+    assert len(view) == 7 and isinstance(view[-1], ToolMessage)  # every tool call with its result
+    loose = WindowedChatMessageHistory("loop", store=store, max_messages=2, start_on=None)
+    assert [type(m).__name__ for m in loose.messages] == ["AIMessage", "ToolMessage"]
+
+
 def test_clear_deletes_the_session(store: RollingStore) -> None:
     history = RollingSummaryChatMessageHistory(
         "gone", summarizer=RecordingSummarizer(), store=store, max_turns=4, keep_last=2
