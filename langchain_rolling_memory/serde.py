@@ -28,7 +28,9 @@ def odd_character(text: str, *, allow_nul: bool) -> str | None:
             "(UTF-8 cannot encode it; decode the source bytes with errors='replace', or remove it)"
         )
     if not allow_nul and "\x00" in text:
-        return f"a NUL character at character {text.index(chr(0))} (remove it, e.g. text.replace('\\x00', ''))"
+        return (
+            f"a NUL character at character {text.index(chr(0))} (remove it, e.g. text.replace('\\x00', ''))"
+        )
     return None
 
 

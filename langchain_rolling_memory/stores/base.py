@@ -417,7 +417,9 @@ class RollingStore(StoreBackend):
 
     def delete_fact(self, client_id: str, fact_id: str) -> bool:
         """Delete one fact of the client; False if there was none with that id."""
-        return self._delete_fact(validate_id(client_id, kind="client_id"), validate_id(fact_id, kind="fact_id"))
+        return self._delete_fact(
+            validate_id(client_id, kind="client_id"), validate_id(fact_id, kind="fact_id")
+        )
 
     async def adelete_fact(self, client_id: str, fact_id: str) -> bool:
         client = validate_id(client_id, kind="client_id")

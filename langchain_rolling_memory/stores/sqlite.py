@@ -120,7 +120,9 @@ class SQLiteRollingStore(RollingStore):
         self.prefix = table_prefix
         on_disk = self.path != ":memory:"
         # Root ignores file modes, so os.access answers for this process, as the open would.
-        self.read_only = read_only or (on_disk and os.path.exists(self.path) and not os.access(self.path, os.W_OK))
+        self.read_only = read_only or (
+            on_disk and os.path.exists(self.path) and not os.access(self.path, os.W_OK)
+        )
         self._lock = threading.RLock()
         with self._errors("open"):
             if on_disk and not self.read_only:
@@ -474,7 +476,9 @@ def _failure(path: str, op: str, exc: sqlite3.Error) -> StoreError:
             "writable, or open it with read_only=True to read only"
         )
     elif "full" in lowered:
-        hint = "; the disk (or the database's max_page_count) is full: free space and retry, nothing was written"
+        hint = (
+            "; the disk (or the database's max_page_count) is full: free space and retry, nothing was written"
+        )
     elif "unable to open" in lowered:
         hint = "; check that the path exists and that this process may open it"
     elif "locked" in lowered or "busy" in lowered:
