@@ -170,9 +170,9 @@ def test_unstorable_text_is_refused_with_a_value_error_and_writes_nothing(
 async def test_async_twins_refuse_the_same_text(store: RollingStore) -> None:
     _seed(store)
     before = raw_contents(store)
-    with pytest.raises(InvalidTextError, match="message 1 of 2.*surrogate"):
+    with pytest.raises(InvalidTextError, match=r"message 1 of 2.*surrogate"):
         await store.aappend("s1", [HumanMessage("ok"), HumanMessage(SURROGATE)])
-    with pytest.raises(InvalidTextError, match="summary text.*NUL"):
+    with pytest.raises(InvalidTextError, match=r"summary text.*NUL"):
         await store.ainstall_summary("s1", "a\x00b", covered_seq=1, expected_version=1)
     with pytest.raises(InvalidTextError, match="state"):
         await store.aset_state("s1", {"k": SURROGATE})
