@@ -137,10 +137,10 @@ class SQLiteRollingStore(RollingStore):
 
     def _connect(self) -> sqlite3.Connection:
         """A connection with this store's settings; only reads if the store is read-only."""
-        target, uri = self.path, False
         if self.read_only:
-            target, uri = f"file:{quote(os.path.abspath(self.path))}?mode=ro", True
-        conn = sqlite3.connect(target, timeout=30.0, isolation_level=None, check_same_thread=False, uri=uri)
+            conn = self._connect_read_only()
+        else:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 30000")
         # Zero deleted content instead of leaving it in free space (off in upstream builds).
         conn.execute("PRAGMA secure_delete = ON")
@@ -148,6 +148,23 @@ class SQLiteRollingStore(RollingStore):
             if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        base = f"file:{quote(os.path.abspath(self.path))}?mode=ro"
+        conn = sqlite3.connect(base, timeout=30.0, isolation_level=None, check_same_thread=False, uri=True)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            # A WAL file in a read-only folder with no -shm beside it cannot be opened plainly.
+            # Without a -wal file every committed write is in the file itself, and nobody can
+            # write there without making the folder writable, so reading it as immutable is exact.
+            conn.close()
+            if os.path.exists(f"{self.path}-wal"):
+                raise
+            conn = sqlite3.connect(
+                f"{base}&immutable=1", timeout=30.0, isolation_level=None, check_same_thread=False, uri=True
+            )
         return conn
 
     @contextmanager
