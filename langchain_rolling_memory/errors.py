@@ -5,7 +5,8 @@ Every exception subclasses the builtin a caller would already catch::
     RollingMemoryError                      base of everything raised on purpose
     ├── InvalidIdError(ValueError)          a client_id or session_id that is not allowed
     ├── ConfigurationError(ValueError)      bad settings (limits, URLs, prompts)
-    ├── FactError(ValueError)               a fact refused: too long, too many, filtered
+    ├── FactError(ValueError)               a fact refused: too long, too many, filtered, odd bytes
+    ├── InvalidTextError(ValueError)        text no backend can store exactly (lone surrogate, NUL)
     ├── ConversationFormatError(ValueError) a conversation file that cannot be read (line given)
     ├── OwnershipError(PermissionError)     a session used with a client that does not own it
     ├── MissingExtraError(ImportError)      an optional dependency is not installed
@@ -22,6 +23,7 @@ __all__ = [
     "ConversationFormatError",
     "FactError",
     "InvalidIdError",
+    "InvalidTextError",
     "MissingCredentialsError",
     "MissingExtraError",
     "OwnershipError",
@@ -46,6 +48,10 @@ class ConfigurationError(RollingMemoryError, ValueError):
 
 class FactError(RollingMemoryError, ValueError):
     """A fact was refused before it was stored (length, count, filter)."""
+
+
+class InvalidTextError(RollingMemoryError, ValueError):
+    """A message, state, summary or argument holds characters that cannot be stored exactly."""
 
 
 class ConversationFormatError(RollingMemoryError, ValueError):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from langchain_rolling_memory.errors import ConfigurationError, FactError
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.records import FACT_SOURCES, Fact, FactFilter
+from langchain_rolling_memory.serde import odd_character
 
 __all__ = [
     "ReplyPlan",
@@ -41,9 +42,14 @@ def check_limits(max_fact_chars: int, max_facts: int) -> None:
 
 
 def normalize_text(text: object) -> str:
-    """The fact's words separated by single spaces; `FactError` if it is not a string."""
+    """The fact's words separated by single spaces; `FactError` if it is not a string or holds
+    a character some backend cannot store exactly (NUL, lone surrogate)."""
     if not isinstance(text, str):
         msg = f"a fact must be a string, got {type(text).__name__}: {text!r:.80}"
+        raise FactError(msg)
+    why = odd_character(text, allow_nul=False)
+    if why is not None:
+        msg = f"a fact cannot be stored: it contains {why}; got {text[:40]!r}"
         raise FactError(msg)
     return " ".join(text.split())
 

@@ -137,6 +137,12 @@ class StoreBackend(ABC):
     async def _achange_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
         return await self._thread(self._change_facts, client_id, plan)
 
+    def _vacuum(self) -> None:  # noqa: B027 - a no-op default that backends may override
+        """Remove the bytes of erased data where the backend keeps them; the default keeps none."""
+
+    async def _avacuum(self) -> None:
+        await self._thread(self._vacuum)
+
     def close(self) -> None:  # noqa: B027 - a no-op default that backends may override
         """Release connections; the default has nothing to release."""
 

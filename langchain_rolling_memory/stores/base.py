@@ -1,7 +1,8 @@
 """The public store API every backend shares: validation, serialization and sync/async twins.
 
-Owns id validation at the boundary, message and state serialization, and the fact API
-(whose rules are in `fact_rules.py`); the primitives a backend implements and the data
+Owns validation at the boundary (ids, arguments, text no backend can store exactly: see
+`serde.check_storable`), message and state serialization, and the fact API (whose rules are
+in `fact_rules.py`); the primitives a backend implements and the data
 model are in `backend.py`, the records in `records.py`, the export's JSON shape in
 `export.py`, opening a store by URL in `urls.py`. Does no I/O of its own.
 """
@@ -16,7 +17,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 import langchain_rolling_memory.fact_rules as fact_rules
-from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.errors import ConfigurationError, InvalidTextError
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.records import (
     FACT_SOURCES,
@@ -29,7 +30,7 @@ from langchain_rolling_memory.records import (
     StoredMessage,
     SummaryRecord,
 )
-from langchain_rolling_memory.serde import dumps_message, loads_message
+from langchain_rolling_memory.serde import check_storable, dumps_message, loads_message
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, StoreBackend
 from langchain_rolling_memory.stores.export import client_export, session_export
 from langchain_rolling_memory.usage import SummaryUsage
@@ -86,7 +87,13 @@ class RollingStore(StoreBackend):
                 f"for {len(messages)} messages"
             )
             raise ValueError(msg)
-        payloads = [dumps_message(m) for m in messages]
+        payloads = []
+        for index, message in enumerate(messages):
+            try:
+                payloads.append(dumps_message(message))
+            except InvalidTextError as exc:
+                msg = f"message {index} of {len(messages)}: {exc}"
+                raise InvalidTextError(msg) from exc
         counts: Sequence[int | None] = token_counts if token_counts is not None else [None] * len(messages)
         return list(zip(payloads, counts, strict=True))
 
@@ -108,9 +115,20 @@ class RollingStore(StoreBackend):
         expected_version: int,
         meta: Mapping[str, Any] | None,
     ) -> tuple[str, str, int, str, int, float]:
-        """The arguments of `_cas_summary`, checked and serialized."""
+        """The arguments of `_cas_summary`, checked and serialized.
+
+        A NUL or lone surrogate in the text is refused here: stored raw, it would fail on
+        PostgreSQL every time, and the compaction would be retried forever.
+        """
+        validate_id(session_id)
+        if not isinstance(text, str):
+            msg = f"summary text must be a string, got {type(text).__name__}: {text!r:.80}"
+            raise TypeError(msg)
+        check_storable(text, what="summary text")
+        _check_count("covered_seq", covered_seq)
+        _check_count("expected_version", expected_version)
         meta_json = json.dumps(dict(meta or {}))
-        return validate_id(session_id), text, covered_seq, meta_json, expected_version, self._now()
+        return session_id, text, covered_seq, meta_json, expected_version, self._now()
 
     @staticmethod
     def _client(client_id: str | None) -> str | None:
@@ -158,6 +176,7 @@ class RollingStore(StoreBackend):
     ) -> list[StoredMessage]:
         """Messages with ``seq > after_seq``, ascending; the last (or first) `limit` of them."""
         validate_id(session_id)
+        _check_count("after_seq", after_seq)
         _check_limit(limit)
         return self._decode(self._read(session_id, after_seq, limit, newest))
 
@@ -165,6 +184,7 @@ class RollingStore(StoreBackend):
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None, newest: bool = True
     ) -> list[StoredMessage]:
         validate_id(session_id)
+        _check_count("after_seq", after_seq)
         _check_limit(limit)
         return self._decode(await self._aread(session_id, after_seq, limit, newest))
 
@@ -174,7 +194,7 @@ class RollingStore(StoreBackend):
         """What a turn reads: the summary record and the newest `limit` messages it does not
         cover, ascending; one round trip on server backends."""
         validate_id(session_id)
-        _check_limit(limit)
+        _check_count("limit", limit)
         record, rows = self._summary_and_tail(session_id, limit)
         return record, self._decode(rows)
 
@@ -182,7 +202,7 @@ class RollingStore(StoreBackend):
         self, session_id: str, *, limit: int
     ) -> tuple[SummaryRecord | None, list[StoredMessage]]:
         validate_id(session_id)
-        _check_limit(limit)
+        _check_count("limit", limit)
         record, rows = await self._asummary_and_tail(session_id, limit)
         return record, self._decode(rows)
 
@@ -241,16 +261,16 @@ class RollingStore(StoreBackend):
 
     def claim(self, session_id: str, owner: str, ttl: float) -> bool:
         """Take the session's compaction lease for `ttl` seconds; False if someone holds it."""
-        return self._claim(validate_id(session_id), owner, ttl, self._now())
+        return self._claim(validate_id(session_id), _owner(owner), _ttl(ttl), self._now())
 
     async def aclaim(self, session_id: str, owner: str, ttl: float) -> bool:
-        return await self._aclaim(validate_id(session_id), owner, ttl, self._now())
+        return await self._aclaim(validate_id(session_id), _owner(owner), _ttl(ttl), self._now())
 
     def release(self, session_id: str, owner: str) -> None:
-        self._release(validate_id(session_id), owner)
+        self._release(validate_id(session_id), _owner(owner))
 
     async def arelease(self, session_id: str, owner: str) -> None:
-        await self._arelease(validate_id(session_id), owner)
+        await self._arelease(validate_id(session_id), _owner(owner))
 
     # ------------------------------------------------------------------ sessions & state
 
@@ -387,18 +407,23 @@ class RollingStore(StoreBackend):
         """Replace the text of one fact; None if the client has no such fact (or the filter
         refused the new text). Read and write are one step, as in `add_fact`."""
         validate_id(client_id, kind="client_id")
+        validate_id(fact_id, kind="fact_id")
         return self._change_facts(client_id, self._plan_update(fact_id, text))[1]
 
     async def aupdate_fact(self, client_id: str, fact_id: str, text: str) -> Fact | None:
         validate_id(client_id, kind="client_id")
+        validate_id(fact_id, kind="fact_id")
         return (await self._achange_facts(client_id, self._plan_update(fact_id, text)))[1]
 
     def delete_fact(self, client_id: str, fact_id: str) -> bool:
         """Delete one fact of the client; False if there was none with that id."""
-        return self._delete_fact(validate_id(client_id, kind="client_id"), fact_id)
+        return self._delete_fact(
+            validate_id(client_id, kind="client_id"), validate_id(fact_id, kind="fact_id")
+        )
 
     async def adelete_fact(self, client_id: str, fact_id: str) -> bool:
-        return await self._adelete_fact(validate_id(client_id, kind="client_id"), fact_id)
+        client = validate_id(client_id, kind="client_id")
+        return await self._adelete_fact(client, validate_id(fact_id, kind="fact_id"))
 
     # ------------------------------------------------------------------ privacy
 
@@ -408,6 +433,19 @@ class RollingStore(StoreBackend):
 
     async def aforget(self, client_id: str) -> None:
         await self._adelete_client(validate_id(client_id, kind="client_id"))
+
+    def vacuum(self) -> None:
+        """Remove what erased data leaves in the backend's files, where the backend allows it.
+
+        `forget`, `clear_session` and `purge` make data unreachable at once; some backends keep
+        its bytes until later: SQLite checkpoints its WAL after each erase (this retries it),
+        PostgreSQL keeps dead rows until VACUUM (this runs it on the store's tables), Redis
+        and the in-memory store have nothing to do here (see each backend's module docstring).
+        """
+        self._vacuum()
+
+    async def avacuum(self) -> None:
+        await self._avacuum()
 
     def export(self, client_id: str) -> dict[str, Any]:
         """Everything stored about the client, as JSON-serializable data."""
@@ -439,10 +477,31 @@ class RollingStore(StoreBackend):
         return client_export(client_id, await self._alist_facts(client_id), sessions, self._now())
 
 
-def _check_limit(limit: int | None) -> None:
-    if limit is not None and (not isinstance(limit, int) or limit < 0):
-        msg = f"limit must be a non-negative int or None, got {limit!r}"
+def _check_count(name: str, value: object) -> None:
+    # bool is an int to Python but never a count; a negative seq reads differently per backend.
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        msg = f"{name} must be an int >= 0, got {value!r}; pass 0 to start from the beginning"
         raise ValueError(msg)
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        msg = f"limit must be a non-negative int or None (all), got {limit!r}"
+        raise ValueError(msg)
+
+
+def _owner(owner: object) -> str:
+    if not isinstance(owner, str) or not owner:
+        msg = f"a lease owner must be a non-empty string, got {owner!r}; use e.g. uuid.uuid4().hex"
+        raise ValueError(msg)
+    return check_storable(owner, what="lease owner")
+
+
+def _ttl(ttl: object) -> float:
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < float("inf"):
+        msg = f"a lease ttl must be a finite number of seconds > 0, got {ttl!r}"
+        raise ValueError(msg)
+    return float(ttl)
 
 
 def _state_json(state: Mapping[str, Any]) -> str:
@@ -450,7 +509,9 @@ def _state_json(state: Mapping[str, Any]) -> str:
         msg = f"state must be a mapping (a JSON object), got {type(state).__name__}"
         raise TypeError(msg)
     try:
-        return json.dumps(dict(state), ensure_ascii=False, sort_keys=True)
+        text = json.dumps(dict(state), ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError) as exc:
         msg = f"state must be JSON-serializable: {exc}"
         raise ValueError(msg) from exc
+    # JSON escapes NUL and control characters, so they round-trip; a lone surrogate cannot.
+    return check_storable(text, what="state (as JSON)", allow_nul=True)

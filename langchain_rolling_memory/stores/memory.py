@@ -1,4 +1,7 @@
-"""In-process backend: the reference implementation of the store contract (no persistence)."""
+"""In-process backend: the reference implementation of the store contract (no persistence).
+
+An erase drops the objects at once; nothing is written anywhere, so `vacuum()` has nothing to do.
+"""
 
 from __future__ import annotations
 

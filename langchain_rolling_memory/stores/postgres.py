@@ -4,6 +4,15 @@ Owns the pools, the migrations and closing; the sync primitives are in `postgres
 the async ones in `postgres_aio.py`, the SQL and what both share in `postgres_sql.py`, the
 public API in `base.py`. psycopg is imported only when a store is created, so the package
 works without the ``postgres`` extra.
+
+What an erase leaves behind: `forget`, `clear_session` and `purge` delete the rows at once,
+but PostgreSQL keeps the old row versions (dead tuples) in the table and index files until
+VACUUM; a plain VACUUM makes their space reusable yet leaves their bytes in the page until
+overwritten, so `vacuum()` runs VACUUM FULL by default (rewrites the store's tables into new
+files and deletes the old ones; it locks each table exclusively while it runs). The WAL
+(``pg_wal``) keeps the inserted and deleted data until its segments are recycled after
+checkpoints (longer with ``wal_keep_size``, replication slots or archiving), and base backups,
+WAL archives and replicas keep their own copies: those are the operator's to expire.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, SchemaVersionError
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
 from langchain_rolling_memory.stores.base import RollingStore
@@ -49,6 +59,9 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
         table_prefix: prefix of every table, so several apps can share one database.
         pool_size: most connections per pool (one sync pool, one async pool per event loop).
         timeout: seconds to wait for a connection before `StoreError`.
+        statement_timeout: seconds the server may spend on one statement (waiting for a lock
+            included) before it cancels it and the call raises `StoreError`, so a stuck
+            server or a held lock does not stall a turn; None for no limit. Default 30.
         connect_kwargs: extra keyword arguments for every psycopg connection.
         **options: fact limits and filter, see `RollingStore`.
 
@@ -66,6 +79,7 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
         table_prefix: str = "lrm_",
         pool_size: int = 10,
         timeout: float = 30.0,
+        statement_timeout: float | None = 30.0,
         connect_kwargs: dict[str, Any] | None = None,
         **options: Any,
     ) -> None:
@@ -74,12 +88,23 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
         if pool_size < 1 or timeout <= 0:
             msg = f"pool_size must be >= 1 and timeout > 0, got pool_size={pool_size!r}, timeout={timeout!r}"
             raise ConfigurationError(msg)
+        if statement_timeout is not None and not 0 < statement_timeout < float("inf"):
+            msg = f"statement_timeout must be a number of seconds > 0 or None, got {statement_timeout!r}"
+            raise ConfigurationError(msg)
         self.prefix = check_prefix(table_prefix)
         self.q = Queries(self.prefix)
         self._conninfo = conninfo
         self._pool_size = pool_size
         self._timeout = timeout
+        self.statement_timeout = statement_timeout
         self._kwargs: dict[str, Any] = {"autocommit": True, **(connect_kwargs or {})}
+        if statement_timeout is not None:
+            # Sent at connect time, so RESET (after vacuum) returns to it; keeps the caller's options.
+            given = self._kwargs.get("options") or self._psycopg.conninfo.conninfo_to_dict(conninfo).get(
+                "options"
+            )
+            ours = f"-c statement_timeout={max(1, round(statement_timeout * 1000))}"
+            self._kwargs["options"] = f"{given} {ours}" if given else ours
         self._pool = self._psycopg_pool.ConnectionPool(
             conninfo,
             min_size=1,
@@ -130,6 +155,27 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
                 for statement in q.migrations[number - 1]:
                     conn.execute(statement)
                 conn.execute(q.set_version, (str(number),))
+
+    def vacuum(self, *, full: bool = True) -> None:
+        """VACUUM the store's tables so that erased rows leave their files (see the module
+        docstring for what stays in the WAL and backups).
+
+        Args:
+            full: VACUUM FULL (the default) rewrites each table and deletes the old file, so
+                no byte of an erased row stays in it, but locks the table while it runs; False
+                runs a plain VACUUM (no lock against turns; the bytes stay until overwritten).
+        """
+        self._run("vacuum", lambda conn: pg.vacuum(conn, self.q, full=full))
+
+    async def avacuum(self, *, full: bool = True) -> None:
+        async def go(conn: Any) -> None:
+            await conn.execute(pg.VACUUM_UNLIMITED)
+            try:
+                await conn.execute(self.q.vacuum_full if full else self.q.vacuum_plain)
+            finally:
+                await conn.execute(pg.VACUUM_RESTORE)
+
+        await self._arun("vacuum", go)
 
     def close(self) -> None:
         """Close the pools. An async pool is closed here only if its event loop is idle; in

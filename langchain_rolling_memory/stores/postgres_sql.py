@@ -18,6 +18,8 @@ from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
 
 __all__ = [
     "MIGRATIONS",
+    "VACUUM_RESTORE",
+    "VACUUM_UNLIMITED",
     "Queries",
     "append_params",
     "check_prefix",
@@ -28,6 +30,7 @@ __all__ = [
     "session_of",
     "summary_and_tail_of",
     "summary_of",
+    "vacuum",
 ]
 
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
@@ -105,6 +108,9 @@ class Queries:
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
         )
         self.migrations = [[s for s in m.format(p=p).split(";") if s.strip()] for m in MIGRATIONS]
+        tables = ", ".join(f"{p}{t}" for t in ("messages", "summaries", "sessions", "leases", "facts"))
+        self.vacuum_full = f"VACUUM (FULL) {tables}"
+        self.vacuum_plain = f"VACUUM {tables}"
         # Appending is one statement: the session row is upserted (its lock serializes the
         # writers of one session and hands out gap-free seqs), and the messages are inserted
         # only if the ownership check let the upsert through; no row back means refused.
@@ -240,8 +246,28 @@ def failure(op: str, exc: BaseException, retried: bool) -> StoreError:
         if op == "append" and retried
         else ""
     )
+    if getattr(exc, "sqlstate", None) == "57014":  # query_canceled: our statement_timeout fired
+        hint += (
+            "; the statement ran past statement_timeout (the server is slow or paused, or another "
+            "connection holds a lock): retry later, or raise the store's statement_timeout option"
+        )
     msg = f"PostgreSQL {op} failed{after}: {type(exc).__name__}: {exc}{hint}"
     return StoreError(msg)
+
+
+# VACUUM runs outside a transaction (autocommit connections) and may take longer than the
+# statement timeout that protects turns, so it lifts it for itself and restores it after.
+VACUUM_UNLIMITED = "SET statement_timeout = 0"
+VACUUM_RESTORE = "RESET statement_timeout"
+
+
+def vacuum(conn: Any, q: Queries, *, full: bool) -> None:
+    """VACUUM the store's tables on a sync autocommit connection."""
+    conn.execute(VACUUM_UNLIMITED)
+    try:
+        conn.execute(q.vacuum_full if full else q.vacuum_plain)
+    finally:
+        conn.execute(VACUUM_RESTORE)
 
 
 def append_params(

@@ -4,6 +4,14 @@ Owns the clients, the schema record and closing; the sync primitives are in `red
 the async ones in `redis_aio.py`, the key layout, the Lua scripts and what both twins share
 in `redis_scripts.py`, the public API in `base.py`. redis-py is imported only when a store
 is created, so the package works without the ``redis`` extra.
+
+What an erase leaves behind: `forget`, `clear_session` and `purge` delete the keys at once
+(memory is freed, nothing is readable), and `vacuum()` has nothing to do. Persistence files
+are the server's: an RDB snapshot keeps the data until the next save replaces it, and an
+append-only file keeps every write, the deleted ones included, until it is rewritten
+(``BGREWRITEAOF``, or automatically past ``auto-aof-rewrite-percentage``); replicas and
+copied backups keep their own. Run ``BGSAVE``/``BGREWRITEAOF`` after an erase if the files
+must not hold the data; this store does not, as they rewrite the whole server's data.
 """
 
 from __future__ import annotations

@@ -3,11 +3,22 @@
 Owns the SQL and the migrations for SQLite; the public API is in `base.py`, the fact rules in
 `fact_rules.py`. `sqlite3` is used directly rather than through an ORM: it ships with Python,
 so the default backend needs no extra at all.
+
+Erasure leaves no bytes in the database's files: every connection sets ``secure_delete``
+(deleted content is overwritten with zeros, in the file and in free pages), and each erase
+(`forget`, `clear_session`, `purge`) is followed by ``wal_checkpoint(TRUNCATE)``, which copies
+the zeroed pages into the file and empties the WAL. If another process holds a read
+transaction at that moment the checkpoint cannot finish and a warning is logged; `vacuum()`
+runs it again. Copies outside the files (backups, the file system's own journal) are out of
+reach. Driver errors (disk full, read-only file) become `StoreError` naming the file; a
+write-protected file (or ``read_only=True``) is opened read-only, so reads still work.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import sqlite3
 import threading
@@ -15,13 +26,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, SchemaVersionError
+from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, SchemaVersionError, StoreError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
 from langchain_rolling_memory.stores.base import RollingStore
 
 __all__ = ["SQLiteRollingStore"]
+
+logger = logging.getLogger("langchain_rolling_memory")
 
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
 
@@ -81,6 +95,8 @@ class SQLiteRollingStore(RollingStore):
     Args:
         path: database file (created with its parent folder), or ``":memory:"``.
         table_prefix: prefix of every table, so several apps can share one file.
+        read_only: open the file read-only (reads work, writes raise `StoreError`); a file
+            the process may not write is opened read-only anyway.
         **options: fact limits and filter, see `RollingStore`.
 
     Example:
@@ -93,22 +109,71 @@ class SQLiteRollingStore(RollingStore):
 
     schemes = ("sqlite",)
 
-    def __init__(self, path: str | Path, *, table_prefix: str = "lrm_", **options: Any) -> None:
+    def __init__(
+        self, path: str | Path, *, table_prefix: str = "lrm_", read_only: bool = False, **options: Any
+    ) -> None:
         super().__init__(**options)
         if not _PREFIX.fullmatch(table_prefix):
             msg = f"table_prefix must match [a-z_][a-z0-9_]{{0,30}}, got {table_prefix!r}"
             raise ConfigurationError(msg)
         self.path = str(path)
         self.prefix = table_prefix
-        if self.path != ":memory:":
-            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        on_disk = self.path != ":memory:"
+        # Root ignores file modes, so os.access answers for this process, as the open would.
+        self.read_only = read_only or (
+            on_disk and os.path.exists(self.path) and not os.access(self.path, os.W_OK)
+        )
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA busy_timeout = 30000")
-        if self.path != ":memory:":
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-        self._migrate()
+        with self._errors("open"):
+            if on_disk and not self.read_only:
+                Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            self._conn = self._connect()
+        try:
+            with self._errors("open"):
+                self._migrate()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _connect(self) -> sqlite3.Connection:
+        """A connection with this store's settings; only reads if the store is read-only."""
+        if self.read_only:
+            conn = self._connect_read_only()
+        else:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        # Zero deleted content instead of leaving it in free space (off in upstream builds).
+        conn.execute("PRAGMA secure_delete = ON")
+        if self.path != ":memory:" and not self.read_only:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        base = f"file:{quote(os.path.abspath(self.path))}?mode=ro"
+        conn = sqlite3.connect(base, timeout=30.0, isolation_level=None, check_same_thread=False, uri=True)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            # A WAL file in a read-only folder with no -shm beside it cannot be opened plainly.
+            # Without a -wal file every committed write is in the file itself, and nobody can
+            # write there without making the folder writable, so reading it as immutable is exact.
+            conn.close()
+            if os.path.exists(f"{self.path}-wal"):
+                raise
+            conn = sqlite3.connect(
+                f"{base}&immutable=1", timeout=30.0, isolation_level=None, check_same_thread=False, uri=True
+            )
+        return conn
+
+    @contextmanager
+    def _errors(self, op: str) -> Iterator[None]:
+        """Turn a driver error into a `StoreError` that names the file, the cause and a fix."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise _failure(self.path, op, exc) from exc
 
     # ------------------------------------------------------------------ plumbing
 
@@ -118,21 +183,65 @@ class SQLiteRollingStore(RollingStore):
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taken with BEGIN IMMEDIATE so writers queue up at once."""
-        with self._lock:
+        with self._lock, self._errors("write"):
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                # SQLite may have rolled back already (disk full): do not hide the first error.
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
 
     def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
+        with self._lock, self._errors("read"):
             return self._conn.execute(sql, params).fetchall()
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the file and empty it, so that erased text leaves the WAL."""
+        if self.path == ":memory:" or self.read_only:
+            return
+        with self._lock, self._errors("checkpoint"):
+            busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        if busy:
+            logger.warning(
+                "rolling memory: %s: another connection is reading, so the WAL still holds erased "
+                "data; call store.vacuum() when it is idle",
+                self.path,
+            )
+
+    def _vacuum(self) -> None:
+        self._checkpoint()
+
+    def _schema_version(self) -> int | None:
+        """The recorded schema version, read without writing (None: no meta table yet)."""
+        meta = self._t("meta")
+        found = self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (meta,))
+        if found.fetchone() is None:
+            return None
+        row = self._conn.execute(f"SELECT value FROM {meta} WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row else 0
 
     def _migrate(self) -> None:
         meta = self._t("meta")
+        # A current schema needs no write, so a read-only file still opens for reading.
+        current = self._schema_version()
+        if current == SCHEMA_VERSION:
+            return
+        if self.read_only:
+            msg = (
+                f"SQLite file {self.path} is opened read-only but its tables {self.prefix}* are "
+                f"at schema {current or 0}, not {SCHEMA_VERSION}; open it once writable to set them up"
+            )
+            if current is not None and current > SCHEMA_VERSION:
+                msg = (
+                    f"{self.path} (tables {self.prefix}*) was written by a newer version of "
+                    f"langchain-rolling-memory (schema {current}, this one knows {SCHEMA_VERSION}); "
+                    "upgrade the package"
+                )
+                raise SchemaVersionError(msg)
+            raise StoreError(msg)
         with self._write() as conn:
             conn.execute(f"CREATE TABLE IF NOT EXISTS {meta} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             row = conn.execute(f"SELECT value FROM {meta} WHERE key = 'schema_version'").fetchone()
@@ -313,6 +422,7 @@ class SQLiteRollingStore(RollingStore):
         with self._write() as conn:
             for table in ("messages", "summaries", "leases", "sessions"):
                 conn.execute(f"DELETE FROM {self._t(table)} WHERE session_id = ?", (session_id,))
+        self._checkpoint()
 
     def _list_facts(self, client_id: str) -> list[Fact]:
         rows = self._query(
@@ -364,7 +474,32 @@ class SQLiteRollingStore(RollingStore):
         with self._write() as conn:
             conn.execute(f"DELETE FROM {self._t('facts')} WHERE client_id = ?", (client_id,))
             self._delete_sessions_where(conn, "client_id = ?", (client_id,))
+        self._checkpoint()
 
     def _purge(self, cutoff: float) -> int:
         with self._write() as conn:
-            return self._delete_sessions_where(conn, "updated_at < ?", (cutoff,))
+            count = self._delete_sessions_where(conn, "updated_at < ?", (cutoff,))
+        if count:
+            self._checkpoint()
+        return count
+
+
+def _failure(path: str, op: str, exc: sqlite3.Error) -> StoreError:
+    text = str(exc)
+    lowered = text.lower()
+    if "readonly" in lowered or "read-only" in lowered:
+        hint = (
+            "; the file (or its folder, where SQLite keeps -wal and -shm) is read-only: make it "
+            "writable, or open it with read_only=True to read only"
+        )
+    elif "full" in lowered:
+        hint = (
+            "; the disk (or the database's max_page_count) is full: free space and retry, nothing was written"
+        )
+    elif "unable to open" in lowered:
+        hint = "; check that the path exists and that this process may open it"
+    elif "locked" in lowered or "busy" in lowered:
+        hint = "; another connection held the database longer than busy_timeout (30 s)"
+    else:
+        hint = ""
+    return StoreError(f"SQLite {op} on {path} failed: {type(exc).__name__}: {text}{hint}")
