@@ -283,6 +283,9 @@ def _strip_head(lines: list[str]) -> list[str]:
     return lines
 
 
+_UNSTORABLE = re.compile("[\x00]")
+
+
 def clean_summary(
     text: str,
     *,
@@ -316,7 +319,9 @@ def clean_summary(
             f"got max_summary_tokens={max_summary_tokens!r}"
         )
         raise ConfigurationError(msg)
-    text = text.strip()
+    # A model's reply is text for every backend: no NUL (PostgreSQL refuses it) and no lone
+    # surrogate (not UTF-8), or the store would refuse the summary at every compaction.
+    text = _UNSTORABLE.sub("", text.encode("utf-8", "replace").decode("utf-8")).strip()
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1).strip()

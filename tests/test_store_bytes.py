@@ -278,3 +278,22 @@ async def test_fact_ids_are_checked_before_reaching_the_backend(store: RollingSt
     with pytest.raises(InvalidIdError, match="fact_id"):
         await store.aupdate_fact("c1", fact_id, "text")
     assert raw_contents(store) == before
+
+
+def test_a_summary_with_odd_bytes_from_the_model_never_wedges_a_session(store: RollingStore) -> None:
+    from langchain_rolling_memory import Compactor
+    from langchain_rolling_memory.policy import FoldPolicy
+    from langchain_rolling_memory.summarizers import as_summarizer
+
+    calls: list[int] = []
+
+    def odd_model(previous: str, messages: list[BaseMessage]) -> str:
+        calls.append(len(messages))
+        return f"The client{NUL} lives in Lyon {SURROGATE}and pays on Fridays."
+
+    compactor = Compactor(store, as_summarizer(odd_model), FoldPolicy(max_turns=4, keep_last=2), timeout=None)
+    store.append("s", [HumanMessage(f"message {NUL} {i}") for i in range(5)])
+    assert compactor.compact("s") is not None  # installed at the first call, not retried forever
+    record = store.summary("s")
+    assert record is not None and NUL not in record.text and "Lyon" in record.text
+    assert calls == [3]
