@@ -15,7 +15,8 @@ from langchain_rolling_memory.errors import ConfigurationError, MissingExtraErro
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.stores.postgres_aio import AsyncPostgresPrimitives
-from langchain_rolling_memory.stores.postgres_sql import Queries, check_prefix
+import langchain_rolling_memory.stores.postgres_sql as pg
+from langchain_rolling_memory.stores.postgres_sql import Queries, check_config, check_prefix
 from langchain_rolling_memory.stores.postgres_sync import SyncPostgresPrimitives
 from langchain_rolling_memory.stores.urls import split_prefix
 
@@ -50,6 +51,10 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
         pool_size: most connections per pool (one sync pool, one async pool per event loop).
         timeout: seconds to wait for a connection before `StoreError`.
         connect_kwargs: extra keyword arguments for every psycopg connection.
+        search_config: the text search configuration of `search` (``simple``: no stemming,
+            no stop words, good for French and English alike since the indexed text is
+            already folded; ``english`` or ``french`` stem). Rows keep the configuration
+            they were indexed with: choose it before writing.
         **options: fact limits and filter, see `RollingStore`.
 
     Example (needs a server, so not run here)::
@@ -67,6 +72,7 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
         pool_size: int = 10,
         timeout: float = 30.0,
         connect_kwargs: dict[str, Any] | None = None,
+        search_config: str = "simple",
         **options: Any,
     ) -> None:
         super().__init__(**options)
@@ -76,6 +82,7 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
             raise ConfigurationError(msg)
         self.prefix = check_prefix(table_prefix)
         self.q = Queries(self.prefix)
+        self.search_config = check_config(search_config)
         self._conninfo = conninfo
         self._pool_size = pool_size
         self._timeout = timeout
@@ -113,6 +120,14 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
 
     def _migrate(self, conn: Any) -> None:
         q = self.q
+        try:
+            conn.execute(q.check_config, (self.search_config,))
+        except self._psycopg.Error as exc:
+            msg = (
+                f"search_config {self.search_config!r} is not a text search configuration of this "
+                f"server ({exc}); list them with: SELECT cfgname FROM pg_ts_config"
+            )
+            raise ConfigurationError(msg) from exc
         with conn.transaction():
             # Two processes starting at once must not both create the tables.
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (q.lock_key,))
@@ -129,7 +144,20 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
             for number in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in q.migrations[number - 1]:
                     conn.execute(statement)
+                if number == 2:
+                    self._backfill(conn)
                 conn.execute(q.set_version, (str(number),))
+
+    def _backfill(self, conn: Any) -> None:
+        """Index the messages and facts written before schema 2 (in the migration's transaction)."""
+        q, cfg = self.q, self.search_config
+        with conn.cursor(name=f"lrm_backfill_{self.prefix}") as cur:
+            cur.execute(q.unindexed_messages)
+            while records := cur.fetchmany(2000):
+                conn.execute(q.index_messages, pg.backfill_messages(records, cfg))
+        facts = conn.execute(q.unindexed_facts).fetchall()
+        if facts:
+            conn.execute(q.index_facts, pg.backfill_facts(facts, cfg))
 
     def close(self) -> None:
         """Close the pools. An async pool is closed here only if its event loop is idle; in
