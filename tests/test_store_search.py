@@ -171,10 +171,15 @@ class TestErasure:
 class TestDates:
     def test_created_at_is_stored_per_message_and_returned(self, store: RollingStore) -> None:
         may = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
-        store.append("s1", [HumanMessage("paris one"), HumanMessage("paris two")], client_id="c", created_at=may)
+        store.append(
+            "s1", [HumanMessage("paris one"), HumanMessage("paris two")], client_id="c", created_at=may
+        )
         store.append("s1", [HumanMessage("paris three")], client_id="c", created_at=1_600_000_000.5)
         store.append(
-            "s1", [HumanMessage("paris four"), HumanMessage("paris five")], client_id="c", created_at=[10.0, 20.0]
+            "s1",
+            [HumanMessage("paris four"), HumanMessage("paris five")],
+            client_id="c",
+            created_at=[10.0, 20.0],
         )
         naive = datetime(2023, 5, 8, 13, 56)
         store.append("s1", [HumanMessage("paris six")], client_id="c", created_at=naive)
@@ -188,7 +193,9 @@ class TestDates:
             6: may.timestamp(),
         }
 
-    def test_an_undated_append_is_dated_now(self, store: RollingStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_an_undated_append_is_dated_now(
+        self, store: RollingStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         monkeypatch.setattr(store, "_now", lambda: 1234.5)
         store.append("s1", [HumanMessage("paris")], client_id="c")
         assert [h.created_at for h in store.search("paris", client_id="c")] == [1234.5]
@@ -281,7 +288,10 @@ class TestMigration:
         again = reopen(store)
         try:
             hits = again.search("paris trip", client_id="alice")
-            assert {h.key for h in hits if h.kind == "message"} == {("message", "s1", 1), ("message", "s1", 2)}
+            assert {h.key for h in hits if h.kind == "message"} == {
+                ("message", "s1", 1),
+                ("message", "s1", 2),
+            }
             assert [h.fact.text for h in hits if h.fact] == ["Alice loves Paris"]
             assert [f.pinned for f in again.facts("alice")] == [False]
             assert again.search("paris", client_id="bob")[0].key == ("message", "s3", 1)

@@ -62,6 +62,7 @@ def index_rows(
 
     return [IndexedRow(now, message_index_text(loads_message(payload))) for payload, _ in rows]
 
+
 _T = TypeVar("_T")
 
 

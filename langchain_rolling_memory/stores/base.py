@@ -31,7 +31,7 @@ from langchain_rolling_memory.records import (
     SummaryRecord,
 )
 from langchain_rolling_memory.serde import dumps_message, loads_message
-from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, StoreBackend
+from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
 from langchain_rolling_memory.stores.export import client_export, session_export
 from langchain_rolling_memory.stores.searching import CreatedAt, SearchApi, index_of
 from langchain_rolling_memory.usage import SummaryUsage

@@ -10,7 +10,7 @@ import bisect
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
@@ -92,7 +92,7 @@ class InMemoryRollingStore(RollingStore):
                 sessions = {sid for sid, s in self._sessions.items() if s.client_id == client_id}
             out: list[SearchRow] = []
             for doc, score in self._index.search(terms, limit=max(len(self._index), 1)):
-                kind, owner, item = doc  # type: ignore[misc]
+                kind, owner, item = cast("tuple[str, str, Any]", doc)
                 if kind == "m" and owner in sessions:
                     session = self._sessions[owner]
                     seq, payload, _ = session.rows[item - 1]

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, SchemaVersionError
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.stores.postgres_aio import AsyncPostgresPrimitives
-import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.stores.postgres_sql import Queries, check_config, check_prefix
 from langchain_rolling_memory.stores.postgres_sync import SyncPostgresPrimitives
 from langchain_rolling_memory.stores.urls import split_prefix

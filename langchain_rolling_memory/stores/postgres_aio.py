@@ -92,7 +92,13 @@ class AsyncPostgresPrimitives(StoreBackend):
         index: Sequence[IndexedRow] | None = None,
     ) -> list[int]:
         params = pg.append_params(
-            session_id, client_id, list(rows), now, uuid.uuid4().hex, index_rows(rows, now, index), self.search_config
+            session_id,
+            client_id,
+            list(rows),
+            now,
+            uuid.uuid4().hex,
+            index_rows(rows, now, index),
+            self.search_config,
         )
         q = self.q
 

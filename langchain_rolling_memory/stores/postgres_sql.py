@@ -382,7 +382,8 @@ def fact_params(fact: Fact, config: str = "simple") -> tuple[Any, ...]:
 
 
 def fact_of(record: tuple[Any, ...]) -> Fact:
-    return Fact(*record[:7], pinned=bool(record[7]))
+    fact_id, client_id, text, key, source, created_at, updated_at, pinned = record
+    return Fact(fact_id, client_id, text, key, source, created_at, updated_at, bool(pinned))
 
 
 def search_params(

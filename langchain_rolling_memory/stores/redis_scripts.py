@@ -40,9 +40,6 @@ __all__ = [
     "SESSION_SUFFIXES",
     "SUMMARY_FIELDS",
     "Keys",
-    "idx_of",
-    "rank",
-    "search_rows",
     "append_args",
     "cas_args",
     "check_prefix",
@@ -51,8 +48,11 @@ __all__ = [
     "fact_json",
     "facts_of",
     "failure",
+    "idx_of",
+    "rank",
     "read_args",
     "rows_of",
+    "search_rows",
     "seqs_of",
     "session_of",
     "state_args",
@@ -422,7 +422,11 @@ def failure(redis: Any, op: str, exc: BaseException, retried: bool) -> StoreErro
 
 
 def rank(
-    terms: Sequence[str], sessions: Sequence[str], entries: Sequence[Sequence[Any]], facts: list[Fact], limit: int
+    terms: Sequence[str],
+    sessions: Sequence[str],
+    entries: Sequence[Sequence[Any]],
+    facts: list[Fact],
+    limit: int,
 ) -> list[tuple[float, str | None, int | None, float | None, Fact | None]]:
     """The fallback search of a server without the search module: BM25 (light stemming) over
     the scope's idx entries and facts, read whole; ``(score, sid, seq, created_at, fact)``."""

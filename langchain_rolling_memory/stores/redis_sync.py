@@ -82,9 +82,9 @@ class SyncRedisPrimitives(StoreBackend):
             facts = lua.facts_of(replies[-1]) if client_id is not None else []
             ranked = lua.rank(terms, sessions, replies[: len(sessions)], facts, limit)
             with self._r.pipeline(transaction=False) as pipe:
-                for _, sid, seq, _, fact in ranked:
-                    if fact is None:
-                        pipe.lindex(self.keys.msgs(str(sid)), int(seq or 0) - 1)
+                for hit in ranked:
+                    if hit[4] is None:  # a message: fetch it
+                        pipe.lindex(self.keys.msgs(str(hit[1])), int(hit[2] or 0) - 1)
                 payloads = pipe.execute()
             return lua.search_rows(ranked, payloads)
 

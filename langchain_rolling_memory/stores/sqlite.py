@@ -14,7 +14,6 @@ have to be recomputed from the message (and would break if the indexed text ever
 Ranking is FTS5's `bm25()`.
 """
 
-
 from __future__ import annotations
 
 import json
@@ -134,7 +133,8 @@ def _statements(script: str) -> list[str]:
 
 
 def _fact_of(row: Sequence[Any]) -> Fact:
-    return Fact(*row[:7], pinned=bool(row[7]))
+    fact_id, client_id, text, key, source, created_at, updated_at, pinned = row
+    return Fact(fact_id, client_id, text, key, source, created_at, updated_at, bool(pinned))
 
 
 class SQLiteRollingStore(RollingStore):
