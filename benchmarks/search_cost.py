@@ -35,13 +35,79 @@ REDIS_URL = os.environ.get("LRM_REDIS_URL", "redis://127.0.0.1:6379/0")
 SIZES = (1_000, 10_000)
 QUERIES = 40
 
-_VOCABULARY = (
-    "delivery parcel saturday address invoice refund paris lyon train cat oscar garden tomato "
-    "birthday sister brother wedding painting guitar concert museum hiking camping beach summer "
-    "winter allergy peanuts doctor school teacher project deadline meeting budget coffee recipe "
-    "pasta marathon running yoga football match ticket flight hotel passport visa adoption dog"
-).split()
-_FILLER = "i we the a to and it was so that really just my for with on at of you".split()
+_VOCABULARY = [
+    "delivery",
+    "parcel",
+    "saturday",
+    "address",
+    "invoice",
+    "refund",
+    "paris",
+    "lyon",
+    "train",
+    "cat",
+    "oscar",
+    "garden",
+    "tomato",
+    "birthday",
+    "sister",
+    "brother",
+    "wedding",
+    "painting",
+    "guitar",
+    "concert",
+    "museum",
+    "hiking",
+    "camping",
+    "beach",
+    "summer",
+    "winter",
+    "allergy",
+    "peanuts",
+    "doctor",
+    "school",
+    "teacher",
+    "project",
+    "deadline",
+    "meeting",
+    "budget",
+    "coffee",
+    "recipe",
+    "pasta",
+    "marathon",
+    "running",
+    "yoga",
+    "football",
+    "match",
+    "ticket",
+    "flight",
+    "hotel",
+    "passport",
+    "visa",
+    "adoption",
+    "dog",
+]
+_FILLER = [
+    "i",
+    "we",
+    "the",
+    "a",
+    "to",
+    "and",
+    "it",
+    "was",
+    "so",
+    "that",
+    "really",
+    "just",
+    "my",
+    "for",
+    "with",
+    "on",
+    "at",
+    "of",
+    "you",
+]
 
 
 def _message(rng: random.Random, i: int) -> HumanMessage | AIMessage:

@@ -280,21 +280,26 @@ class SQLiteRollingStore(RollingStore):
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
         fts, docs = self._t("search"), self._t("search_docs")
-        # The FTS table drives the query (bm25() needs it); the scope filters its matches.
+        # The FTS table drives the ranking (bm25() needs it) and the scope filters its matches;
+        # only the best `limit` entries are then joined to their message or fact.
         sql = f"""
-            SELECT -bm25({fts}), d.session_id, d.seq, m.message, m.created_at,
-                   f.id, f.client_id, f.text, f.key, f.source, f.created_at, f.updated_at, f.pinned
-            FROM {fts}
-            JOIN {docs} AS d ON d.doc = {fts}.rowid
-            LEFT JOIN {self._t("messages")} AS m
-                ON d.fact_id IS NULL AND m.session_id = d.session_id AND m.seq = d.seq
-            LEFT JOIN {self._t("facts")} AS f ON f.id = d.fact_id
-            WHERE {fts} MATCH :q AND (
-                (d.fact_id IS NULL AND (d.session_id = :sid OR (:sid IS NULL AND d.session_id IN
-                    (SELECT session_id FROM {self._t("sessions")} WHERE client_id = :cid))))
-                OR (d.fact_id IS NOT NULL AND d.client_id = :cid)
+            WITH top AS (
+                SELECT d.doc, d.session_id, d.seq, d.fact_id, bm25({fts}) AS rank
+                FROM {fts} JOIN {docs} AS d ON d.doc = {fts}.rowid
+                WHERE {fts} MATCH :q AND (
+                    (d.fact_id IS NULL AND (d.session_id = :sid OR (:sid IS NULL AND d.session_id IN
+                        (SELECT session_id FROM {self._t("sessions")} WHERE client_id = :cid))))
+                    OR (d.fact_id IS NOT NULL AND d.client_id = :cid)
+                )
+                ORDER BY rank, d.doc LIMIT :limit
             )
-            ORDER BY bm25({fts}), d.doc LIMIT :limit
+            SELECT -top.rank, top.session_id, top.seq, m.message, m.created_at,
+                   f.id, f.client_id, f.text, f.key, f.source, f.created_at, f.updated_at, f.pinned
+            FROM top
+            LEFT JOIN {self._t("messages")} AS m
+                ON top.fact_id IS NULL AND m.session_id = top.session_id AND m.seq = top.seq
+            LEFT JOIN {self._t("facts")} AS f ON f.id = top.fact_id
+            ORDER BY top.rank, top.doc
         """
         params = {"q": fts5_query(terms), "sid": session_id, "cid": client_id, "limit": limit}
         out: list[SearchRow] = []
