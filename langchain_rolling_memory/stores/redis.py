@@ -4,6 +4,14 @@ Owns the clients, the schema record and closing; the sync primitives are in `red
 the async ones in `redis_aio.py`, the key layout, the Lua scripts and what both twins share
 in `redis_scripts.py`, the public API in `base.py`. redis-py is imported only when a store
 is created, so the package works without the ``redis`` extra.
+
+Search: this backend does not use the RediSearch module (FT.*), which plain Redis lacks. It
+keeps, beside each session's messages, a list of their dates and indexed words, and a
+search reads the scope's lists and facts whole and ranks them in Python with
+`search.Bm25Index(stem=True)`: linear in the client's messages. Measured by
+`benchmarks/search_cost.py` on this machine (p50): ~45-70 ms at 1,000 messages of a client,
+~350-500 ms at 10,000 (a full read and scan: ~90 ms and ~550 ms-1.1 s). Fine for clients
+with a few thousand messages; beyond that, prefer SQLite or PostgreSQL for recall.
 """
 
 from __future__ import annotations
