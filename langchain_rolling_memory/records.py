@@ -128,6 +128,8 @@ class Fact:
     source: str
     created_at: float
     updated_at: float
+    pinned: bool = False
+    """Sent before the other facts when a client's facts exceed their budget."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -29,7 +29,9 @@ __all__ = [
     "content_words",
     "fold",
     "fts5_query",
+    "index_text",
     "light_stem",
+    "message_index_text",
     "query_terms",
     "tokens",
     "tsquery",
@@ -71,6 +73,23 @@ def fold(text: str) -> str:
 def tokens(text: str) -> list[str]:
     """Every word of `text`, folded, in order (stop words kept): the unit of indexing."""
     return _WORD.findall(fold(text))
+
+
+def index_text(text: str) -> str:
+    """What a backend indexes for `text`: its words, folded, space-separated (stop words kept).
+
+    Every engine then sees the same words as `query_terms` (accents and case already
+    folded here), whatever its own tokenizer does with accents or ligatures.
+    """
+    return " ".join(tokens(text))
+
+
+def message_index_text(message: BaseMessage) -> str:
+    """The indexed text of a transcript message: the speaker's name, when it has one, then
+    its text content (tool calls and images are not indexed)."""
+    name = getattr(message, "name", None)
+    text = message.text
+    return index_text(f"{name} {text}" if isinstance(name, str) and name else text)
 
 
 def _is_content(word: str) -> bool:

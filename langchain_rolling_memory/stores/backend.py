@@ -14,7 +14,9 @@ Data model, per backend:
 * lease: one row per session ``(owner, expires_at)`` so one compactor runs at a time.
 * session: ``(client_id, created_at, updated_at, state_json)``; a session belongs to at most
   one client, fixed by the first write that names one.
-* facts: per client ``(id, text, key, source, created_at, updated_at)``.
+* facts: per client ``(id, text, key, source, created_at, updated_at, pinned)``.
+* search index (schema 2): one entry per message and per fact, its `search.index_text`,
+  following appends and erased with its row; `_search` ranks the entries of one scope.
 """
 
 from __future__ import annotations
@@ -23,14 +25,43 @@ import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 
-__all__ = ["SCHEMA_VERSION", "StoreBackend"]
+__all__ = ["SCHEMA_VERSION", "IndexedRow", "SearchRow", "StoreBackend", "index_rows"]
 
-SCHEMA_VERSION = 1
-"""Version of the data layout; a store written by a newer version is refused."""
+SCHEMA_VERSION = 2
+"""Version of the data layout; a store written by a newer version is refused.
+2: per-message dates, the search index, pinned facts."""
+
+
+class IndexedRow(NamedTuple):
+    """What an appended row adds beside its payload: its date and its indexed text."""
+
+    created_at: float
+    text: str
+
+
+SearchRow = tuple[float, "str | None", "int | None", "str | None", "float | None", "Fact | None"]
+"""A ranked entry as `_search` returns it: ``(score, session_id, seq, message_json,
+created_at, fact)``; a message has a session, a seq and its JSON, a fact only the fact."""
+
+
+def index_rows(
+    rows: Sequence[tuple[str, int | None]], now: float, index: Sequence[IndexedRow] | None
+) -> list[IndexedRow]:
+    """`index` checked against `rows`, or (for a caller that gave none) dated `now` and read
+    from the payloads."""
+    if index is not None:
+        if len(index) != len(rows):  # pragma: no cover - a caller's mistake, not a user's
+            raise ValueError(f"one IndexedRow per row is needed, got {len(index)} for {len(rows)}")
+        return list(index)
+    from langchain_rolling_memory.search import message_index_text
+    from langchain_rolling_memory.serde import loads_message
+
+    return [IndexedRow(now, message_index_text(loads_message(payload))) for payload, _ in rows]
+
 
 _T = TypeVar("_T")
 
@@ -52,9 +83,20 @@ class StoreBackend(ABC):
         client_id: str | None,
         rows: Sequence[tuple[str, int | None]],
         now: float,
+        index: Sequence[IndexedRow] | None = None,
     ) -> list[int]:
         """Append rows atomically and return their seqs; raise `OwnershipError` (writing
-        nothing) if the session belongs to another client."""
+        nothing) if the session belongs to another client. Each row is stored with its
+        `index` entry (date, indexed text); see `index_rows` when none is given."""
+
+    @abstractmethod
+    def _search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        """The best `limit` entries holding any of `terms` (never empty), best first: the
+        messages of `session_id` if given, else of the sessions `client_id` owns, and the
+        facts of `client_id` if given. The caller has checked that the session is the
+        client's; no entry of another client may come back."""
 
     @abstractmethod
     def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
@@ -172,8 +214,14 @@ class StoreBackend(ABC):
         client_id: str | None,
         rows: Sequence[tuple[str, int | None]],
         now: float,
+        index: Sequence[IndexedRow] | None = None,
     ) -> list[int]:
-        return await self._thread(self._append, session_id, client_id, rows, now)
+        return await self._thread(self._append, session_id, client_id, rows, now, index)
+
+    async def _asearch(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        return await self._thread(self._search, terms, client_id, session_id, limit)
 
     async def _aread(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
         return await self._thread(self._read, session_id, after_seq, limit, newest)

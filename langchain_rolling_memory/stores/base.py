@@ -9,6 +9,7 @@ model are in `backend.py`, the records in `records.py`, the export's JSON shape 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -31,8 +32,9 @@ from langchain_rolling_memory.records import (
     SummaryRecord,
 )
 from langchain_rolling_memory.serde import check_storable, dumps_message, loads_message
-from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, StoreBackend
+from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
 from langchain_rolling_memory.stores.export import client_export, session_export
+from langchain_rolling_memory.stores.searching import CreatedAt, SearchApi, index_of
 from langchain_rolling_memory.usage import SummaryUsage
 
 __all__ = [
@@ -50,7 +52,7 @@ __all__ = [
 ]
 
 
-class RollingStore(StoreBackend):
+class RollingStore(SearchApi):
     """Base of every backend: public API with validation, backend primitives underneath.
 
     Args:
@@ -143,18 +145,22 @@ class RollingStore(StoreBackend):
         *,
         client_id: str | None = None,
         token_counts: Sequence[int | None] | None = None,
+        created_at: CreatedAt = None,
     ) -> list[int]:
         """Append messages to the session's transcript; return their sequence numbers.
 
         Everything is validated and serialized before anything is written: bad input raises
-        and writes nothing.
+        and writes nothing. `created_at` dates the messages (seconds or a datetime, naive
+        read as UTC; one for the batch or one per message) for imports and replays; None
+        dates them now. Each message is indexed for `search` in the same write.
         """
         validate_id(session_id)
         client = self._client(client_id)
         rows = self._prepare_rows(messages, token_counts)
         if not rows:
             return []
-        return self._append(session_id, client, rows, self._now())
+        now = self._now()
+        return self._append(session_id, client, rows, now, index_of(messages, created_at, now))
 
     async def aappend(
         self,
@@ -163,13 +169,15 @@ class RollingStore(StoreBackend):
         *,
         client_id: str | None = None,
         token_counts: Sequence[int | None] | None = None,
+        created_at: CreatedAt = None,
     ) -> list[int]:
         validate_id(session_id)
         client = self._client(client_id)
         rows = self._prepare_rows(messages, token_counts)
         if not rows:
             return []
-        return await self._aappend(session_id, client, rows, self._now())
+        now = self._now()
+        return await self._aappend(session_id, client, rows, now, index_of(messages, created_at, now))
 
     def read(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None, newest: bool = True
@@ -329,12 +337,23 @@ class RollingStore(StoreBackend):
             text, key, source, max_chars=self.max_fact_chars, fact_filter=self.fact_filter
         )
 
-    def _plan_add(self, client_id: str, text: str, key: str | None, source: str) -> FactPlan:
+    def _plan_add(
+        self, client_id: str, text: str, key: str | None, source: str, pinned: bool = False
+    ) -> FactPlan:
         """A plan that writes the checked fact (new or replacing a keyed one), or nothing for a
-        duplicate; its time and id are fixed here, so a backend may run it more than once."""
+        duplicate; its time and id are fixed here, so a backend may run it more than once.
+        A pinned fact stays pinned; `pinned=True` pins a new, replaced or duplicate fact."""
         now, new_id = self._now(), uuid.uuid4().hex
 
         def plan(existing: list[Fact]) -> Fact | None:
+            fact = plan_unpinned(existing)
+            if fact is None:
+                same = fact_rules.find_fact(existing, text, key) if pinned else None
+                return dataclasses.replace(same, pinned=True) if same and not same.pinned else None
+            was = next((f.pinned for f in existing if f.id == fact.id), False)
+            return dataclasses.replace(fact, pinned=pinned or was)
+
+        def plan_unpinned(existing: list[Fact]) -> Fact | None:
             return fact_rules.plan_add(
                 existing,
                 client_id=client_id,
@@ -349,13 +368,20 @@ class RollingStore(StoreBackend):
         return plan
 
     def add_fact(
-        self, client_id: str, text: str, *, key: str | None = None, source: str = "code"
+        self,
+        client_id: str,
+        text: str,
+        *,
+        key: str | None = None,
+        source: str = "code",
+        pinned: bool = False,
     ) -> Fact | None:
         """Store a fact about the client and return it.
 
         A fact with the `key` of an existing one replaces its text (a team change updates the
         team fact). An exact duplicate is not stored twice: the existing fact is returned.
-        Returns None if `fact_filter` refused the fact.
+        Returns None if `fact_filter` refused the fact. A `pinned` fact (an allergy) is sent
+        before the others when the client's facts exceed their budget.
 
         Example:
             >>> from langchain_rolling_memory import open_store
@@ -367,17 +393,25 @@ class RollingStore(StoreBackend):
         checked = self._check_fact(text, key, source)
         if checked is None:
             return None
-        existing, fact = self._change_facts(client_id, self._plan_add(client_id, *checked, source))
+        plan = self._plan_add(client_id, *checked, source, _pinned(pinned))
+        existing, fact = self._change_facts(client_id, plan)
         return fact if fact is not None else fact_rules.find_fact(existing, *checked)
 
     async def aadd_fact(
-        self, client_id: str, text: str, *, key: str | None = None, source: str = "code"
+        self,
+        client_id: str,
+        text: str,
+        *,
+        key: str | None = None,
+        source: str = "code",
+        pinned: bool = False,
     ) -> Fact | None:
         validate_id(client_id, kind="client_id")
         checked = self._check_fact(text, key, source)
         if checked is None:
             return None
-        existing, fact = await self._achange_facts(client_id, self._plan_add(client_id, *checked, source))
+        plan = self._plan_add(client_id, *checked, source, _pinned(pinned))
+        existing, fact = await self._achange_facts(client_id, plan)
         return fact if fact is not None else fact_rules.find_fact(existing, *checked)
 
     def facts(self, client_id: str) -> list[Fact]:
@@ -475,6 +509,13 @@ class RollingStore(StoreBackend):
                 )
             )
         return client_export(client_id, await self._alist_facts(client_id), sessions, self._now())
+
+
+def _pinned(pinned: object) -> bool:
+    if not isinstance(pinned, bool):
+        msg = f"pinned must be True or False, got {pinned!r}"
+        raise ConfigurationError(msg)
+    return pinned
 
 
 def _check_count(name: str, value: object) -> None:

@@ -1,6 +1,9 @@
 """In-process backend: the reference implementation of the store contract (no persistence).
 
 An erase drops the objects at once; nothing is written anywhere, so `vacuum()` has nothing to do.
+
+Search ranks with one `search.Bm25Index` over every message and fact of the process (so its
+statistics span clients, as SQLite's FTS5 table does); a search keeps only its scope's entries.
 """
 
 from __future__ import annotations
@@ -9,10 +12,12 @@ import bisect
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.search import Bm25Index, index_text
+from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, index_rows
 from langchain_rolling_memory.stores.base import RollingStore
 
 __all__ = ["InMemoryRollingStore"]
@@ -27,6 +32,7 @@ class _Session:
     summary: SummaryRecord | None = None
     state: str | None = None
     lease: tuple[str, float] | None = None
+    dates: list[float] = field(default_factory=list)
 
 
 class InMemoryRollingStore(RollingStore):
@@ -42,6 +48,8 @@ class InMemoryRollingStore(RollingStore):
         self._lock = threading.RLock()
         self._sessions: dict[str, _Session] = {}
         self._facts: dict[str, dict[str, Fact]] = {}
+        # Entries ("m", session_id, seq) and ("f", client_id, fact_id); already folded text.
+        self._index = Bm25Index()
 
     def _session(self, session_id: str, client_id: str | None, now: float) -> _Session:
         session = self._sessions.get(session_id)
@@ -60,7 +68,9 @@ class InMemoryRollingStore(RollingStore):
         client_id: str | None,
         rows: Sequence[tuple[str, int | None]],
         now: float,
+        index: Sequence[IndexedRow] | None = None,
     ) -> list[int]:
+        entries = index_rows(rows, now, index)
         with self._lock:
             session = self._session(session_id, client_id, now)
             start = len(session.rows) + 1
@@ -68,8 +78,37 @@ class InMemoryRollingStore(RollingStore):
             session.rows.extend(
                 (seq, payload, tokens) for seq, (payload, tokens) in zip(seqs, rows, strict=True)
             )
+            session.dates.extend(entry.created_at for entry in entries)
+            for seq, entry in zip(seqs, entries, strict=True):
+                self._index.add(("m", session_id, seq), entry.text)
             session.updated_at = now
             return seqs
+
+    def _search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        with self._lock:
+            if session_id is not None:
+                sessions = {session_id}
+            else:
+                sessions = {sid for sid, s in self._sessions.items() if s.client_id == client_id}
+            out: list[SearchRow] = []
+            for doc, score in self._index.search(terms, limit=max(len(self._index), 1)):
+                kind, owner, item = cast("tuple[str, str, Any]", doc)
+                if kind == "m" and owner in sessions:
+                    session = self._sessions[owner]
+                    seq, payload, _ = session.rows[item - 1]
+                    out.append((score, owner, seq, payload, session.dates[item - 1], None))
+                elif kind == "f" and client_id is not None and owner == client_id:
+                    out.append((score, None, None, None, None, self._facts[owner][item]))
+                if len(out) >= limit:
+                    break
+            return out
+
+    def _forget_entries(self, session_id: str) -> None:
+        session = self._sessions.get(session_id)
+        for seq in range(1, len(session.rows) + 1) if session else ():
+            self._index.remove(("m", session_id, seq))
 
     def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
         with self._lock:
@@ -149,6 +188,7 @@ class InMemoryRollingStore(RollingStore):
 
     def _delete_session(self, session_id: str) -> None:
         with self._lock:
+            self._forget_entries(session_id)
             self._sessions.pop(session_id, None)
 
     def _list_facts(self, client_id: str) -> list[Fact]:
@@ -159,6 +199,7 @@ class InMemoryRollingStore(RollingStore):
     def _put_fact(self, fact: Fact) -> None:
         with self._lock:
             self._facts.setdefault(fact.client_id, {})[fact.id] = replace(fact)
+            self._index.add(("f", fact.client_id, fact.id), index_text(fact.text))
 
     def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
         with self._lock:
@@ -166,17 +207,21 @@ class InMemoryRollingStore(RollingStore):
 
     def _delete_fact(self, client_id: str, fact_id: str) -> bool:
         with self._lock:
+            self._index.remove(("f", client_id, fact_id))
             return self._facts.get(client_id, {}).pop(fact_id, None) is not None
 
     def _delete_client(self, client_id: str) -> None:
         with self._lock:
-            self._facts.pop(client_id, None)
+            for fact_id in self._facts.pop(client_id, {}):
+                self._index.remove(("f", client_id, fact_id))
             for session_id in self._list_sessions(client_id):
+                self._forget_entries(session_id)
                 del self._sessions[session_id]
 
     def _purge(self, cutoff: float) -> int:
         with self._lock:
             old = [sid for sid, s in self._sessions.items() if s.updated_at < cutoff]
             for sid in old:
+                self._forget_entries(sid)
                 del self._sessions[sid]
             return len(old)

@@ -25,7 +25,7 @@ from langchain_rolling_memory.errors import ConfigurationError, MissingExtraErro
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.stores.postgres_aio import AsyncPostgresPrimitives
-from langchain_rolling_memory.stores.postgres_sql import Queries, check_prefix
+from langchain_rolling_memory.stores.postgres_sql import Queries, check_config, check_prefix
 from langchain_rolling_memory.stores.postgres_sync import SyncPostgresPrimitives
 from langchain_rolling_memory.stores.urls import split_prefix
 
@@ -63,6 +63,10 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
             included) before it cancels it and the call raises `StoreError`, so a stuck
             server or a held lock does not stall a turn; None for no limit. Default 30.
         connect_kwargs: extra keyword arguments for every psycopg connection.
+        search_config: the text search configuration of `search` (``simple``: no stemming,
+            no stop words, good for French and English alike since the indexed text is
+            already folded; ``english`` or ``french`` stem). Rows keep the configuration
+            they were indexed with: choose it before writing.
         **options: fact limits and filter, see `RollingStore`.
 
     Example (needs a server, so not run here)::
@@ -81,6 +85,7 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
         timeout: float = 30.0,
         statement_timeout: float | None = 30.0,
         connect_kwargs: dict[str, Any] | None = None,
+        search_config: str = "simple",
         **options: Any,
     ) -> None:
         super().__init__(**options)
@@ -93,6 +98,7 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
             raise ConfigurationError(msg)
         self.prefix = check_prefix(table_prefix)
         self.q = Queries(self.prefix)
+        self.search_config = check_config(search_config)
         self._conninfo = conninfo
         self._pool_size = pool_size
         self._timeout = timeout
@@ -138,6 +144,14 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
 
     def _migrate(self, conn: Any) -> None:
         q = self.q
+        try:
+            conn.execute(q.check_config, (self.search_config,))
+        except self._psycopg.Error as exc:
+            msg = (
+                f"search_config {self.search_config!r} is not a text search configuration of this "
+                f"server ({exc}); list them with: SELECT cfgname FROM pg_ts_config"
+            )
+            raise ConfigurationError(msg) from exc
         with conn.transaction():
             # Two processes starting at once must not both create the tables.
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (q.lock_key,))
@@ -154,6 +168,8 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
             for number in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in q.migrations[number - 1]:
                     conn.execute(statement)
+                if number == 2:
+                    self._backfill(conn)
                 conn.execute(q.set_version, (str(number),))
 
     def vacuum(self, *, full: bool = True) -> None:
@@ -176,6 +192,17 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
                 await conn.execute(pg.VACUUM_RESTORE)
 
         await self._arun("vacuum", go)
+
+    def _backfill(self, conn: Any) -> None:
+        """Index the messages and facts written before schema 2 (in the migration's transaction)."""
+        q, cfg = self.q, self.search_config
+        with conn.cursor(name=f"lrm_backfill_{self.prefix}") as cur:
+            cur.execute(q.unindexed_messages)
+            while records := cur.fetchmany(2000):
+                conn.execute(q.index_messages, pg.backfill_messages(records, cfg))
+        facts = conn.execute(q.unindexed_facts).fetchall()
+        if facts:
+            conn.execute(q.index_facts, pg.backfill_facts(facts, cfg))
 
     def close(self) -> None:
         """Close the pools. An async pool is closed here only if its event loop is idle; in

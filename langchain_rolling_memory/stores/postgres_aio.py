@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import StoreBackend
+from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, StoreBackend, index_rows
 
 __all__ = ["AsyncPostgresPrimitives"]
 
@@ -32,6 +32,7 @@ class AsyncPostgresPrimitives(StoreBackend):
 
     q: pg.Queries
     prefix: str
+    search_config: str
     _psycopg: Any
     _psycopg_pool: Any
     _conninfo: str
@@ -88,8 +89,17 @@ class AsyncPostgresPrimitives(StoreBackend):
         client_id: str | None,
         rows: Sequence[tuple[str, int | None]],
         now: float,
+        index: Sequence[IndexedRow] | None = None,
     ) -> list[int]:
-        params = pg.append_params(session_id, client_id, list(rows), now, uuid.uuid4().hex)
+        params = pg.append_params(
+            session_id,
+            client_id,
+            list(rows),
+            now,
+            uuid.uuid4().hex,
+            index_rows(rows, now, index),
+            self.search_config,
+        )
         q = self.q
 
         async def first(conn: Any) -> list[int]:
@@ -132,6 +142,12 @@ class AsyncPostgresPrimitives(StoreBackend):
         params = {"sid": session_id, "limit": limit}
         return pg.summary_and_tail_of(await self._afetch("read", self.q.summary_and_tail, params))
 
+    async def _asearch(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        sql, params = pg.search_params(self.q, list(terms), client_id, session_id, limit, self.search_config)
+        return pg.search_rows_of(await self._afetch("search", sql, params))
+
     async def _alast_seq(self, session_id: str) -> int:
         rows = await self._afetch("read", self.q.last_seq, (session_id,))
         return int(rows[0][0]) if rows else 0
@@ -172,7 +188,7 @@ class AsyncPostgresPrimitives(StoreBackend):
         await self._afetch("delete", self.q.delete_session, {"sid": session_id})
 
     async def _alist_facts(self, client_id: str) -> list[Fact]:
-        return [Fact(*r) for r in await self._afetch("facts", self.q.list_facts, (client_id,))]
+        return [pg.fact_of(r) for r in await self._afetch("facts", self.q.list_facts, (client_id,))]
 
     async def _achange_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
         q = self.q
@@ -181,16 +197,16 @@ class AsyncPostgresPrimitives(StoreBackend):
             async with conn.transaction():
                 await conn.execute(q.lock_facts, (f"{self.prefix}facts:{client_id}",))
                 cur = await conn.execute(q.list_facts, (client_id,))
-                existing = [Fact(*r) for r in await cur.fetchall()]
+                existing = [pg.fact_of(r) for r in await cur.fetchall()]
                 fact = plan(existing)
                 if fact is not None:
-                    await conn.execute(q.put_fact, pg.fact_params(fact))
+                    await conn.execute(q.put_fact, pg.fact_params(fact, self.search_config))
                 return existing, fact
 
         return await self._arun("facts", go)
 
     async def _aput_fact(self, fact: Fact) -> None:
-        await self._acount("facts", self.q.put_fact, pg.fact_params(fact))
+        await self._acount("facts", self.q.put_fact, pg.fact_params(fact, self.search_config))
 
     async def _adelete_fact(self, client_id: str, fact_id: str) -> bool:
         return await self._acount("facts", self.q.delete_fact, (client_id, fact_id)) == 1

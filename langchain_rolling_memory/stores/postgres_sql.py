@@ -4,6 +4,14 @@ Owns text and the pure steps around it (parameters, decoding rows, mapping drive
 with no connection and no driver import: shared by the sync twin in `postgres_sync.py` and
 the async one in `postgres_aio.py`. Each statement is a single round trip; the ones that must be atomic are one
 statement (data-modifying CTEs run in one snapshot, in autocommit mode).
+
+Search (schema 2): a `tsv tsvector` column on messages and facts, written with the row by the
+same statement (so the index follows every append and is erased with its row), GIN-indexed,
+ranked by `ts_rank_cd` against `to_tsquery(search_config, search.tsquery(terms))`. The text
+handed to `to_tsvector` is `search.index_text`, already folded (accents, case), so the default
+``simple`` configuration matches French and English words alike without the `unaccent`
+extension (which needs a superuser to install); another configuration (``english``,
+``french``: stemming, stop words) is a store option.
 """
 
 from __future__ import annotations
@@ -14,7 +22,8 @@ from typing import Any
 
 from langchain_rolling_memory.errors import ConfigurationError, StoreError
 from langchain_rolling_memory.records import Fact, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
+from langchain_rolling_memory.search import index_text
+from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, IndexedRow, SearchRow, index_rows
 
 __all__ = [
     "MIGRATIONS",
@@ -23,10 +32,12 @@ __all__ = [
     "Queries",
     "append_params",
     "check_prefix",
+    "fact_of",
     "fact_params",
     "failure",
     "lost",
     "rows_of",
+    "search_rows_of",
     "session_of",
     "summary_and_tail_of",
     "summary_of",
@@ -34,6 +45,8 @@ __all__ = [
 ]
 
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
+_CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?")
+_FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned"
 
 # Append-only: migration N brings the schema from version N-1 to N. Never edit one that shipped.
 MIGRATIONS: tuple[str, ...] = (
@@ -81,6 +94,14 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX IF NOT EXISTS {p}facts_client ON {p}facts (client_id, created_at)
     """,
+    # 2: the search index (backfilled from the existing rows by the store) and pinned facts.
+    """
+    ALTER TABLE {p}messages ADD COLUMN IF NOT EXISTS tsv tsvector;
+    ALTER TABLE {p}facts ADD COLUMN IF NOT EXISTS tsv tsvector;
+    ALTER TABLE {p}facts ADD COLUMN IF NOT EXISTS pinned BOOLEAN NOT NULL DEFAULT FALSE;
+    CREATE INDEX IF NOT EXISTS {p}messages_tsv ON {p}messages USING GIN (tsv);
+    CREATE INDEX IF NOT EXISTS {p}facts_tsv ON {p}facts USING GIN (tsv)
+    """,
 )
 if len(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
     raise RuntimeError("one PostgreSQL migration per schema version is required")
@@ -93,6 +114,17 @@ def check_prefix(prefix: str) -> str:
         msg = f"table_prefix must match [a-z_][a-z0-9_]{{0,30}}, got {prefix!r}"
         raise ConfigurationError(msg)
     return prefix
+
+
+def check_config(config: str) -> str:
+    """A text search configuration name, checked before it reaches a statement."""
+    if not isinstance(config, str) or not _CONFIG.fullmatch(config):
+        msg = (
+            f"search_config must be a text search configuration name like 'simple' or "
+            f"'english', got {config!r}; list them with: SELECT cfgname FROM pg_ts_config"
+        )
+        raise ConfigurationError(msg)
+    return config
 
 
 class Queries:
@@ -126,9 +158,11 @@ class Queries:
                     OR t.client_id = excluded.client_id
                 RETURNING t.last_seq
             )
-            INSERT INTO {p}messages (session_id, seq, message, tokens, batch, created_at)
-            SELECT %(sid)s, s.last_seq - %(n)s + m.ord, m.message, m.tokens, %(batch)s, %(now)s
-            FROM s, unnest(%(msgs)s::text[], %(toks)s::int[]) WITH ORDINALITY AS m(message, tokens, ord)
+            INSERT INTO {p}messages (session_id, seq, message, tokens, batch, created_at, tsv)
+            SELECT %(sid)s, s.last_seq - %(n)s + m.ord, m.message, m.tokens, %(batch)s, m.at,
+                   to_tsvector(%(cfg)s::regconfig, m.text)
+            FROM s, unnest(%(msgs)s::text[], %(toks)s::int[], %(ats)s::float8[], %(texts)s::text[])
+                WITH ORDINALITY AS m(message, tokens, at, text, ord)
             RETURNING seq
         """
         # The retry of an append whose outcome is unknown: lock the session row first (this
@@ -203,15 +237,44 @@ class Queries:
             f"WITH gone AS (DELETE FROM {p}sessions WHERE updated_at < %(cutoff)s RETURNING session_id), "
             f"{children} SELECT count(*) FROM gone"
         )
-        self.list_facts = (
-            f"SELECT id, client_id, text, key, source, created_at, updated_at FROM {p}facts "
-            "WHERE client_id = %s ORDER BY created_at, id"
-        )
+        self.list_facts = f"SELECT {_FACT_COLUMNS} FROM {p}facts WHERE client_id = %s ORDER BY created_at, id"
         self.put_fact = (
-            f"INSERT INTO {p}facts AS f (id, client_id, text, key, source, created_at, updated_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET text = excluded.text, "
-            "key = excluded.key, source = excluded.source, updated_at = excluded.updated_at "
-            "WHERE f.client_id = excluded.client_id"
+            f"INSERT INTO {p}facts AS f ({_FACT_COLUMNS}, tsv) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector(%s::regconfig, %s)) "
+            "ON CONFLICT (id) DO UPDATE SET text = excluded.text, key = excluded.key, "
+            "source = excluded.source, updated_at = excluded.updated_at, pinned = excluded.pinned, "
+            "tsv = excluded.tsv WHERE f.client_id = excluded.client_id"
+        )
+        # Search: the scope's matching messages, then (a client named) its matching facts, in
+        # one ranking; a session scope reads one session, a client scope the sessions it owns.
+        nulls = "NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::float8, NULL::float8, NULL::bool"
+        messages = (
+            f"SELECT ts_rank_cd(m.tsv, q.q) AS score, m.session_id, m.seq, m.message, m.created_at, {nulls} "
+            f"FROM {p}messages AS m, q WHERE m.tsv @@ q.q AND "
+        )
+        facts = (
+            "SELECT ts_rank_cd(f.tsv, q.q), NULL, NULL, NULL, NULL, "
+            + ", ".join(f"f.{c.strip()}" for c in _FACT_COLUMNS.split(","))
+            + f" FROM {p}facts AS f, q WHERE f.client_id = %(cid)s::text AND f.tsv @@ q.q"
+        )
+        head = "WITH q AS (SELECT to_tsquery(%(cfg)s::regconfig, %(q)s) AS q) "
+        tail = " ORDER BY score DESC, session_id, seq LIMIT %(limit)s"
+        self.search_session = f"{head}({messages}m.session_id = %(sid)s) UNION ALL ({facts}){tail}"
+        self.search_client = (
+            f"{head}({messages}m.session_id IN (SELECT session_id FROM {p}sessions "
+            f"WHERE client_id = %(cid)s)) UNION ALL ({facts}){tail}"
+        )
+        self.check_config = "SELECT %s::regconfig"
+        self.unindexed_messages = f"SELECT session_id, seq, message FROM {p}messages WHERE tsv IS NULL"
+        self.index_messages = (
+            f"UPDATE {p}messages AS m SET tsv = to_tsvector(%s::regconfig, u.text) "
+            "FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS u(sid, seq, text) "
+            "WHERE m.session_id = u.sid AND m.seq = u.seq"
+        )
+        self.unindexed_facts = f"SELECT id, text FROM {p}facts WHERE tsv IS NULL"
+        self.index_facts = (
+            f"UPDATE {p}facts AS f SET tsv = to_tsvector(%s::regconfig, u.text) "
+            "FROM unnest(%s::text[], %s::text[]) AS u(id, text) WHERE f.id = u.id"
         )
         self.delete_fact = f"DELETE FROM {p}facts WHERE client_id = %s AND id = %s"
         # Fact writers of one client queue here (a new fact has no row to lock yet).
@@ -271,9 +334,19 @@ def vacuum(conn: Any, q: Queries, *, full: bool) -> None:
 
 
 def append_params(
-    session_id: str, client_id: str | None, rows: list[tuple[str, int | None]], now: float, batch: str
+    session_id: str,
+    client_id: str | None,
+    rows: list[tuple[str, int | None]],
+    now: float,
+    batch: str,
+    index: list[IndexedRow] | None = None,
+    config: str = "simple",
 ) -> dict[str, Any]:
+    entries = index_rows(rows, now, index)
     return {
+        "cfg": config,
+        "ats": [entry.created_at for entry in entries],
+        "texts": [entry.text for entry in entries],
         "sid": session_id,
         "cid": client_id,
         "now": now,
@@ -319,5 +392,54 @@ def session_of(session_id: str, record: tuple[Any, ...] | None) -> SessionInfo |
     return SessionInfo(session_id, None if client is None else str(client), float(created), float(updated))
 
 
-def fact_params(fact: Fact) -> tuple[Any, ...]:
-    return (fact.id, fact.client_id, fact.text, fact.key, fact.source, fact.created_at, fact.updated_at)
+def fact_params(fact: Fact, config: str = "simple") -> tuple[Any, ...]:
+    return (
+        fact.id,
+        fact.client_id,
+        fact.text,
+        fact.key,
+        fact.source,
+        fact.created_at,
+        fact.updated_at,
+        fact.pinned,
+        config,
+        index_text(fact.text),
+    )
+
+
+def fact_of(record: tuple[Any, ...]) -> Fact:
+    fact_id, client_id, text, key, source, created_at, updated_at, pinned = record
+    return Fact(fact_id, client_id, text, key, source, created_at, updated_at, bool(pinned))
+
+
+def search_params(
+    q: Queries, terms: list[str], client_id: str | None, session_id: str | None, limit: int, config: str
+) -> tuple[str, dict[str, Any]]:
+    from langchain_rolling_memory.search import tsquery
+
+    sql = q.search_client if session_id is None else q.search_session
+    params = {"cfg": config, "q": tsquery(terms), "sid": session_id, "cid": client_id, "limit": limit}
+    return sql, params
+
+
+def search_rows_of(records: list[tuple[Any, ...]]) -> list[SearchRow]:
+    out: list[SearchRow] = []
+    for score, sid, seq, payload, at, *fact in records:
+        if fact[0] is not None:
+            out.append((float(score), None, None, None, None, fact_of(tuple(fact))))
+        else:
+            out.append((float(score), str(sid), int(seq), str(payload), float(at), None))
+    return out
+
+
+def backfill_messages(records: list[tuple[Any, ...]], config: str) -> tuple[Any, ...]:
+    """Parameters of `Queries.index_messages` for rows written before the search index."""
+    from langchain_rolling_memory.search import message_index_text
+    from langchain_rolling_memory.serde import loads_message
+
+    texts = [message_index_text(loads_message(str(payload))) for _, _, payload in records]
+    return (config, [r[0] for r in records], [int(r[1]) for r in records], texts)
+
+
+def backfill_facts(records: list[tuple[Any, ...]], config: str) -> tuple[Any, ...]:
+    return (config, [r[0] for r in records], [index_text(str(r[1])) for r in records])

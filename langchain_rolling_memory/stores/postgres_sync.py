@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import StoreBackend
+from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, StoreBackend, index_rows
 
 __all__ = ["SyncPostgresPrimitives"]
 
@@ -30,6 +30,7 @@ class SyncPostgresPrimitives(StoreBackend):
 
     q: pg.Queries
     prefix: str
+    search_config: str
     _psycopg: Any
     _pool: Any
 
@@ -63,8 +64,17 @@ class SyncPostgresPrimitives(StoreBackend):
         client_id: str | None,
         rows: Sequence[tuple[str, int | None]],
         now: float,
+        index: Sequence[IndexedRow] | None = None,
     ) -> list[int]:
-        params = pg.append_params(session_id, client_id, list(rows), now, uuid.uuid4().hex)
+        params = pg.append_params(
+            session_id,
+            client_id,
+            list(rows),
+            now,
+            uuid.uuid4().hex,
+            index_rows(rows, now, index),
+            self.search_config,
+        )
         q = self.q
 
         def first(conn: Any) -> list[int]:
@@ -99,6 +109,12 @@ class SyncPostgresPrimitives(StoreBackend):
     def _summary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
         params = {"sid": session_id, "limit": limit}
         return pg.summary_and_tail_of(self._fetch("read", self.q.summary_and_tail, params))
+
+    def _search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        sql, params = pg.search_params(self.q, list(terms), client_id, session_id, limit, self.search_config)
+        return pg.search_rows_of(self._fetch("search", sql, params))
 
     def _last_seq(self, session_id: str) -> int:
         rows = self._fetch("read", self.q.last_seq, (session_id,))
@@ -142,7 +158,7 @@ class SyncPostgresPrimitives(StoreBackend):
         self._fetch("delete", self.q.delete_session, {"sid": session_id})
 
     def _list_facts(self, client_id: str) -> list[Fact]:
-        return [Fact(*r) for r in self._fetch("facts", self.q.list_facts, (client_id,))]
+        return [pg.fact_of(r) for r in self._fetch("facts", self.q.list_facts, (client_id,))]
 
     def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
         q = self.q
@@ -150,17 +166,17 @@ class SyncPostgresPrimitives(StoreBackend):
         def go(conn: Any) -> tuple[list[Fact], Fact | None]:
             with conn.transaction():
                 conn.execute(q.lock_facts, (f"{self.prefix}facts:{client_id}",))
-                existing = [Fact(*r) for r in conn.execute(q.list_facts, (client_id,)).fetchall()]
+                existing = [pg.fact_of(r) for r in conn.execute(q.list_facts, (client_id,)).fetchall()]
                 fact = plan(existing)
                 if fact is not None:
-                    conn.execute(q.put_fact, pg.fact_params(fact))
+                    conn.execute(q.put_fact, pg.fact_params(fact, self.search_config))
                 return existing, fact
 
         # Retried after a lost reply, the plan sees the fact it wrote and writes nothing.
         return self._run("facts", go)
 
     def _put_fact(self, fact: Fact) -> None:
-        self._count("facts", self.q.put_fact, pg.fact_params(fact))
+        self._count("facts", self.q.put_fact, pg.fact_params(fact, self.search_config))
 
     def _delete_fact(self, client_id: str, fact_id: str) -> bool:
         return self._count("facts", self.q.delete_fact, (client_id, fact_id)) == 1

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores import redis_scripts as lua
-from langchain_rolling_memory.stores.backend import StoreBackend
+from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, StoreBackend
 
 __all__ = ["AsyncRedisPrimitives"]
 
@@ -69,16 +69,45 @@ class AsyncRedisPrimitives(StoreBackend):
         return await self._acall(op, lambda: self._ascripts[name](keys=keys, args=args))
 
     async def _aappend(
-        self, session_id: str, client_id: str | None, rows: Sequence[tuple[str, int | None]], now: float
+        self,
+        session_id: str,
+        client_id: str | None,
+        rows: Sequence[tuple[str, int | None]],
+        now: float,
+        index: Sequence[IndexedRow] | None = None,
     ) -> list[int]:
         keys = self.keys.append(session_id, client_id)
-        args, again = lua.append_args(session_id, client_id, rows, now, self._ttl_ms)
+        args, again = lua.append_args(session_id, client_id, rows, now, self._ttl_ms, index)
         await self._aclient()
         script = self._ascripts["append"]
         reply = await self._acall(
             "append", lambda: script(keys=keys, args=args), lambda: script(keys=keys, args=again)
         )
         return lua.seqs_of(reply, session_id, client_id)
+
+    async def _asearch(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        sessions = [session_id] if session_id is not None else await self._alist_sessions(str(client_id))
+        client = await self._aclient()
+
+        async def go() -> list[SearchRow]:
+            async with client.pipeline(transaction=False) as pipe:
+                for sid in sessions:
+                    pipe.lrange(self.keys.idx(sid), 0, -1)
+                if client_id is not None:
+                    pipe.hgetall(self.keys.facts(client_id))
+                replies = await pipe.execute()
+            facts = lua.facts_of(replies[-1]) if client_id is not None else []
+            ranked = lua.rank(terms, sessions, replies[: len(sessions)], facts, limit)
+            async with client.pipeline(transaction=False) as pipe:
+                for hit in ranked:
+                    if hit[4] is None:  # a message: fetch it
+                        pipe.lindex(self.keys.msgs(str(hit[1])), int(hit[2] or 0) - 1)
+                payloads = await pipe.execute()
+            return lua.search_rows(ranked, payloads)
+
+        return await self._acall("search", go)
 
     async def _aread(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
         args = lua.read_args(after_seq, limit, newest)

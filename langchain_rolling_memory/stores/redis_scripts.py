@@ -14,6 +14,7 @@ Keys, for prefix ``p`` (default ``lrm:``)::
     p s:<sid>:sum            hash text, covered_seq, version, meta, updated_at
     p s:<sid>:lease          hash owner, expires_at
     p s:<sid>:batches        list of "<batch> <first seq> <count>" (recent appends, for retries)
+    p s:<sid>:idx            list of "<created_at or -> <search.index_text>"; index i is seq i+1
     p c:<cid>:sessions       set of session ids
     p c:<cid>:facts          hash fact id -> fact json
 
@@ -31,6 +32,7 @@ from typing import Any
 
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, StoreError
 from langchain_rolling_memory.records import Fact, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.stores.backend import IndexedRow, index_rows
 
 __all__ = [
     "SCRIPTS",
@@ -46,8 +48,11 @@ __all__ = [
     "fact_json",
     "facts_of",
     "failure",
+    "idx_of",
+    "rank",
     "read_args",
     "rows_of",
+    "search_rows",
     "seqs_of",
     "session_of",
     "state_args",
@@ -97,9 +102,13 @@ class Keys:
     def lease(self, sid: str) -> str:
         return self.session(sid)[3]
 
+    def idx(self, sid: str) -> str:
+        """The session's search entries (schema 2), one per message."""
+        return f"{self.prefix}s:{sid}:idx"
+
     def append(self, sid: str, cid: str | None) -> list[str]:
         """KEYS of the append script."""
-        return [*self.session(sid), self.client_sessions(cid), self.updated]
+        return [*self.session(sid), self.client_sessions(cid), self.updated, self.idx(sid)]
 
     def summary_and_tail(self, sid: str) -> list[str]:
         """KEYS of the summary-and-tail script."""
@@ -108,12 +117,12 @@ class Keys:
     def cas(self, sid: str) -> list[str]:
         """KEYS of the compare-and-swap script."""
         info, msgs, summary, _lease, batches = self.session(sid)
-        return [summary, info, msgs, batches]
+        return [summary, info, msgs, batches, self.idx(sid)]
 
     def state(self, sid: str, cid: str | None) -> list[str]:
         """KEYS of the set-state script."""
         info, msgs, summary, _lease, batches = self.session(sid)
-        return [info, msgs, summary, batches, self.client_sessions(cid), self.updated]
+        return [info, msgs, summary, batches, self.client_sessions(cid), self.updated, self.idx(sid)]
 
     def client(self, cid: str) -> list[str]:
         """KEYS of the forget script."""
@@ -124,7 +133,7 @@ class Keys:
 _LIB = """
 local function session_keys(p, sid)
   return {p..'s:'..sid..':info', p..'s:'..sid..':msgs', p..'s:'..sid..':sum',
-          p..'s:'..sid..':lease', p..'s:'..sid..':batches'}
+          p..'s:'..sid..':lease', p..'s:'..sid..':batches', p..'s:'..sid..':idx'}
 end
 local function drop_session(p, sid)
   local keys = session_keys(p, sid)
@@ -170,8 +179,8 @@ local function rows(msgs, after, limit, newest)
 end
 """
 
-# KEYS: info msgs sum lease batches csessions updated
-# ARGV: sid cid now ttl_ms check batch payload...
+# KEYS: info msgs sum lease batches csessions updated idx
+# ARGV: sid cid now ttl_ms check batch payload... entry... (as many entries as payloads)
 APPEND = (
     _LIB
     + """
@@ -185,17 +194,20 @@ if check == '1' then
   end
 end
 own(KEYS[1], KEYS[6], KEYS[7], sid, cid, now)
-local n = #ARGV - 6
+local n = (#ARGV - 6) / 2
 local total = 0
-for i = 7, #ARGV, 1000 do
-  total = redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+for i = 7, 6 + n, 1000 do
+  total = redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, 6 + n)))
+end
+for i = 7 + n, #ARGV, 1000 do
+  redis.call('RPUSH', KEYS[8], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 local first = total - n + 1
 redis.call('LPUSH', KEYS[5], batch..' '..first..' '..n)
 redis.call('LTRIM', KEYS[5], 0, """
     + str(RECENT_BATCHES - 1)
     + """)
-touch({KEYS[1], KEYS[2], KEYS[3], KEYS[5]}, ttl)
+touch({KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[8]}, ttl)
 return {first, n}
 """
 )
@@ -215,7 +227,7 @@ return out
 """
 )
 
-# KEYS: sum info msgs batches; ARGV: expected text covered meta now ttl_ms
+# KEYS: sum info msgs batches idx; ARGV: expected text covered meta now ttl_ms
 CAS_SUMMARY = (
     _LIB
     + """
@@ -243,13 +255,13 @@ if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then redis.call('DEL', KEYS[1
 return 1
 """
 
-# KEYS: info msgs sum batches csessions updated; ARGV: sid cid now state ttl_ms
+# KEYS: info msgs sum batches csessions updated idx; ARGV: sid cid now state ttl_ms
 SET_STATE = (
     _LIB
     + """
 if not own(KEYS[1], KEYS[5], KEYS[6], ARGV[1], ARGV[2], ARGV[3]) then return 0 end
 redis.call('HSET', KEYS[1], 'state', ARGV[4])
-touch({KEYS[1], KEYS[2], KEYS[3], KEYS[4]}, tonumber(ARGV[5]))
+touch({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]}, tonumber(ARGV[5]))
 return 1
 """
 )
@@ -331,13 +343,29 @@ def summary_of(text: Any, covered: Any, version: Any, meta: Any, updated: Any) -
 
 
 def append_args(
-    session_id: str, client_id: str | None, rows: Sequence[tuple[str, int | None]], now: float, ttl_ms: int
+    session_id: str,
+    client_id: str | None,
+    rows: Sequence[tuple[str, int | None]],
+    now: float,
+    ttl_ms: int,
+    index: Sequence[IndexedRow] | None = None,
 ) -> tuple[list[Any], list[Any]]:
     """ARGV of the append script: first try, and retry (which looks for the batch first)."""
     batch = uuid.uuid4().hex
     payloads = [encode_row(payload, tokens) for payload, tokens in rows]
+    payloads += [idx_entry(entry.created_at, entry.text) for entry in index_rows(rows, now, index)]
     head = [session_id, client_id or "", repr(now), ttl_ms]
     return [*head, 0, batch, *payloads], [*head, 1, batch, *payloads]
+
+
+def idx_entry(created_at: float | None, text: str) -> str:
+    return f"{'-' if created_at is None else repr(created_at)} {text}"
+
+
+def idx_of(item: Any) -> tuple[float | None, str]:
+    """``(created_at, indexed text)`` of one entry of a session's idx list."""
+    at, _, text = str(item).partition(" ")
+    return (None if at == "-" else float(at)), text
 
 
 def seqs_of(reply: Sequence[Any], session_id: str, client_id: str | None) -> list[int]:
@@ -391,6 +419,53 @@ def failure(redis: Any, op: str, exc: BaseException, retried: bool) -> StoreErro
         else ""
     )
     return StoreError(f"Redis {op} failed{after}: {type(exc).__name__}: {exc}{hint}")
+
+
+def rank(
+    terms: Sequence[str],
+    sessions: Sequence[str],
+    entries: Sequence[Sequence[Any]],
+    facts: list[Fact],
+    limit: int,
+) -> list[tuple[float, str | None, int | None, float | None, Fact | None]]:
+    """The fallback search of a server without the search module: BM25 (light stemming) over
+    the scope's idx entries and facts, read whole; ``(score, sid, seq, created_at, fact)``."""
+    from langchain_rolling_memory.search import Bm25Index, index_text
+
+    index = Bm25Index(stem=True)
+    dates: dict[tuple[str, int], float | None] = {}
+    for sid, items in zip(sessions, entries, strict=True):
+        for offset, item in enumerate(items):
+            at, text = idx_of(item)
+            dates[(sid, offset + 1)] = at
+            index.add((sid, offset + 1), text)
+    by_id = {fact.id: fact for fact in facts}
+    for fact in facts:
+        index.add(fact.id, index_text(fact.text))
+    out: list[tuple[float, str | None, int | None, float | None, Fact | None]] = []
+    for doc, score in index.search(terms, limit=limit):
+        if isinstance(doc, tuple):
+            out.append((score, doc[0], doc[1], dates[doc], None))
+        else:
+            out.append((score, None, None, None, by_id[str(doc)]))
+    return out
+
+
+def search_rows(
+    ranked: list[tuple[float, str | None, int | None, float | None, Fact | None]], payloads: Sequence[Any]
+) -> list[Any]:
+    """`SearchRow`s of `rank`'s output and the message items fetched for its message hits, in
+    order (an item erased meanwhile, None, drops its hit)."""
+    out: list[Any] = []
+    items = iter(payloads)
+    for score, sid, seq, at, fact in ranked:
+        if fact is not None:
+            out.append((score, None, None, None, None, fact))
+            continue
+        item = next(items)
+        if item is not None:
+            out.append((score, sid, seq, str(item).partition(" ")[2], at, None))
+    return out
 
 
 def fact_json(fact: Fact) -> str:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores import redis_scripts as lua
-from langchain_rolling_memory.stores.backend import StoreBackend
+from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, StoreBackend
 
 __all__ = ["SyncRedisPrimitives"]
 
@@ -52,15 +52,43 @@ class SyncRedisPrimitives(StoreBackend):
         return self._call(op, lambda: self._scripts[name](keys=keys, args=args))
 
     def _append(
-        self, session_id: str, client_id: str | None, rows: Sequence[tuple[str, int | None]], now: float
+        self,
+        session_id: str,
+        client_id: str | None,
+        rows: Sequence[tuple[str, int | None]],
+        now: float,
+        index: Sequence[IndexedRow] | None = None,
     ) -> list[int]:
         keys = self.keys.append(session_id, client_id)
-        args, again = lua.append_args(session_id, client_id, rows, now, self._ttl_ms)
+        args, again = lua.append_args(session_id, client_id, rows, now, self._ttl_ms, index)
         script = self._scripts["append"]
         reply = self._call(
             "append", lambda: script(keys=keys, args=args), lambda: script(keys=keys, args=again)
         )
         return lua.seqs_of(reply, session_id, client_id)
+
+    def _search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        sessions = [session_id] if session_id is not None else self._list_sessions(str(client_id))
+
+        def go() -> list[SearchRow]:
+            with self._r.pipeline(transaction=False) as pipe:
+                for sid in sessions:
+                    pipe.lrange(self.keys.idx(sid), 0, -1)
+                if client_id is not None:
+                    pipe.hgetall(self.keys.facts(client_id))
+                replies = pipe.execute()
+            facts = lua.facts_of(replies[-1]) if client_id is not None else []
+            ranked = lua.rank(terms, sessions, replies[: len(sessions)], facts, limit)
+            with self._r.pipeline(transaction=False) as pipe:
+                for hit in ranked:
+                    if hit[4] is None:  # a message: fetch it
+                        pipe.lindex(self.keys.msgs(str(hit[1])), int(hit[2] or 0) - 1)
+                payloads = pipe.execute()
+            return lua.search_rows(ranked, payloads)
+
+        return self._call("search", go)
 
     def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
         args = lua.read_args(after_seq, limit, newest)

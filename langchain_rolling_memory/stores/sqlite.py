@@ -12,6 +12,15 @@ transaction at that moment the checkpoint cannot finish and a warning is logged;
 runs it again. Copies outside the files (backups, the file system's own journal) are out of
 reach. Driver errors (disk full, read-only file) become `StoreError` naming the file; a
 write-protected file (or ``read_only=True``) is opened read-only, so reads still work.
+
+Search (schema 2) is FTS5 with *external content*: `{p}search_docs` holds one row per message
+and fact (its `search.index_text`, already folded) and the FTS5 table `{p}search` indexes
+it without a second copy of the text; triggers keep the index in step with `search_docs`,
+and `search_docs` in step with every delete of a message or a fact, so no erasure path
+can leave an entry behind. External content rather than contentless: SQLite before 3.43
+can delete from a contentless table only if handed the exact text it indexed, which would
+have to be recomputed from the message (and would break if the indexed text ever changed).
+Ranking is FTS5's `bm25()`.
 """
 
 from __future__ import annotations
@@ -30,7 +39,9 @@ from urllib.parse import quote
 
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, SchemaVersionError, StoreError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
+from langchain_rolling_memory.search import fts5_query, index_text, message_index_text
+from langchain_rolling_memory.serde import loads_message
+from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, IndexedRow, SearchRow, index_rows
 from langchain_rolling_memory.stores.base import RollingStore
 
 __all__ = ["SQLiteRollingStore"]
@@ -84,9 +95,60 @@ _MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX IF NOT EXISTS {p}facts_client ON {p}facts (client_id, created_at);
     """,
+    # 2: pinned facts and the search index (backfilled from the existing rows by `_backfill`).
+    """
+    ALTER TABLE {p}facts ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE IF NOT EXISTS {p}search_docs (
+        doc INTEGER PRIMARY KEY,
+        session_id TEXT,
+        seq INTEGER,
+        client_id TEXT,
+        fact_id TEXT,
+        text TEXT NOT NULL
+    );
+    CREATE UNIQUE INDEX IF NOT EXISTS {p}search_docs_message
+        ON {p}search_docs (session_id, seq) WHERE fact_id IS NULL;
+    CREATE UNIQUE INDEX IF NOT EXISTS {p}search_docs_fact ON {p}search_docs (fact_id) WHERE fact_id IS NOT NULL;
+    CREATE VIRTUAL TABLE IF NOT EXISTS {p}search USING fts5(
+        text, content='{p}search_docs', content_rowid='doc', tokenize='unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER IF NOT EXISTS {p}search_docs_added AFTER INSERT ON {p}search_docs BEGIN
+        INSERT INTO {p}search (rowid, text) VALUES (new.doc, new.text);
+    END;
+    CREATE TRIGGER IF NOT EXISTS {p}search_docs_gone AFTER DELETE ON {p}search_docs BEGIN
+        INSERT INTO {p}search ({p}search, rowid, text) VALUES ('delete', old.doc, old.text);
+    END;
+    CREATE TRIGGER IF NOT EXISTS {p}messages_unindexed AFTER DELETE ON {p}messages BEGIN
+        DELETE FROM {p}search_docs WHERE session_id = old.session_id AND seq = old.seq AND fact_id IS NULL;
+    END;
+    CREATE TRIGGER IF NOT EXISTS {p}facts_unindexed AFTER DELETE ON {p}facts BEGIN
+        DELETE FROM {p}search_docs WHERE fact_id = old.id;
+    END;
+    """,
 )
 if len(_MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
     raise RuntimeError("one SQLite migration per schema version is required")
+
+_FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned"
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a migration: split on ``;``, but a trigger body's ``;`` does not end it."""
+    out, pending = [], ""
+    for part in script.split(";"):
+        pending += part + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                out.append(pending.strip())
+            pending = ""
+    if pending.strip(" \n;"):  # pragma: no cover - a migration with an unfinished statement
+        out.append(pending.strip())
+    return out
+
+
+def _fact_of(row: Sequence[Any]) -> Fact:
+    fact_id, client_id, text, key, source, created_at, updated_at, pinned = row
+    return Fact(fact_id, client_id, text, key, source, created_at, updated_at, bool(pinned))
 
 
 class SQLiteRollingStore(RollingStore):
@@ -254,14 +316,29 @@ class SQLiteRollingStore(RollingStore):
                 )
                 raise SchemaVersionError(msg)
             for number in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _MIGRATIONS[number - 1].format(p=self.prefix).split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
+                for statement in _statements(_MIGRATIONS[number - 1].format(p=self.prefix)):
+                    conn.execute(statement)
+                if number == 2:
+                    self._backfill(conn)
                 conn.execute(
                     f"INSERT INTO {meta} (key, value) VALUES ('schema_version', ?) "
                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     (str(number),),
                 )
+
+    def _backfill(self, conn: sqlite3.Connection) -> None:
+        """Index the messages and facts written before schema 2 (in the migration's transaction)."""
+        docs = self._t("search_docs")
+        messages = conn.execute(f"SELECT session_id, seq, message FROM {self._t('messages')}")
+        conn.executemany(
+            f"INSERT INTO {docs} (session_id, seq, text) VALUES (?, ?, ?)",
+            ((sid, seq, message_index_text(loads_message(payload))) for sid, seq, payload in messages),
+        )
+        facts = conn.execute(f"SELECT id, client_id, text FROM {self._t('facts')}")
+        conn.executemany(
+            f"INSERT INTO {docs} (fact_id, client_id, text) VALUES (?, ?, ?)",
+            ((fid, cid, index_text(text)) for fid, cid, text in facts),
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -275,7 +352,9 @@ class SQLiteRollingStore(RollingStore):
         client_id: str | None,
         rows: Sequence[tuple[str, int | None]],
         now: float,
+        index: Sequence[IndexedRow] | None = None,
     ) -> list[int]:
+        entries = index_rows(rows, now, index)
         sessions, messages = self._t("sessions"), self._t("messages")
         with self._write() as conn:
             row = conn.execute(
@@ -296,11 +375,49 @@ class SQLiteRollingStore(RollingStore):
                 f"INSERT INTO {messages} (session_id, seq, message, tokens, created_at) "
                 "VALUES (?, ?, ?, ?, ?)",
                 [
-                    (session_id, seq, payload, tokens, now)
-                    for seq, (payload, tokens) in zip(seqs, rows, strict=True)
+                    (session_id, seq, payload, tokens, entry.created_at)
+                    for seq, (payload, tokens), entry in zip(seqs, rows, entries, strict=True)
                 ],
             )
+            conn.executemany(
+                f"INSERT INTO {self._t('search_docs')} (session_id, seq, text) VALUES (?, ?, ?)",
+                [(session_id, seq, entry.text) for seq, entry in zip(seqs, entries, strict=True)],
+            )
         return seqs
+
+    def _search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        fts, docs = self._t("search"), self._t("search_docs")
+        # The FTS table drives the ranking (bm25() needs it) and the scope filters its matches;
+        # only the best `limit` entries are then joined to their message or fact.
+        sql = f"""
+            WITH top AS (
+                SELECT d.doc, d.session_id, d.seq, d.fact_id, bm25({fts}) AS rank
+                FROM {fts} JOIN {docs} AS d ON d.doc = {fts}.rowid
+                WHERE {fts} MATCH :q AND (
+                    (d.fact_id IS NULL AND (d.session_id = :sid OR (:sid IS NULL AND d.session_id IN
+                        (SELECT session_id FROM {self._t("sessions")} WHERE client_id = :cid))))
+                    OR (d.fact_id IS NOT NULL AND d.client_id = :cid)
+                )
+                ORDER BY rank, d.doc LIMIT :limit
+            )
+            SELECT -top.rank, top.session_id, top.seq, m.message, m.created_at,
+                   f.id, f.client_id, f.text, f.key, f.source, f.created_at, f.updated_at, f.pinned
+            FROM top
+            LEFT JOIN {self._t("messages")} AS m
+                ON top.fact_id IS NULL AND m.session_id = top.session_id AND m.seq = top.seq
+            LEFT JOIN {self._t("facts")} AS f ON f.id = top.fact_id
+            ORDER BY top.rank, top.doc
+        """
+        params = {"q": fts5_query(terms), "sid": session_id, "cid": client_id, "limit": limit}
+        out: list[SearchRow] = []
+        for score, sid, seq, payload, at, *fact in self._query(sql, params):  # type: ignore[arg-type]
+            if fact[0] is not None:
+                out.append((float(score), None, None, None, None, _fact_of(fact)))
+            elif payload is not None:
+                out.append((float(score), str(sid), int(seq), str(payload), float(at), None))
+        return out
 
     def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
         messages = self._t("messages")
@@ -426,11 +543,10 @@ class SQLiteRollingStore(RollingStore):
 
     def _list_facts(self, client_id: str) -> list[Fact]:
         rows = self._query(
-            f"SELECT id, client_id, text, key, source, created_at, updated_at FROM {self._t('facts')} "
-            "WHERE client_id = ? ORDER BY created_at, id",
+            f"SELECT {_FACT_COLUMNS} FROM {self._t('facts')} WHERE client_id = ? ORDER BY created_at, id",
             (client_id,),
         )
-        return [Fact(*row) for row in rows]
+        return [_fact_of(row) for row in rows]
 
     def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
         # One write transaction: a second process adding the same fact waits, then sees it.
@@ -446,11 +562,11 @@ class SQLiteRollingStore(RollingStore):
             self._insert_fact(conn, fact)
 
     def _insert_fact(self, conn: sqlite3.Connection, fact: Fact) -> None:
-        conn.execute(
-            f"INSERT INTO {self._t('facts')} (id, client_id, text, key, source, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET text = excluded.text, "
-            "key = excluded.key, source = excluded.source, updated_at = excluded.updated_at "
-            f"WHERE {self._t('facts')}.client_id = excluded.client_id",
+        cur = conn.execute(
+            f"INSERT INTO {self._t('facts')} ({_FACT_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET text = excluded.text, "
+            "key = excluded.key, source = excluded.source, updated_at = excluded.updated_at, "
+            f"pinned = excluded.pinned WHERE {self._t('facts')}.client_id = excluded.client_id",
             (
                 fact.id,
                 fact.client_id,
@@ -459,8 +575,16 @@ class SQLiteRollingStore(RollingStore):
                 fact.source,
                 fact.created_at,
                 fact.updated_at,
+                int(fact.pinned),
             ),
         )
+        if cur.rowcount == 1:  # written (not another client's id): its entry follows its text
+            docs = self._t("search_docs")
+            conn.execute(f"DELETE FROM {docs} WHERE fact_id = ?", (fact.id,))
+            conn.execute(
+                f"INSERT INTO {docs} (fact_id, client_id, text) VALUES (?, ?, ?)",
+                (fact.id, fact.client_id, index_text(fact.text)),
+            )
 
     def _delete_fact(self, client_id: str, fact_id: str) -> bool:
         with self._write() as conn:
@@ -474,6 +598,10 @@ class SQLiteRollingStore(RollingStore):
         with self._write() as conn:
             conn.execute(f"DELETE FROM {self._t('facts')} WHERE client_id = ?", (client_id,))
             self._delete_sessions_where(conn, "client_id = ?", (client_id,))
+            # FTS5 deletes are markers until segments merge: merge now so the forgotten
+            # client's words leave the index pages too.
+            fts = self._t("search")
+            conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('optimize')")
         self._checkpoint()
 
     def _purge(self, cutoff: float) -> int:

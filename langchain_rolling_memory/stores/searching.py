@@ -1,0 +1,172 @@
+"""The pure steps around a store search and a dated append: scope, dates, hits; no I/O.
+
+Owns what `RollingStore.search` and `append(created_at=...)` check before a backend is
+called (a scope is required, a session searched with a client must be that client's, dates
+are finite seconds) and turning a backend's ranked rows into `SearchHit`s. It does not rank
+(the backends do, each on its own engine) and analyses no text (`search.py` does).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+from langchain_core.messages import BaseMessage
+
+from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
+from langchain_rolling_memory.ids import validate_id
+from langchain_rolling_memory.records import SessionInfo
+from langchain_rolling_memory.search import SearchHit, message_index_text, query_terms
+from langchain_rolling_memory.serde import loads_message
+from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, StoreBackend
+
+__all__ = ["CreatedAt", "SearchApi", "check_owner", "hits_of", "index_of", "search_scope"]
+
+CreatedAt = float | datetime | Sequence[float | datetime] | None
+"""``created_at=`` of `append`: one date for the whole batch, one per message, or None (now)."""
+
+MAX_SEARCH_LIMIT = 1000
+
+
+def _seconds(value: object) -> float:
+    if isinstance(value, datetime):
+        # A naive datetime is read as UTC: recalled excerpts are dated in UTC too.
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+        return aware.timestamp()
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    msg = (
+        "created_at must be seconds since the epoch (a finite number) or a datetime, "
+        f"got {value!r}; pass time.time()-style seconds or a datetime"
+    )
+    raise ConfigurationError(msg)
+
+
+def index_of(messages: Sequence[BaseMessage], created_at: CreatedAt, now: float) -> list[IndexedRow]:
+    """The date and indexed text of each message to append (bad dates raise, before any write)."""
+    if created_at is None or isinstance(created_at, (int, float, datetime)):
+        dates = [now if created_at is None else _seconds(created_at)] * len(messages)
+    elif isinstance(created_at, Sequence) and not isinstance(created_at, (str, bytes)):
+        if len(created_at) != len(messages):
+            msg = (
+                f"created_at must have one date per message, got {len(created_at)} "
+                f"for {len(messages)} messages; pass one date for the batch or one per message"
+            )
+            raise ConfigurationError(msg)
+        dates = [_seconds(value) for value in created_at]
+    else:
+        dates = [_seconds(created_at)]  # raises with the message above
+    return [IndexedRow(at, message_index_text(m)) for at, m in zip(dates, messages, strict=True)]
+
+
+def search_scope(client_id: str | None, session_id: str | None, limit: int) -> tuple[str | None, str | None]:
+    """The checked ids of a search; one of them is required, so no search spans clients."""
+    if client_id is None and session_id is None:
+        msg = (
+            "a search needs a scope, got client_id=None and session_id=None; "
+            "pass client_id= (all of a client's sessions and facts) or session_id= (one session)"
+        )
+        raise ConfigurationError(msg)
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_SEARCH_LIMIT:
+        msg = f"limit must be an int from 1 to {MAX_SEARCH_LIMIT}, got {limit!r}"
+        raise ConfigurationError(msg)
+    client = None if client_id is None else validate_id(client_id, kind="client_id")
+    session = None if session_id is None else validate_id(session_id)
+    return client, session
+
+
+def check_owner(info: SessionInfo | None, session_id: str, client_id: str) -> None:
+    """Refuse to search a session with a client that does not own it (an unknown session
+    holds nothing, so it is searched, and finds nothing)."""
+    if info is None or info.client_id == client_id:
+        return
+    if info.client_id is None:
+        msg = (
+            f"session {session_id!r} belongs to no client, so it cannot be searched as "
+            f"{client_id!r}'s; search it with session_id= alone, or append to it with client_id="
+        )
+        raise OwnershipError(msg)
+    raise OwnershipError.for_session(session_id, client_id)
+
+
+def hits_of(rows: Sequence[SearchRow]) -> list[SearchHit]:
+    """`SearchHit`s of a backend's ranked rows, in their order."""
+    hits = []
+    for score, session_id, seq, payload, created_at, fact in rows:
+        if fact is not None:
+            hits.append(
+                SearchHit("fact", None, None, fact.created_at, float(score), fact=fact, text=fact.text)
+            )
+        elif payload is not None:
+            message = loads_message(payload)
+            hits.append(
+                SearchHit(
+                    "message",
+                    session_id,
+                    seq,
+                    created_at,
+                    float(score),
+                    message=message,
+                    text=str(message.text),
+                )
+            )
+    return hits
+
+
+def _bad_query(query: object) -> list[str]:
+    msg = f"query must be a str, got {type(query).__name__}; pass the user's words as text"
+    raise TypeError(msg)
+
+
+class SearchApi(StoreBackend):
+    """The public ``search``/``asearch`` of every store, on the backend's `_search` primitive."""
+
+    def search(
+        self,
+        query: str,
+        *,
+        client_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 10,
+    ) -> list[SearchHit]:
+        """The messages (and facts) most relevant to `query`, best first, within one scope.
+
+        `client_id` searches every session of the client and its facts; `session_id` one
+        session (with `client_id` too, the session must be that client's: `OwnershipError`
+        otherwise). One of them is required: a search never crosses clients. The query is
+        plain words (`search.query_terms`): search syntax in it is text, and a query of
+        stop words only finds nothing without querying.
+
+        Example:
+            >>> from langchain_core.messages import HumanMessage
+            >>> from langchain_rolling_memory import open_store
+            >>> store = open_store("memory://")
+            >>> store.append("s1", [HumanMessage("We adopted a cat named Oscar")], client_id="c1")
+            [1]
+            >>> store.search("what is the cat called?", client_id="c1")[0].seq
+            1
+        """
+        client, session = search_scope(client_id, session_id, limit)
+        terms = query_terms(query) if isinstance(query, str) else _bad_query(query)
+        if not terms:
+            return []
+        if client is not None and session is not None:
+            check_owner(self._get_session(session), session, client)
+        return hits_of(self._search(terms, client, session, limit))
+
+    async def asearch(
+        self,
+        query: str,
+        *,
+        client_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 10,
+    ) -> list[SearchHit]:
+        client, session = search_scope(client_id, session_id, limit)
+        terms = query_terms(query) if isinstance(query, str) else _bad_query(query)
+        if not terms:
+            return []
+        if client is not None and session is not None:
+            check_owner(await self._aget_session(session), session, client)
+        return hits_of(await self._asearch(terms, client, session, limit))
