@@ -274,11 +274,19 @@ def test_structured_summary_from_json_text_when_the_model_has_no_structured_outp
         "Topic: Deliveries.\nPreferences: Saturdays only.\nDecisions: Ship with DHL.\nFacts: Client Ana."
     )
     assert '"user_preferences"' in model.requests[0][0].text  # the prompt asked for JSON
+    assert result.fields == {
+        "topic": "Deliveries",
+        "user_preferences": ["Saturdays only"],
+        "decisions": ["Ship with DHL"],
+        "open_questions": [],
+        "key_facts": ["Client Ana"],
+    }
 
 
 def test_structured_reply_that_does_not_parse_is_used_as_plain_text() -> None:
     result = chat_model_summarizer(_model(SUMMARY), structured=True).summarize("", FOLDED)
     assert result.text == SUMMARY
+    assert result.fields is None
 
 
 def test_structured_labels_follow_the_language() -> None:

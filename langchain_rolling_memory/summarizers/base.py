@@ -6,9 +6,9 @@ chat models into it is `coerce`. Does not decide when to summarize (engine) nor 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, Union, runtime_checkable
+from typing import Any, Protocol, Union, runtime_checkable
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -29,12 +29,16 @@ class SummaryResult:
         input_tokens / output_tokens: tokens billed for the model calls (None: unknown, the
             engine counts them); 0 for a summarizer that calls no model.
         calls: model calls that answered (a retry after an unusable reply counts twice).
+        fields: the structured summary's fields (topic, preferences, decisions...) when the
+            summarizer produced one; kept in the summary record so they can be read back,
+            exported, and updated from at the next compaction.
     """
 
     text: str
     input_tokens: int | None = None
     output_tokens: int | None = None
     calls: int = 1
+    fields: Mapping[str, Any] | None = None
 
 
 @runtime_checkable

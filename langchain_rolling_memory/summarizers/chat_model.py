@@ -208,10 +208,11 @@ class ChatModelSummarizer:
         )
         text = clean_summary(raw, max_words=self.max_words)
         usage = reply.message.usage_metadata if isinstance(reply.message, AIMessage) else None
+        fields = reply.parsed.model_dump() if reply.parsed else None
         if usage:
-            result = SummaryResult(text, usage.get("input_tokens"), usage.get("output_tokens"))
+            result = SummaryResult(text, usage.get("input_tokens"), usage.get("output_tokens"), fields=fields)
         else:
-            result = SummaryResult(text, count_tokens(request), count_tokens([reply.message]))
+            result = SummaryResult(text, count_tokens(request), count_tokens([reply.message]), fields=fields)
         # A parsed structured answer is short by design: its fields, not its length, count.
         long_enough = reply.parsed is not None or _long_enough(text, self.min_words, self.max_words)
         usable = bool(text) and long_enough and len(raw.split()) <= 2 * self.max_words
@@ -224,6 +225,7 @@ class ChatModelSummarizer:
             (first.input_tokens or 0) + (second.input_tokens or 0),
             (first.output_tokens or 0) + (second.output_tokens or 0),
             calls=first.calls + second.calls,
+            fields=second.fields if second.text else first.fields,
         )
 
     # ------------------------------------------------------------------ sync
