@@ -225,14 +225,23 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
 
     # ------------------------------------------------------------------ sync hooks
 
+    def _check(self, ids: MemoryIds) -> None:
+        refuse_other_owner(ids, self.store.session_info(ids.session_id))
+
+    async def _acheck(self, ids: MemoryIds) -> None:
+        refuse_other_owner(ids, await self.store.asession_info(ids.session_id))
+
     def _persist(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
         """Append the state's new messages; None if there were none.
 
-        An append names the client, so the store itself refuses another client's session.
+        An append that names the client is checked by the store itself; one that names no
+        client is checked here first, before anything is read (the store lets it through).
         """
         new = unpersisted(state)
         if not new:
             return None
+        if ids.client_id is None:
+            self._check(ids)
         recent = self.store.read(ids.session_id, limit=len(new), newest=True)
         fresh = not_stored(new, recent)
         if fresh:
@@ -240,7 +249,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
                 ids.session_id, fresh, client_id=ids.client_id, token_counts=self._counts(fresh)
             )
         elif ids.client_id is not None:
-            refuse_other_owner(ids, self.store.session_info(ids.session_id))
+            self._check(ids)
         return persisted_update(state, new)
 
     def _advanced(self, ids: MemoryIds) -> SessionState:
@@ -255,10 +264,10 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         """Store the new messages (the user's input, tool results) before the model runs."""
         ids = self.ids(runtime)
         update = self._persist(state, ids)
-        if update is None and ids.client_id is not None:
-            # Nothing written, so the store did not check whose session this is: the model
-            # call must not read another client's conversation.
-            refuse_other_owner(ids, self.store.session_info(ids.session_id))
+        if update is None:
+            # Nothing written, so nobody checked whose session this is: the model call must
+            # not read another client's conversation (nor a run naming no client an owned one).
+            self._check(ids)
         return update
 
     def after_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -271,6 +280,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         ids = self.ids(runtime)
         update = self._persist(state, ids)
         if self.background:
+            if update is None:
+                self._check(ids)
             self._advanced(ids)
         return update
 
@@ -301,6 +312,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         new = unpersisted(state)
         if not new:
             return None
+        if ids.client_id is None:
+            await self._acheck(ids)
         recent = await self.store.aread(ids.session_id, limit=len(new), newest=True)
         fresh = not_stored(new, recent)
         if fresh:
@@ -308,7 +321,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
                 ids.session_id, fresh, client_id=ids.client_id, token_counts=self._counts(fresh)
             )
         elif ids.client_id is not None:
-            refuse_other_owner(ids, await self.store.asession_info(ids.session_id))
+            await self._acheck(ids)
         return persisted_update(state, new)
 
     async def _aadvanced(self, ids: MemoryIds) -> SessionState:
@@ -318,8 +331,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     async def abefore_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         ids = self.ids(runtime)
         update = await self._apersist(state, ids)
-        if update is None and ids.client_id is not None:
-            refuse_other_owner(ids, await self.store.asession_info(ids.session_id))
+        if update is None:
+            await self._acheck(ids)
         return update
 
     async def aafter_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -329,6 +342,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         ids = self.ids(runtime)
         update = await self._apersist(state, ids)
         if self.background:
+            if update is None:
+                await self._acheck(ids)
             await self._aadvanced(ids)
         return update
 

@@ -103,6 +103,7 @@ class Compactor:
             topic's section.
         topic_labels: section labels (``Topic 1: ...``, ``Current topic: ...``).
         max_topic_sections: finished sections kept; beyond, the two oldest are joined.
+        max_summary_chars: character cap applied to every summary with `max_words`.
         clock: monotonic clock for back-off (injected for tests).
         exit_timeout: seconds the interpreter waits at exit for a background compaction of
             this compactor that is still running (it is not lost if cut short: its
@@ -129,6 +130,7 @@ class Compactor:
         topic_detector: TopicDetector | None = None,
         topic_labels: TopicLabels | None = None,
         max_topic_sections: int = 5,
+        max_summary_chars: int = 4000,
         clock: Callable[[], float] = time.monotonic,
         exit_timeout: float = 30.0,
         start_delay: float = 0.05,
@@ -142,6 +144,7 @@ class Compactor:
             topic_detector=topic_detector,
             topic_labels=topic_labels or TopicLabels(),
             max_topic_sections=max_topic_sections,
+            max_summary_chars=max_summary_chars,
         )
         self.timeout = timeout
         self.lease_ttl = lease_ttl
@@ -193,11 +196,35 @@ class Compactor:
 
     def load(self, session_id: str) -> SessionState:
         record, rows = self.store.summary_and_tail(session_id, limit=self.planner.read_limit)
-        return self.planner.state(record, rows)
+        return self._find_question(session_id, self.planner.state(record, rows))
 
     async def aload(self, session_id: str) -> SessionState:
         record, rows = await self.store.asummary_and_tail(session_id, limit=self.planner.read_limit)
-        return self.planner.state(record, rows)
+        return await self._afind_question(session_id, self.planner.state(record, rows))
+
+    # Behind a backlog whose read tail holds no user message (a long tool loop while
+    # compaction fails), the question is in the unread part: read it, newest page first,
+    # so that the view still sends it. Only that degraded state pays these reads.
+
+    def _find_question(self, session_id: str, state: SessionState) -> SessionState:
+        if not self.planner.lacks_question(state):
+            return state
+        found: StoredMessage | None = None
+        for page in self.planner.question_pages(state):
+            found = Planner.latest(self.planner.state(None, self.store.read(session_id, **page)))
+            if found is not None:
+                break
+        return self.planner.with_found(state, found)
+
+    async def _afind_question(self, session_id: str, state: SessionState) -> SessionState:
+        if not self.planner.lacks_question(state):
+            return state
+        found: StoredMessage | None = None
+        for page in self.planner.question_pages(state):
+            found = Planner.latest(self.planner.state(None, await self.store.aread(session_id, **page)))
+            if found is not None:
+                break
+        return self.planner.with_found(state, found)
 
     def due(self, state: SessionState) -> int:
         """How many of the tail's messages a compaction would fold now (0: none due)."""

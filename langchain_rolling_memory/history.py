@@ -57,13 +57,15 @@ class _StoredHistory(BaseChatMessageHistory):
         self.store: RollingStore = store if store is not None else InMemoryRollingStore()
         self.token_counter = token_counter
         self._view: list[BaseMessage] | None = None
-        self._owner_checked = self.client_id is None
+        self._owner_checked = False
 
     # Isolation ------------------------------------------------------------
 
     def _refuse_other_owner(self, owner: str | None) -> None:
-        # Writes are refused by the store; reads must be too, or a guessed session_id
-        # would show one client another client's conversation.
+        # Writes naming a client are refused by the store; reads must be too, or a guessed
+        # session_id would show one client another client's conversation. A history that
+        # names no client may use anonymous sessions only: an owned one is reachable only
+        # by naming its client.
         if owner is not None and owner != self.client_id:
             raise OwnershipError.for_session(self.session_id, self.client_id)
         self._owner_checked = True
@@ -128,6 +130,8 @@ class _StoredHistory(BaseChatMessageHistory):
         (summarizer, network) they are in the transcript once this returns or raises.
         """
         batch = _messages_only(messages)
+        if self.client_id is None:
+            self._check_owner()  # the store lets an append that names no client through
         appended: list[StoredMessage] = []
         if batch:
             counts = self._counts(batch)
@@ -137,6 +141,8 @@ class _StoredHistory(BaseChatMessageHistory):
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         batch = _messages_only(messages)
+        if self.client_id is None:
+            await self._acheck_owner()
         appended: list[StoredMessage] = []
         if batch:
             counts = self._counts(batch)

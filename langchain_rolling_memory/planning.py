@@ -2,8 +2,9 @@
 
 Owns the decisions the engine takes on a `SessionState`: whether a compaction is due, the
 batch to fold and the summary it updates (a topic's section in topic mode), the text and
-meta to install (cleaned, usage counted), the view with its hard-cap fallback window, and a
-state extended or folded without a read. Reading and writing the store, calling the
+meta to install (cleaned, usage counted, the latest user message pinned when it is folded),
+the view (the question always in it) with its hard-cap fallback window, and a state extended
+or folded without a read. Reading and writing the store, calling the
 summarizer, leases, back-off and scheduling are `engine`'s; where to cut is `policy`'s.
 """
 
@@ -11,17 +12,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from langchain_rolling_memory.errors import ConfigurationError, SummarizerError
 from langchain_rolling_memory.framing import summary_message
-from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens, tool_safe_cut
+from langchain_rolling_memory.policy import (
+    FoldPolicy,
+    TokenCounter,
+    count_tokens,
+    latest_human,
+    shorten_message,
+    tool_safe_cut,
+    with_question,
+)
 from langchain_rolling_memory.prompts import clean_summary
 from langchain_rolling_memory.records import CompactionResult, SessionState, StoredMessage, SummaryRecord
-from langchain_rolling_memory.serde import dumps_message
+from langchain_rolling_memory.serde import dumps_message, loads_message
 from langchain_rolling_memory.summarizers.base import SummaryResult
 from langchain_rolling_memory.topics import (
     META_SECTIONS,
@@ -36,6 +45,42 @@ from langchain_rolling_memory.usage import SummaryUsage
 __all__ = ["FoldPlan", "Planner"]
 
 logger = logging.getLogger("langchain_rolling_memory")
+
+META_QUESTION = "question"
+"""Summary meta key of the latest user message once it is folded: ``{"seq", "message"}``,
+so that the view still sends it (with the tool exchanges after it folded, not it)."""
+
+
+def _pinned(record: SummaryRecord | None) -> StoredMessage | None:
+    """The user message pinned in a summary record's meta, if any (a malformed one is ignored)."""
+    pin = record.meta.get(META_QUESTION) if record is not None else None
+    if (
+        not isinstance(pin, dict)
+        or not isinstance(pin.get("seq"), int)
+        or not isinstance(pin.get("message"), str)
+    ):
+        return None
+    try:
+        tokens = pin.get("tokens")
+        return StoredMessage(
+            pin["seq"], loads_message(pin["message"]), tokens if isinstance(tokens, int) else None
+        )
+    except Exception:  # data written by something else: no pin rather than a broken view
+        return None
+
+
+def _latest_human(rows: Sequence[StoredMessage]) -> StoredMessage | None:
+    index = latest_human([m.message for m in rows])
+    return None if index is None else rows[index]
+
+
+def _cap_chars(text: str, limit: int) -> str:
+    """`text` within `limit` characters, cut at a space when one is near the end."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit * 0.8 else cut).rstrip() + "…"
 
 
 @dataclass(frozen=True)
@@ -62,6 +107,8 @@ class Planner:
             into its own section of the summary.
         topic_labels: section labels (``Topic 1: ...``, ``Current topic: ...``).
         max_topic_sections: finished sections kept; beyond, the two oldest are joined.
+        max_summary_chars: character cap applied with `max_words` (a text without spaces
+            passes any word cap).
     """
 
     policy: FoldPolicy
@@ -70,8 +117,12 @@ class Planner:
     topic_detector: TopicDetector | None = None
     topic_labels: TopicLabels = field(default_factory=TopicLabels)
     max_topic_sections: int = 5
+    max_summary_chars: int = 4000
 
     def __post_init__(self) -> None:
+        if self.max_summary_chars < 100:
+            msg = f"max_summary_chars must be at least 100, got max_summary_chars={self.max_summary_chars!r}"
+            raise ConfigurationError(msg)
         if self.max_topic_sections < 1:
             msg = f"max_topic_sections must be at least 1, got max_topic_sections={self.max_topic_sections!r}"
             raise ConfigurationError(msg)
@@ -85,7 +136,36 @@ class Planner:
 
     def state(self, record: SummaryRecord | None, rows: list[StoredMessage]) -> SessionState:
         truncated = len(rows) > self.policy.cap
-        return SessionState(record, rows[-self.policy.cap :] if truncated else rows, truncated)
+        tail = rows[-self.policy.cap :] if truncated else rows
+        # Without a user message in the tail, the question is the one pinned when it was
+        # folded; behind a backlog it may be in the unread part (`lacks_question`).
+        pinned = None if truncated or _latest_human(tail) else _pinned(record)
+        return SessionState(record, tail, truncated, pinned)
+
+    def lacks_question(self, state: SessionState) -> bool:
+        """True if the latest user message may lie in the unread part of a backlog: the
+        caller looks for it (`question_pages`) and sets it with `with_found`."""
+        return state.truncated and state.question is None and _latest_human(state.tail) is None
+
+    def question_pages(self, state: SessionState) -> list[dict[str, Any]]:
+        """`read`'s keywords for the unread part of a backlog, newest page first (seqs are
+        gap-free, so a page is addressed by seq)."""
+        pages: list[dict[str, Any]] = []
+        end = state.tail[0].seq - 1 if state.tail else state.covered_seq
+        while end > state.covered_seq:
+            size = min(self.policy.cap, end - state.covered_seq)
+            pages.append({"after_seq": end - size, "limit": size, "newest": False})
+            end -= size
+        return pages
+
+    def with_found(self, state: SessionState, found: StoredMessage | None) -> SessionState:
+        """`state` with the latest user message found in the backlog (or the pinned one)."""
+        return replace(state, question=found or _pinned(state.record))
+
+    @staticmethod
+    def latest(state: SessionState) -> StoredMessage | None:
+        """The latest user message of the session, as far as `state` knows."""
+        return _latest_human(state.tail) or state.question
 
     def extend(
         self, state: SessionState, appended: Sequence[StoredMessage], record: SummaryRecord | None
@@ -101,14 +181,15 @@ class Planner:
         last = state.tail[-1].seq if state.tail else state.covered_seq
         if appended[0].seq != last + 1:
             return None
-        return self.state(record, [*state.tail, *appended])
+        extended = self.state(record, [*state.tail, *appended])
+        return None if self.lacks_question(extended) else extended
 
     def folded(self, state: SessionState, result: CompactionResult) -> SessionState | None:
         """The state after `result` was installed on top of `state`, without a read (None:
         reload, because the compaction did not start from this exact state)."""
         if state.truncated or result.version != state.version + 1:
             return None
-        return SessionState(result.record, [m for m in state.tail if m.seq > result.covered_seq], False)
+        return self.state(result.record, [m for m in state.tail if m.seq > result.covered_seq])
 
     def token_counts(self, rows: Sequence[StoredMessage]) -> list[int]:
         return [m.tokens if m.tokens is not None else self.token_counter([m.message]) for m in rows]
@@ -159,7 +240,9 @@ class Planner:
         )
 
     def view(self, state: SessionState) -> list[BaseMessage]:
-        """Summary message (if any) then the unsummarized tail, or a capped window if too long."""
+        """Summary message (if any), the latest user message if it was folded or cut, then
+        the unsummarized tail (a capped window if too long). The question is always sent,
+        shortened with a visible marker only beyond `FoldPolicy.question_tokens`."""
         messages = state.messages
         counts = self.token_counts(state.tail) if self.policy.uses_tokens else None
         cut = self.policy.fallback_cut(messages, counts, backlog=state.truncated)
@@ -170,6 +253,13 @@ class Planner:
                 f"more than {len(messages)}" if state.truncated else len(messages),
             )
             messages = messages[cut:]
+        latest = self.latest(state)
+        question = latest.message if latest is not None else None
+        messages = with_question(messages, question)
+        limit = self.policy.question_tokens
+        if latest is not None and limit is not None and self.token_counts([latest])[0] > limit:
+            short = shorten_message(latest.message, limit, self.token_counter)
+            messages = [short if m is question else m for m in messages]
         head = [summary_message(state.summary)] if state.summary else []
         return head + messages
 
@@ -193,7 +283,7 @@ class Planner:
         return FoldPlan(batch, self.previous(state)) if batch else None
 
     def clean(self, result: SummaryResult) -> SummaryResult:
-        text = clean_summary(result.text, max_words=self.max_words)
+        text = _cap_chars(clean_summary(result.text, max_words=self.max_words), self.max_summary_chars)
         if not text:
             msg = f"the summarizer returned nothing usable: {result.text[:80]!r}"
             raise SummarizerError(msg)
@@ -221,6 +311,7 @@ class Planner:
             summary_tokens=self.token_counter([summary_message(result.text)]),
         )
         text, meta = self.compose(state, result.text, plan.batch, usage.to_meta(kept))
+        meta = self._pin(state, plan, meta)
         return CompactionResult(
             session_id,
             len(plan.batch),
@@ -231,11 +322,25 @@ class Planner:
             meta,
         )
 
+    def _pin(self, state: SessionState, plan: FoldPlan, meta: dict[str, Any]) -> dict[str, Any]:
+        """`meta` pinning the latest user message if this fold covers it, so the view still
+        sends it; without the pin once a later user message is in the kept tail."""
+        meta = {k: v for k, v in meta.items() if k != META_QUESTION}
+        latest = self.latest(state)
+        covered = plan.batch[-1].seq
+        if latest is not None and latest.seq <= covered:
+            meta[META_QUESTION] = {
+                "seq": latest.seq,
+                "message": dumps_message(latest.message),
+                "tokens": self.token_counts([latest])[0],
+            }
+        return meta
+
     def fresh(self, state: SessionState, fresh: SummaryRecord | None) -> SessionState | None:
         """`state` with the record just read if its version is unchanged, else None (reload)."""
         if (fresh.version if fresh else 0) != state.version:
             return None
-        return SessionState(fresh, state.tail, state.truncated)
+        return replace(state, record=fresh)
 
     @staticmethod
     def installed_on(batch: list[StoredMessage], rows: list[StoredMessage]) -> bool:

@@ -29,9 +29,13 @@ __all__ = [
     "count_tokens",
     "fold_cut",
     "is_tool_safe",
+    "latest_human",
     "pair_tool_calls",
+    "question_fold_cut",
+    "shorten_message",
     "tool_safe_cut",
     "window_cut",
+    "with_question",
 ]
 
 TokenCounter = Callable[[Sequence[BaseMessage]], int]
@@ -106,11 +110,33 @@ def _suffix_within(token_counts: Sequence[int], budget: int) -> int:
     return cut
 
 
-def _last_human(messages: Sequence[BaseMessage]) -> int | None:
+def latest_human(messages: Sequence[BaseMessage]) -> int | None:
+    """Index of the latest `HumanMessage` (the question being answered), None if there is none."""
     for i in range(len(messages) - 1, -1, -1):
         if isinstance(messages[i], HumanMessage):
             return i
     return None
+
+
+_last_human = latest_human
+
+
+def _pending(messages: Sequence[BaseMessage]) -> int:
+    """Index of a trailing `AIMessage` whose tool calls still wait for results (a turn in
+    progress: the results will be appended after it), else ``len(messages)``. Folding it now
+    would leave those results orphans in every later view."""
+    answered: set[str] = set()
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if isinstance(message, ToolMessage):
+            answered.add(message.tool_call_id)
+            continue
+        if isinstance(message, AIMessage) and any(
+            str(c.get("id")) not in answered for c in message.tool_calls
+        ):
+            return i
+        break
+    return len(messages)
 
 
 def fold_cut(
@@ -155,7 +181,93 @@ def fold_cut(
     human = _last_human(messages)
     if human is not None:
         target = min(target, human)
-    return tool_safe_cut(messages, target, keep_more=True)
+    return tool_safe_cut(messages, min(target, _pending(messages)), keep_more=True)
+
+
+def question_fold_cut(
+    messages: Sequence[BaseMessage],
+    *,
+    max_turns: int | None = 12,
+    keep_last: int = 6,
+    max_tokens: int | None = None,
+    keep_tokens: int | None = None,
+    token_counts: Sequence[int] | None = None,
+) -> int:
+    """The cut past the latest `HumanMessage` when what starts there alone exceeds the limits
+    (0: it does not, or nothing after the question would be folded).
+
+    A long tool loop answers one question: `fold_cut` stops at the question, so the loop
+    would grow past every limit. This cut folds the question and the oldest tool exchanges
+    after it, keeping the last `keep_last` (or `keep_tokens` worth) tool-safe. The caller
+    must keep the question itself in the view (see `with_question`): it is folded into the
+    summary and still sent verbatim, never dropped.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> msgs = [HumanMessage("q"), *[AIMessage(str(i)) for i in range(5)]]
+        >>> fold_cut(msgs, max_turns=4, keep_last=2), question_fold_cut(msgs, max_turns=4, keep_last=2)
+        (0, 4)
+    """
+    human = latest_human(messages)
+    if human is None:
+        return 0
+    n = len(messages)
+    target = 0
+    if max_turns is not None and n - human > max_turns:
+        target = n - keep_last
+    over_tokens = (
+        max_tokens is not None
+        and token_counts is not None
+        and len(token_counts) == n
+        and sum(token_counts[human:]) > max_tokens
+    )
+    if over_tokens and max_tokens is not None and token_counts is not None:
+        budget = keep_tokens if keep_tokens is not None else max_tokens // 2
+        target = max(target, _suffix_within(token_counts, budget))
+    target = min(target, _pending(messages))
+    cut = tool_safe_cut(messages, target, keep_more=True) if target > human + 1 else 0
+    # Folding the question alone (or less) gains nothing: it is sent either way.
+    return cut if cut > human + 1 else 0
+
+
+def with_question(kept: Sequence[BaseMessage], question: BaseMessage | None) -> list[BaseMessage]:
+    """`kept` (a tool-safe suffix of a view) with the latest user message in front if it is
+    not already in it: the question is always sent, whatever was folded or cut before it."""
+    if question is None or any(m is question for m in kept):
+        return list(kept)
+    return [question, *kept]
+
+
+_MARKER = (
+    "\n[... {n} characters of this message are not shown here: it is longer than the memory's limit ...]\n"
+)
+
+
+def shorten_message(
+    message: BaseMessage, max_tokens: int, token_counter: TokenCounter = count_tokens
+) -> BaseMessage:
+    """`message` whole if it fits in `max_tokens`, else a copy whose text keeps its start
+    and end around a visible marker saying how much was left out (the transcript keeps it
+    whole). Only plain-text content is shortened.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> short = shorten_message(HumanMessage("word " * 4000), max_tokens=200)
+        >>> "characters of this message are not shown" in short.text, len(short.text) < 1000
+        (True, True)
+    """
+    content = message.content
+    if not isinstance(content, str) or token_counter([message]) <= max_tokens:
+        return message
+    keep = len(content)
+    while keep > 1:
+        keep = keep * 3 // 4
+        head, tail = content[: keep - keep // 4], content[len(content) - keep // 4 :]
+        text = head + _MARKER.format(n=len(content) - len(head) - len(tail)) + tail
+        shorter = message.model_copy(update={"content": text})
+        if token_counter([shorter]) <= max_tokens:
+            return shorter
+    return message.model_copy(update={"content": _MARKER.format(n=len(content)).strip()})
 
 
 StartOn = Literal["human"]
@@ -286,15 +398,33 @@ class FoldPolicy:
         return 3 * (self.max_turns if self.max_turns is not None else 20)
 
     def cut(self, messages: Sequence[BaseMessage], token_counts: Sequence[int] | None = None) -> int:
-        """Number of leading messages to fold now; see `fold_cut`."""
-        return fold_cut(
-            messages,
-            max_turns=self.max_turns,
-            keep_last=self.keep_last,
-            max_tokens=self.max_tokens,
-            keep_tokens=self.keep_tokens,
-            token_counts=token_counts,
+        """Number of leading messages to fold now: `fold_cut`, or past the latest user
+        message when what starts there alone exceeds the limits (`question_fold_cut`; the
+        caller keeps that message in the view)."""
+        return max(
+            fold_cut(
+                messages,
+                max_turns=self.max_turns,
+                keep_last=self.keep_last,
+                max_tokens=self.max_tokens,
+                keep_tokens=self.keep_tokens,
+                token_counts=token_counts,
+            ),
+            question_fold_cut(
+                messages,
+                max_turns=self.max_turns,
+                keep_last=self.keep_last,
+                max_tokens=self.max_tokens,
+                keep_tokens=self.keep_tokens,
+                token_counts=token_counts,
+            ),
         )
+
+    @property
+    def question_tokens(self) -> int | None:
+        """Most tokens of the latest user message in a view; beyond, it is shortened with a
+        visible marker (`shorten_message`). None: no token limit, never shortened."""
+        return None if self.max_tokens is None else 3 * self.max_tokens
 
     def fallback_cut(
         self,

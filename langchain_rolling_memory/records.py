@@ -72,6 +72,9 @@ class SessionState:
     tail: list[StoredMessage]
     truncated: bool
     """True if more unsummarized messages exist than were read (backlog beyond the cap)."""
+    question: StoredMessage | None = None
+    """The latest user message when the tail holds none (folded with the tool exchanges after
+    it, or beyond the cap): the view still sends it."""
 
     @property
     def summary(self) -> str:

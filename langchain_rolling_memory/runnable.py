@@ -77,7 +77,9 @@ def session_history_factory(
     """A ``get_session_history(client_id, session_id)`` for `RunnableWithMessageHistory`.
 
     Each call returns a `RollingSummaryChatMessageHistory` of that session, owned by that
-    client (a session of another client is refused). Pass it with
+    client (a session of another client is refused). An empty `client_id` (the config
+    spec's default) names no client: such a history uses anonymous sessions only, and an
+    owned session raises `OwnershipError` before anything is read. Pass it with
     ``history_factory_config=client_session_config_specs()``.
 
     Args:
@@ -103,7 +105,7 @@ def session_history_factory(
 
     def get_session_history(client_id: str, session_id: str) -> RollingSummaryChatMessageHistory:
         return RollingSummaryChatMessageHistory(
-            session_id, client_id=client_id, store=store, summarizer=summarizer, **options
+            session_id, client_id=client_id or None, store=store, summarizer=summarizer, **options
         )
 
     return get_session_history

@@ -28,7 +28,7 @@ from langchain_rolling_memory import (
     SQLiteRollingStore,
 )
 from langchain_rolling_memory.background import Workers, call_with_timeout
-from langchain_rolling_memory.framing import SUMMARY_MESSAGE_ID
+from langchain_rolling_memory.framing import SUMMARY_MESSAGE_ID, summary_text
 from langchain_rolling_memory.stores import RollingStore
 from langchain_rolling_memory.summarizers import SummaryResult
 
@@ -107,7 +107,7 @@ def test_while_a_compaction_runs_the_view_is_the_old_summary_and_every_unsummari
     assert gate.entered.wait(GATE_TIMEOUT)
     view = h.messages
     assert view[0].id == SUMMARY_MESSAGE_ID
-    assert view[0].text.endswith("summary 1 of 4")
+    assert summary_text(view[0]) == "summary 1 of 4"  # quoted in the message (issue 12, defect 8)
     assert texts(view[1:]) == ["q2", "a2", "q3", "a3", "q4", "a4"]
     assert texts(history(store, gate).messages[1:]) == texts(view[1:])  # same from a fresh object
     gate.release.set()
