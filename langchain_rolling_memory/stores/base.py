@@ -107,10 +107,14 @@ class RollingStore(StoreBackend):
         covered_seq: int,
         expected_version: int,
         meta: Mapping[str, Any] | None,
-    ) -> tuple[str, str, int, str, int, float]:
+        lease_owner: str | None,
+    ) -> tuple[str, str, int, str, int, float, str | None]:
         """The arguments of `_cas_summary`, checked and serialized."""
-        meta_json = json.dumps(dict(meta or {}))
-        return validate_id(session_id), text, covered_seq, meta_json, expected_version, self._now()
+        if lease_owner is not None and (not isinstance(lease_owner, str) or not lease_owner):
+            msg = f"lease_owner must be the owner passed to claim() (a non-empty str) or None, got {lease_owner!r}"
+            raise ConfigurationError(msg)
+        meta_json, now = json.dumps(dict(meta or {})), self._now()
+        return validate_id(session_id), text, covered_seq, meta_json, expected_version, now, lease_owner
 
     @staticmethod
     def _client(client_id: str | None) -> str | None:
@@ -216,9 +220,16 @@ class RollingStore(StoreBackend):
         covered_seq: int,
         expected_version: int,
         meta: Mapping[str, Any] | None = None,
+        lease_owner: str | None = None,
     ) -> bool:
-        """Compare-and-swap the summary; False if another writer installed one first."""
-        return self._cas_summary(*self._summary_args(session_id, text, covered_seq, expected_version, meta))
+        """Compare-and-swap the summary; False if another writer installed one first.
+
+        With `lease_owner`, also False (nothing written) unless that owner still holds the lease
+        it took with `claim`: every erase deletes the lease with the data, so a compaction that
+        claimed before an erase never installs after it, whatever the new conversation holds.
+        """
+        args = self._summary_args(session_id, text, covered_seq, expected_version, meta, lease_owner)
+        return self._cas_summary(*args)
 
     async def ainstall_summary(
         self,
@@ -228,8 +239,9 @@ class RollingStore(StoreBackend):
         covered_seq: int,
         expected_version: int,
         meta: Mapping[str, Any] | None = None,
+        lease_owner: str | None = None,
     ) -> bool:
-        args = self._summary_args(session_id, text, covered_seq, expected_version, meta)
+        args = self._summary_args(session_id, text, covered_seq, expected_version, meta, lease_owner)
         return await self._acas_summary(*args)
 
     def usage(self, session_id: str) -> SummaryUsage:

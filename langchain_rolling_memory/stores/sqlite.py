@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import langchain_rolling_memory.stores.forks as forks
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
@@ -103,11 +104,9 @@ class SQLiteRollingStore(RollingStore):
         if self.path != ":memory:":
             Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA busy_timeout = 30000")
-        if self.path != ":memory:":
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = NORMAL")
+        self._closed = False
+        self._conn: sqlite3.Connection | None = self._connect()
+        forks.track(self)
         self._migrate()
 
     # ------------------------------------------------------------------ plumbing
@@ -115,21 +114,47 @@ class SQLiteRollingStore(RollingStore):
     def _t(self, name: str) -> str:
         return f"{self.prefix}{name}"
 
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        if self.path != ":memory:":
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
+    def _db(self) -> sqlite3.Connection:
+        """The connection of this process (call with the lock held); reopened after a fork."""
+        if self._conn is None:
+            if self._closed:
+                msg = f"the SQLite store on {self.path} is closed; open a new one"
+                raise sqlite3.ProgrammingError(msg)
+            self._conn = self._connect()
+        return self._conn
+
+    def _after_fork(self) -> None:
+        # SQLite must never carry a connection across fork(); the child opens its own on first
+        # use. A ":memory:" database is the child's private copy, so it keeps that one.
+        self._lock = threading.RLock()
+        if self.path != ":memory:":
+            forks.abandon(self._conn)
+            self._conn = None
+
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taken with BEGIN IMMEDIATE so writers queue up at once."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+            conn = self._db()
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self._conn
+                yield conn
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                conn.execute("ROLLBACK")
                 raise
-            self._conn.execute("COMMIT")
+            conn.execute("COMMIT")
 
     def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+            return self._db().execute(sql, params).fetchall()
 
     def _migrate(self) -> None:
         meta = self._t("meta")
@@ -156,7 +181,10 @@ class SQLiteRollingStore(RollingStore):
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._closed = True
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
 
     # ------------------------------------------------------------------ primitives
 
@@ -228,9 +256,18 @@ class SQLiteRollingStore(RollingStore):
         meta: str,
         expected_version: int,
         now: float,
+        lease_owner: str | None = None,
     ) -> bool:
         summaries = self._t("summaries")
         with self._write() as conn:
+            if (
+                lease_owner is not None
+                and not conn.execute(
+                    f"SELECT 1 FROM {self._t('leases')} WHERE session_id = ? AND owner = ?",
+                    (session_id, lease_owner),
+                ).fetchone()
+            ):
+                return False
             if expected_version == 0:
                 cur = conn.execute(
                     f"INSERT INTO {summaries} (session_id, text, covered_seq, version, meta, updated_at) "
