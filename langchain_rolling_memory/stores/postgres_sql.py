@@ -200,7 +200,7 @@ class Queries:
         # sees every append that committed before; then the leases before the summaries, so a
         # summary install holding its lease (`cas`) has committed before its summary is deleted.
         self.lock_client = "SELECT pg_advisory_xact_lock(hashtext(%s)), pg_advisory_xact_lock(hashtext(%s))"
-        self.lock_session = f"SELECT session_id FROM {p}sessions WHERE session_id = %s FOR UPDATE"
+        self.lock_session_row = f"SELECT session_id FROM {p}sessions WHERE session_id = %s FOR UPDATE"
         self.lock_client_sessions = (
             f"SELECT session_id FROM {p}sessions WHERE client_id = %s ORDER BY session_id FOR UPDATE"
         )
@@ -266,7 +266,7 @@ class Queries:
         the client id) or ``purge`` (arg: the cutoff)."""
         if kind == "session":
             # Its id is erased even without a session row (a lease or summary written alone).
-            return Erase([], self.lock_session, (arg,), [arg], [])
+            return Erase([], self.lock_session_row, (arg,), [arg], [])
         if kind == "client":
             locks = (self.lock_client, (self.client_lock(arg), self.facts_lock(arg)))
             return Erase([locks], self.lock_client_sessions, (arg,), [], [(self.delete_facts, (arg,))])
