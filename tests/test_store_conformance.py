@@ -183,6 +183,72 @@ class TestLeases:
         assert not store.claim("s1", "a", 10)
 
 
+class TestLeasedInstall:
+    """`install_summary(lease_owner=...)`: the lease is the erase generation of a session."""
+
+    def test_an_install_under_a_lease_succeeds_only_while_its_owner_holds_it(
+        self, store: RollingStore
+    ) -> None:
+        store.append("s1", _texts(6), client_id="ana")
+        assert store.claim("s1", "a", 60)
+        assert not store.install_summary("s1", "by b", covered_seq=2, expected_version=0, lease_owner="b")
+        assert store.summary("s1") is None
+        assert store.install_summary("s1", "by a", covered_seq=2, expected_version=0, lease_owner="a")
+        assert store.install_summary("s1", "by a again", covered_seq=4, expected_version=1, lease_owner="a")
+        store.release("s1", "a")
+        assert not store.install_summary("s1", "released", covered_seq=5, expected_version=2, lease_owner="a")
+        assert store.claim("s1", "b", 60)
+        assert not store.install_summary(
+            "s1", "taken over", covered_seq=5, expected_version=2, lease_owner="a"
+        )
+        record = store.summary("s1")
+        assert record is not None
+        assert (record.text, record.covered_seq, record.version) == ("by a again", 4, 2)
+
+    @pytest.mark.parametrize("erase", ["clear_session", "forget", "purge"])
+    def test_a_compaction_that_claimed_before_an_erase_never_installs_after_it(
+        self, store: RollingStore, monkeypatch: pytest.MonkeyPatch, erase: str
+    ) -> None:
+        old = [HumanMessage("my PIN is 1234"), AIMessage("ok"), HumanMessage("card 4111"), AIMessage("ok")]
+        _at(store, monkeypatch, 1_000_000.0)
+        store.append("s1", old, client_id="ana")
+        assert store.claim("s1", "compactor", 600)
+        _at(store, monkeypatch, 1_000_100.0)
+        if erase == "clear_session":
+            store.clear_session("s1")
+        elif erase == "forget":
+            store.forget("ana")
+        else:
+            assert store.purge(older_than=50) == 1
+        # The new conversation has the same messages at the same seqs: only the lease tells.
+        store.append("s1", old, client_id="ana")
+        secret = "erased summary: PIN 1234"
+        assert not store.install_summary(
+            "s1", secret, covered_seq=4, expected_version=0, lease_owner="compactor"
+        )
+        assert store.summary("s1") is None
+        assert not [line for line in raw_contents(store) if "erased summary" in line]
+        assert store.claim("s1", "compactor", 600), "the erase took the old lease with it"
+
+    async def test_the_async_install_checks_the_lease_too(self, store: RollingStore) -> None:
+        await store.aappend("s1", _texts(4))
+        assert await store.aclaim("s1", "a", 60)
+        await store.aclear_session("s1")
+        await store.aappend("s1", _texts(4))
+        assert not await store.ainstall_summary(
+            "s1", "old", covered_seq=2, expected_version=0, lease_owner="a"
+        )
+        assert await store.aclaim("s1", "a", 60)
+        assert await store.ainstall_summary("s1", "new", covered_seq=2, expected_version=0, lease_owner="a")
+        assert (await store.asummary("s1")) is not None
+
+    def test_a_bad_lease_owner_is_refused_and_nothing_written(self, store: RollingStore) -> None:
+        store.append("s1", _texts(2))
+        with pytest.raises(ValueError, match="lease_owner"):
+            store.install_summary("s1", "x", covered_seq=1, expected_version=0, lease_owner="")
+        assert store.summary("s1") is None
+
+
 class TestSessionsAndState:
     def test_sessions_belong_to_the_first_client_that_names_them(self, store: RollingStore) -> None:
         store.append("s2", _texts(1), client_id="c1")

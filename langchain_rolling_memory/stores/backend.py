@@ -118,8 +118,12 @@ class StoreBackend(ABC):
         meta: str,
         expected_version: int,
         now: float,
+        lease_owner: str | None = None,
     ) -> bool:
-        """Install a summary iff the current version is `expected_version` (0: none)."""
+        """Install a summary iff the current version is `expected_version` (0: none) and, when
+        `lease_owner` is given, the session's lease row names that owner, checked in the same
+        atomic step. Every erase deletes the lease with the data, so the lease is the erase
+        generation: a compaction that claimed it before an erase can never install after it."""
 
     @abstractmethod
     def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
@@ -142,7 +146,9 @@ class StoreBackend(ABC):
 
     @abstractmethod
     def _delete_session(self, session_id: str) -> None:
-        """Remove the session's transcript, summary, lease, state and session row."""
+        """Remove the session's transcript, summary, lease, state and session row, atomically
+        and serialized with appends: an append racing it lands wholly before (and is erased)
+        or wholly after (a fresh session)."""
 
     @abstractmethod
     def _list_facts(self, client_id: str) -> list[Fact]:
@@ -240,9 +246,10 @@ class StoreBackend(ABC):
         meta: str,
         expected_version: int,
         now: float,
+        lease_owner: str | None = None,
     ) -> bool:
         return await self._thread(
-            self._cas_summary, session_id, text, covered_seq, meta, expected_version, now
+            self._cas_summary, session_id, text, covered_seq, meta, expected_version, now, lease_owner
         )
 
     async def _aclaim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:

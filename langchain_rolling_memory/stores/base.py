@@ -116,7 +116,8 @@ class RollingStore(SearchApi):
         covered_seq: int,
         expected_version: int,
         meta: Mapping[str, Any] | None,
-    ) -> tuple[str, str, int, str, int, float]:
+        lease_owner: str | None,
+    ) -> tuple[str, str, int, str, int, float, str | None]:
         """The arguments of `_cas_summary`, checked and serialized.
 
         A NUL or lone surrogate in the text is refused here: stored raw, it would fail on
@@ -129,8 +130,13 @@ class RollingStore(SearchApi):
         check_storable(text, what="summary text")
         _check_count("covered_seq", covered_seq)
         _check_count("expected_version", expected_version)
+        if lease_owner is not None:
+            if not isinstance(lease_owner, str) or not lease_owner:
+                msg = f"lease_owner must be the owner passed to claim() (a non-empty str) or None, got {lease_owner!r}"
+                raise ConfigurationError(msg)
+            check_storable(lease_owner, what="lease owner")
         meta_json = json.dumps(dict(meta or {}))
-        return session_id, text, covered_seq, meta_json, expected_version, self._now()
+        return session_id, text, covered_seq, meta_json, expected_version, self._now(), lease_owner
 
     @staticmethod
     def _client(client_id: str | None) -> str | None:
@@ -244,9 +250,16 @@ class RollingStore(SearchApi):
         covered_seq: int,
         expected_version: int,
         meta: Mapping[str, Any] | None = None,
+        lease_owner: str | None = None,
     ) -> bool:
-        """Compare-and-swap the summary; False if another writer installed one first."""
-        return self._cas_summary(*self._summary_args(session_id, text, covered_seq, expected_version, meta))
+        """Compare-and-swap the summary; False if another writer installed one first.
+
+        With `lease_owner`, also False (nothing written) unless that owner still holds the lease
+        it took with `claim`: every erase deletes the lease with the data, so a compaction that
+        claimed before an erase never installs after it, whatever the new conversation holds.
+        """
+        args = self._summary_args(session_id, text, covered_seq, expected_version, meta, lease_owner)
+        return self._cas_summary(*args)
 
     async def ainstall_summary(
         self,
@@ -256,8 +269,9 @@ class RollingStore(SearchApi):
         covered_seq: int,
         expected_version: int,
         meta: Mapping[str, Any] | None = None,
+        lease_owner: str | None = None,
     ) -> bool:
-        args = self._summary_args(session_id, text, covered_seq, expected_version, meta)
+        args = self._summary_args(session_id, text, covered_seq, expected_version, meta, lease_owner)
         return await self._acas_summary(*args)
 
     def usage(self, session_id: str) -> SummaryUsage:

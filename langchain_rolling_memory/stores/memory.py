@@ -141,10 +141,15 @@ class InMemoryRollingStore(RollingStore):
         meta: str,
         expected_version: int,
         now: float,
+        lease_owner: str | None = None,
     ) -> bool:
         import json
 
         with self._lock:
+            if lease_owner is not None:
+                held = self._sessions.get(session_id)
+                if held is None or held.lease is None or held.lease[0] != lease_owner:
+                    return False
             session = self._session(session_id, None, now)
             current = session.summary.version if session.summary else 0
             if current != expected_version:

@@ -18,8 +18,10 @@ WAL archives and replicas keep their own copies: those are the operator's to exp
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
+import langchain_rolling_memory.stores.forks as forks
 import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, SchemaVersionError
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
@@ -111,17 +113,12 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
             )
             ours = f"-c statement_timeout={max(1, round(statement_timeout * 1000))}"
             self._kwargs["options"] = f"{given} {ours}" if given else ours
-        self._pool = self._psycopg_pool.ConnectionPool(
-            conninfo,
-            min_size=1,
-            max_size=pool_size,
-            kwargs=self._kwargs,
-            timeout=timeout,
-            open=True,
-            name=f"rolling-memory-{self.prefix}",
-        )
+        self._closed = False
+        self._pool_lock = threading.Lock()
+        self._pool: Any = self._open_pool()
         self._apool: Any = None
         self._apool_loop: asyncio.AbstractEventLoop | None = None
+        forks.track(self)
         try:
             self._run("migrate", self._migrate)
         except BaseException:
@@ -141,6 +138,36 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
         return cls(conninfo, **options)
 
     # ------------------------------------------------------------------ plumbing
+
+    def _open_pool(self) -> Any:
+        return self._psycopg_pool.ConnectionPool(
+            self._conninfo,
+            min_size=1,
+            max_size=self._pool_size,
+            kwargs=self._kwargs,
+            timeout=self._timeout,
+            open=True,
+            name=f"rolling-memory-{self.prefix}",
+        )
+
+    def _sync_pool(self) -> Any:
+        """The sync pool of this process: a forked child opens its own on first use."""
+        pool = self._pool
+        if pool is None:
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = self._open_pool()
+                pool = self._pool
+        return pool
+
+    def _after_fork(self) -> None:
+        # The inherited pools' sockets are the parent's and their worker threads do not exist
+        # here: abandon them unclosed (see `forks`) and open fresh ones on first use.
+        self._pool_lock = threading.Lock()
+        if self._closed:
+            return
+        forks.abandon(self._pool, self._apool)
+        self._pool, self._apool, self._apool_loop = None, None, None
 
     def _migrate(self, conn: Any) -> None:
         q = self.q
@@ -207,7 +234,9 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
     def close(self) -> None:
         """Close the pools. An async pool is closed here only if its event loop is idle; in
         async code prefer ``await store.aclose()``."""
-        self._pool.close()
+        self._closed = True
+        if self._pool is not None:
+            self._pool.close()
         pool, loop, self._apool, self._apool_loop = self._apool, self._apool_loop, None, None
         if pool is not None and loop is not None and not loop.is_closed() and not loop.is_running():
             loop.run_until_complete(pool.close())

@@ -97,6 +97,7 @@ class AsyncPostgresPrimitives(StoreBackend):
             list(rows),
             now,
             uuid.uuid4().hex,
+            self.q.client_lock(client_id or ""),
             index_rows(rows, now, index),
             self.search_config,
         )
@@ -157,9 +158,16 @@ class AsyncPostgresPrimitives(StoreBackend):
         return pg.summary_of(rows[0] if rows else None)
 
     async def _acas_summary(
-        self, session_id: str, text: str, covered_seq: int, meta: str, expected_version: int, now: float
+        self,
+        session_id: str,
+        text: str,
+        covered_seq: int,
+        meta: str,
+        expected_version: int,
+        now: float,
+        lease_owner: str | None = None,
     ) -> bool:
-        sql, params = self.q.cas(session_id, text, covered_seq, meta, expected_version, now)
+        sql, params = self.q.cas(session_id, text, covered_seq, meta, expected_version, now, lease_owner)
         return await self._acount("summary", sql, params) == 1
 
     async def _aclaim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
@@ -180,12 +188,29 @@ class AsyncPostgresPrimitives(StoreBackend):
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
     async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
-        params = {"sid": session_id, "cid": client_id, "now": now, "state": state}
+        lock = self.q.client_lock(client_id or "")
+        params = {"sid": session_id, "cid": client_id, "now": now, "state": state, "lock": lock}
         if not await self._afetch("state", self.q.set_state, params):
             raise OwnershipError.for_session(session_id, client_id)
 
+    async def _aerase(self, op: str, plan: pg.Erase) -> int:
+        async def go(conn: Any) -> int:
+            async with conn.transaction():
+                for sql, params in plan.first:
+                    await conn.execute(sql, params)
+                cur = await conn.execute(plan.lock, plan.lock_params)
+                locked = {str(r[0]) for r in await cur.fetchall()}
+                ids = sorted(locked | set(plan.always))
+                for sql in self.q.erase_sessions if ids else ():
+                    await conn.execute(sql, (ids,))
+                for sql, params in plan.then:
+                    await conn.execute(sql, params)
+                return len(locked)
+
+        return await self._arun(op, go)
+
     async def _adelete_session(self, session_id: str) -> None:
-        await self._afetch("delete", self.q.delete_session, {"sid": session_id})
+        await self._aerase("delete", self.q.erase("session", session_id))
 
     async def _alist_facts(self, client_id: str) -> list[Fact]:
         return [pg.fact_of(r) for r in await self._afetch("facts", self.q.list_facts, (client_id,))]
@@ -212,7 +237,7 @@ class AsyncPostgresPrimitives(StoreBackend):
         return await self._acount("facts", self.q.delete_fact, (client_id, fact_id)) == 1
 
     async def _adelete_client(self, client_id: str) -> None:
-        await self._afetch("forget", self.q.delete_client, {"cid": client_id})
+        await self._aerase("forget", self.q.erase("client", client_id))
 
     async def _apurge(self, cutoff: float) -> int:
-        return int((await self._afetch("purge", self.q.purge, {"cutoff": cutoff}))[0][0])
+        return await self._aerase("purge", self.q.erase("purge", cutoff))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_rolling_memory.errors import ConfigurationError, StoreError
 from langchain_rolling_memory.records import Fact, Row, SessionInfo, SummaryRecord
@@ -29,6 +29,7 @@ __all__ = [
     "MIGRATIONS",
     "VACUUM_RESTORE",
     "VACUUM_UNLIMITED",
+    "Erase",
     "Queries",
     "append_params",
     "check_prefix",
@@ -146,10 +147,16 @@ class Queries:
         # Appending is one statement: the session row is upserted (its lock serializes the
         # writers of one session and hands out gap-free seqs), and the messages are inserted
         # only if the ownership check let the upsert through; no row back means refused.
+        # A write that names a client first takes that client's lock, shared (`client_lock`):
+        # `forget` takes it exclusive, so it waits for such writes and none starts meanwhile.
+        client_lock = (
+            "SELECT CASE WHEN %(cid)s::text IS NULL THEN NULL "
+            "ELSE pg_advisory_xact_lock_shared(hashtext(%(lock)s)) END"
+        )
         self.append = f"""
             WITH s AS (
                 INSERT INTO {p}sessions AS t (session_id, client_id, created_at, updated_at, last_seq)
-                VALUES (%(sid)s, %(cid)s, %(now)s, %(now)s, %(n)s)
+                SELECT %(sid)s, %(cid)s, %(now)s, %(now)s, %(n)s FROM ({client_lock}) AS lock
                 ON CONFLICT (session_id) DO UPDATE SET
                     last_seq = t.last_seq + %(n)s,
                     updated_at = excluded.updated_at,
@@ -202,6 +209,14 @@ class Queries:
             f"UPDATE {p}summaries SET text = %s, covered_seq = %s, version = version + 1, "
             "meta = %s, updated_at = %s WHERE session_id = %s AND version = %s"
         )
+        # The same, only while `owner` holds the lease: its row stays locked until the install
+        # commits, and an erase deleting it first leaves nothing to lock.
+        leased = f"WITH l AS (SELECT 1 FROM {p}leases WHERE session_id = %s AND owner = %s FOR UPDATE) "
+        self.insert_summary_leased = (
+            f"{leased}INSERT INTO {p}summaries (session_id, text, covered_seq, version, meta, updated_at) "
+            "SELECT %s, %s, %s, 1, %s, %s FROM l ON CONFLICT (session_id) DO NOTHING"
+        )
+        self.update_summary_leased = f"{leased}{self.update_summary} AND EXISTS (SELECT 1 FROM l)"
         self.claim = (
             f"INSERT INTO {p}leases AS l (session_id, owner, expires_at) VALUES (%s, %s, %s) "
             "ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at "
@@ -213,31 +228,31 @@ class Queries:
         self.get_state = f"SELECT state FROM {p}sessions WHERE session_id = %s"
         self.set_state = (
             f"INSERT INTO {p}sessions AS t (session_id, client_id, created_at, updated_at, state) "
-            "VALUES (%(sid)s, %(cid)s, %(now)s, %(now)s, %(state)s) ON CONFLICT (session_id) DO UPDATE SET "
+            f"SELECT %(sid)s, %(cid)s, %(now)s, %(now)s, %(state)s FROM ({client_lock}) AS lock "
+            "ON CONFLICT (session_id) DO UPDATE SET "
             "state = excluded.state, updated_at = excluded.updated_at, "
             "client_id = COALESCE(t.client_id, excluded.client_id) "
             "WHERE excluded.client_id IS NULL OR t.client_id IS NULL OR t.client_id = excluded.client_id "
             "RETURNING 1"
         )
-        children = (
-            f"m AS (DELETE FROM {p}messages WHERE session_id IN (SELECT session_id FROM gone)), "
-            f"su AS (DELETE FROM {p}summaries WHERE session_id IN (SELECT session_id FROM gone)), "
-            f"le AS (DELETE FROM {p}leases WHERE session_id IN (SELECT session_id FROM gone))"
+        # An erase is one transaction (see `erase`) that first locks what it erases: the
+        # session rows, which an append holds while it writes, so each delete that follows
+        # sees every append that committed before; then the leases before the summaries, so a
+        # summary install holding its lease (`cas`) has committed before its summary is deleted.
+        self.lock_client = "SELECT pg_advisory_xact_lock(hashtext(%s)), pg_advisory_xact_lock(hashtext(%s))"
+        self.lock_session_row = f"SELECT session_id FROM {p}sessions WHERE session_id = %s FOR UPDATE"
+        self.lock_client_sessions = (
+            f"SELECT session_id FROM {p}sessions WHERE client_id = %s ORDER BY session_id FOR UPDATE"
         )
-        # The session row goes first and names its children, so an erasure is one statement.
-        self.delete_session = (
-            f"WITH gone AS (SELECT %(sid)s::text AS session_id), "
-            f"se AS (DELETE FROM {p}sessions WHERE session_id = %(sid)s), {children} SELECT 1"
+        self.lock_old_sessions = (
+            f"SELECT session_id FROM {p}sessions WHERE updated_at < %s ORDER BY session_id FOR UPDATE"
         )
-        self.delete_client = (
-            f"WITH gone AS (DELETE FROM {p}sessions WHERE client_id = %(cid)s RETURNING session_id), "
-            f"{children}, f AS (DELETE FROM {p}facts WHERE client_id = %(cid)s) SELECT count(*) FROM gone"
-        )
-        self.purge = (
-            f"WITH gone AS (DELETE FROM {p}sessions WHERE updated_at < %(cutoff)s RETURNING session_id), "
-            f"{children} SELECT count(*) FROM gone"
+        self.erase_sessions = tuple(
+            f"DELETE FROM {p}{table} WHERE session_id = ANY(%s::text[])"
+            for table in ("leases", "messages", "summaries", "sessions")
         )
         self.list_facts = f"SELECT {_FACT_COLUMNS} FROM {p}facts WHERE client_id = %s ORDER BY created_at, id"
+        self.delete_facts = f"DELETE FROM {p}facts WHERE client_id = %s"
         self.put_fact = (
             f"INSERT INTO {p}facts AS f ({_FACT_COLUMNS}, tsv) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector(%s::regconfig, %s)) "
@@ -288,12 +303,54 @@ class Queries:
         return (self.read_newest if newest else self.read_oldest), (session_id, after_seq, limit)
 
     def cas(
-        self, session_id: str, text: str, covered: int, meta: str, expected: int, now: float
+        self,
+        session_id: str,
+        text: str,
+        covered: int,
+        meta: str,
+        expected: int,
+        now: float,
+        lease_owner: str | None = None,
     ) -> tuple[str, tuple[Any, ...]]:
-        """The compare-and-swap of a summary: an insert for the first one, else an update."""
+        """The compare-and-swap of a summary: an insert for the first one, else an update;
+        with `lease_owner`, only while that owner holds the session's lease."""
+        if lease_owner is None:
+            if expected == 0:
+                return self.insert_summary, (session_id, text, covered, meta, now)
+            return self.update_summary, (text, covered, meta, now, session_id, expected)
+        lease = (session_id, lease_owner)
         if expected == 0:
-            return self.insert_summary, (session_id, text, covered, meta, now)
-        return self.update_summary, (text, covered, meta, now, session_id, expected)
+            return self.insert_summary_leased, (*lease, session_id, text, covered, meta, now)
+        return self.update_summary_leased, (*lease, text, covered, meta, now, session_id, expected)
+
+    def client_lock(self, client_id: str) -> str:
+        """Key of the client's advisory lock (shared by its writers, exclusive for `forget`)."""
+        return f"{self.prefix}client:{client_id}"
+
+    def facts_lock(self, client_id: str) -> str:
+        return f"{self.prefix}facts:{client_id}"
+
+    def erase(self, kind: str, arg: Any) -> Erase:
+        """The erase transaction of one `kind`: ``session`` (arg: its id), ``client`` (arg:
+        the client id) or ``purge`` (arg: the cutoff)."""
+        if kind == "session":
+            # Its id is erased even without a session row (a lease or summary written alone).
+            return Erase([], self.lock_session_row, (arg,), [arg], [])
+        if kind == "client":
+            locks = (self.lock_client, (self.client_lock(arg), self.facts_lock(arg)))
+            return Erase([locks], self.lock_client_sessions, (arg,), [], [(self.delete_facts, (arg,))])
+        return Erase([], self.lock_old_sessions, (arg,), [], [])
+
+
+class Erase(NamedTuple):
+    """One erase transaction: `first` statements, the `lock` select whose rows name the
+    sessions to erase (plus `always`), then `then` statements after the sessions are gone."""
+
+    first: list[tuple[str, tuple[Any, ...]]]
+    lock: str
+    lock_params: tuple[Any, ...]
+    always: list[str]
+    then: list[tuple[str, tuple[Any, ...]]]
 
 
 def lost(psycopg: Any, exc: BaseException, conn: Any) -> bool:
@@ -339,6 +396,7 @@ def append_params(
     rows: list[tuple[str, int | None]],
     now: float,
     batch: str,
+    lock: str,
     index: list[IndexedRow] | None = None,
     config: str = "simple",
 ) -> dict[str, Any]:
@@ -352,6 +410,7 @@ def append_params(
         "now": now,
         "n": len(rows),
         "batch": batch,
+        "lock": lock,
         "msgs": [payload for payload, _ in rows],
         "toks": [tokens for _, tokens in rows],
     }

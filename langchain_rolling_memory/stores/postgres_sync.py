@@ -32,7 +32,7 @@ class SyncPostgresPrimitives(StoreBackend):
     prefix: str
     search_config: str
     _psycopg: Any
-    _pool: Any
+    _sync_pool: Callable[[], Any]
 
     def _run(
         self,
@@ -41,11 +41,11 @@ class SyncPostgresPrimitives(StoreBackend):
         retry: Callable[[Any], _T] | None = None,
     ) -> _T:
         """Run `fn(conn)`; if the connection was lost, run `retry` (default `fn`) once more."""
-        psycopg = self._psycopg
+        psycopg, pool = self._psycopg, self._sync_pool()
         for attempt in (1, 2):
             conn = None
             try:
-                with self._pool.connection() as conn:
+                with pool.connection() as conn:
                     return (fn if attempt == 1 else retry or fn)(conn)
             except (OwnershipError, SchemaVersionError):
                 raise
@@ -53,7 +53,7 @@ class SyncPostgresPrimitives(StoreBackend):
                 if attempt == 2 or not pg.lost(psycopg, exc, conn):
                     raise pg.failure(op, exc, attempt == 2) from exc
                 logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)
-                self._pool.check()
+                pool.check()
         raise AssertionError("unreachable")  # pragma: no cover
 
     # ------------------------------------------------------------------ append
@@ -72,6 +72,7 @@ class SyncPostgresPrimitives(StoreBackend):
             list(rows),
             now,
             uuid.uuid4().hex,
+            self.q.client_lock(client_id or ""),
             index_rows(rows, now, index),
             self.search_config,
         )
@@ -127,9 +128,16 @@ class SyncPostgresPrimitives(StoreBackend):
     # A CAS retried after a lost reply answers False if the first attempt landed: the
     # compactor then treats the window as done by someone else, which it is.
     def _cas_summary(
-        self, session_id: str, text: str, covered_seq: int, meta: str, expected_version: int, now: float
+        self,
+        session_id: str,
+        text: str,
+        covered_seq: int,
+        meta: str,
+        expected_version: int,
+        now: float,
+        lease_owner: str | None = None,
     ) -> bool:
-        sql, params = self.q.cas(session_id, text, covered_seq, meta, expected_version, now)
+        sql, params = self.q.cas(session_id, text, covered_seq, meta, expected_version, now, lease_owner)
         return self._count("summary", sql, params) == 1
 
     def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
@@ -150,12 +158,30 @@ class SyncPostgresPrimitives(StoreBackend):
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
     def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
-        params = {"sid": session_id, "cid": client_id, "now": now, "state": state}
+        lock = self.q.client_lock(client_id or "")
+        params = {"sid": session_id, "cid": client_id, "now": now, "state": state, "lock": lock}
         if not self._fetch("state", self.q.set_state, params):
             raise OwnershipError.for_session(session_id, client_id)
 
+    def _erase(self, op: str, plan: pg.Erase) -> int:
+        """Run one erase transaction (see `Queries.erase`); return how many sessions it erased."""
+
+        def go(conn: Any) -> int:
+            with conn.transaction():
+                for sql, params in plan.first:
+                    conn.execute(sql, params)
+                locked = {str(r[0]) for r in conn.execute(plan.lock, plan.lock_params).fetchall()}
+                ids = sorted(locked | set(plan.always))
+                for sql in self.q.erase_sessions if ids else ():
+                    conn.execute(sql, (ids,))
+                for sql, params in plan.then:
+                    conn.execute(sql, params)
+                return len(locked)
+
+        return self._run(op, go)
+
     def _delete_session(self, session_id: str) -> None:
-        self._fetch("delete", self.q.delete_session, {"sid": session_id})
+        self._erase("delete", self.q.erase("session", session_id))
 
     def _list_facts(self, client_id: str) -> list[Fact]:
         return [pg.fact_of(r) for r in self._fetch("facts", self.q.list_facts, (client_id,))]
@@ -182,7 +208,7 @@ class SyncPostgresPrimitives(StoreBackend):
         return self._count("facts", self.q.delete_fact, (client_id, fact_id)) == 1
 
     def _delete_client(self, client_id: str) -> None:
-        self._fetch("forget", self.q.delete_client, {"cid": client_id})
+        self._erase("forget", self.q.erase("client", client_id))
 
     def _purge(self, cutoff: float) -> int:
-        return int(self._fetch("purge", self.q.purge, {"cutoff": cutoff})[0][0])
+        return self._erase("purge", self.q.erase("purge", cutoff))

@@ -28,6 +28,7 @@ import asyncio
 import math
 from typing import Any
 
+import langchain_rolling_memory.stores.forks as forks
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, SchemaVersionError
 from langchain_rolling_memory.stores import redis_scripts as lua
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
@@ -122,6 +123,7 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         self._ar: Any = None
         self._ar_loop: asyncio.AbstractEventLoop | None = None
         self._ascripts: dict[str, Any] = {}
+        forks.track(self)
         try:
             self._call("migrate", self._migrate)
         except BaseException:
@@ -179,6 +181,14 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
                         break
                     except self._redis.WatchError:
                         continue
+
+    def _after_fork(self) -> None:
+        # The sync client is already fork-safe: redis-py's pool sees the new pid, drops the
+        # inherited connections without shutting the parent's sockets, and connects anew. The
+        # async client has no such check and belongs to the parent's loop: abandon it (see
+        # `forks`); the child's first async call opens its own.
+        forks.abandon(self._ar)
+        self._ar, self._ar_loop, self._ascripts = None, None, {}
 
     def close(self) -> None:
         """Close the clients. An async client is closed here only if its event loop is idle;

@@ -128,9 +128,16 @@ class AsyncRedisPrimitives(StoreBackend):
         return lua.summary_of(*await self._acall("read", lambda: client.hmget(key, lua.SUMMARY_FIELDS)))
 
     async def _acas_summary(
-        self, session_id: str, text: str, covered_seq: int, meta: str, expected_version: int, now: float
+        self,
+        session_id: str,
+        text: str,
+        covered_seq: int,
+        meta: str,
+        expected_version: int,
+        now: float,
+        lease_owner: str | None = None,
     ) -> bool:
-        args = lua.cas_args(text, covered_seq, meta, expected_version, now, self._ttl_ms)
+        args = lua.cas_args(text, covered_seq, meta, expected_version, now, self._ttl_ms, lease_owner)
         return int(await self._arun("summary", "cas", self.keys.cas(session_id), args)) == 1
 
     async def _aclaim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:

@@ -116,8 +116,8 @@ class Keys:
 
     def cas(self, sid: str) -> list[str]:
         """KEYS of the compare-and-swap script."""
-        info, msgs, summary, _lease, batches = self.session(sid)
-        return [summary, info, msgs, batches, self.idx(sid)]
+        info, msgs, summary, lease, batches = self.session(sid)
+        return [summary, info, msgs, batches, self.idx(sid), lease]
 
     def state(self, sid: str, cid: str | None) -> list[str]:
         """KEYS of the set-state script."""
@@ -227,15 +227,17 @@ return out
 """
 )
 
-# KEYS: sum info msgs batches idx; ARGV: expected text covered meta now ttl_ms
+# KEYS: sum info msgs batches idx lease; ARGV: expected text covered meta now ttl_ms lease_owner
+# (lease_owner '': no lease check; else the lease, which every erase deletes, must name it)
 CAS_SUMMARY = (
     _LIB
     + """
+if ARGV[7] ~= '' and redis.call('HGET', KEYS[6], 'owner') ~= ARGV[7] then return 0 end
 local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if version ~= tonumber(ARGV[1]) then return 0 end
 redis.call('HSET', KEYS[1], 'text', ARGV[2], 'covered_seq', ARGV[3], 'version', version + 1,
            'meta', ARGV[4], 'updated_at', ARGV[5])
-touch(KEYS, tonumber(ARGV[6]))
+touch({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]}, tonumber(ARGV[6]))
 return 1
 """
 )
@@ -390,9 +392,15 @@ def state_args(session_id: str, client_id: str | None, state: str, now: float, t
 
 
 def cas_args(
-    text: str, covered_seq: int, meta: str, expected_version: int, now: float, ttl_ms: int
+    text: str,
+    covered_seq: int,
+    meta: str,
+    expected_version: int,
+    now: float,
+    ttl_ms: int,
+    lease_owner: str | None = None,
 ) -> list[Any]:
-    return [expected_version, text, covered_seq, meta, repr(now), ttl_ms]
+    return [expected_version, text, covered_seq, meta, repr(now), ttl_ms, lease_owner or ""]
 
 
 def session_of(session_id: str, values: Sequence[Any]) -> SessionInfo | None:

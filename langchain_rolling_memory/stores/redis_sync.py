@@ -106,9 +106,16 @@ class SyncRedisPrimitives(StoreBackend):
         return lua.summary_of(*self._call("read", lambda: self._r.hmget(key, lua.SUMMARY_FIELDS)))
 
     def _cas_summary(
-        self, session_id: str, text: str, covered_seq: int, meta: str, expected_version: int, now: float
+        self,
+        session_id: str,
+        text: str,
+        covered_seq: int,
+        meta: str,
+        expected_version: int,
+        now: float,
+        lease_owner: str | None = None,
     ) -> bool:
-        args = lua.cas_args(text, covered_seq, meta, expected_version, now, self._ttl_ms)
+        args = lua.cas_args(text, covered_seq, meta, expected_version, now, self._ttl_ms, lease_owner)
         return int(self._run("summary", "cas", self.keys.cas(session_id), args)) == 1
 
     def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:

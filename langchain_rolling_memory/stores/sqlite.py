@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import langchain_rolling_memory.stores.forks as forks
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, SchemaVersionError, StoreError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.search import fts5_query, index_text, message_index_text
@@ -186,15 +187,17 @@ class SQLiteRollingStore(RollingStore):
             on_disk and os.path.exists(self.path) and not os.access(self.path, os.W_OK)
         )
         self._lock = threading.RLock()
+        self._closed = False
         with self._errors("open"):
             if on_disk and not self.read_only:
                 Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            self._conn = self._connect()
+            self._conn: sqlite3.Connection | None = self._connect()
+        forks.track(self)
         try:
             with self._errors("open"):
                 self._migrate()
         except BaseException:
-            self._conn.close()
+            self.close()
             raise
 
     def _connect(self) -> sqlite3.Connection:
@@ -242,30 +245,48 @@ class SQLiteRollingStore(RollingStore):
     def _t(self, name: str) -> str:
         return f"{self.prefix}{name}"
 
+    def _db(self) -> sqlite3.Connection:
+        """The connection of this process (call with the lock held); reopened after a fork."""
+        if self._conn is None:
+            if self._closed:
+                msg = f"the SQLite store on {self.path} is closed; open a new one"
+                raise sqlite3.ProgrammingError(msg)
+            self._conn = self._connect()
+        return self._conn
+
+    def _after_fork(self) -> None:
+        # SQLite must never carry a connection across fork(); the child opens its own on first
+        # use. A ":memory:" database is the child's private copy, so it keeps that one.
+        self._lock = threading.RLock()
+        if self.path != ":memory:":
+            forks.abandon(self._conn)
+            self._conn = None
+
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taken with BEGIN IMMEDIATE so writers queue up at once."""
         with self._lock, self._errors("write"):
-            self._conn.execute("BEGIN IMMEDIATE")
+            conn = self._db()
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self._conn
+                yield conn
             except BaseException:
                 # SQLite may have rolled back already (disk full): do not hide the first error.
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
-            self._conn.execute("COMMIT")
+            conn.execute("COMMIT")
 
     def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         with self._lock, self._errors("read"):
-            return self._conn.execute(sql, params).fetchall()
+            return self._db().execute(sql, params).fetchall()
 
     def _checkpoint(self) -> None:
         """Copy the WAL into the file and empty it, so that erased text leaves the WAL."""
         if self.path == ":memory:" or self.read_only:
             return
         with self._lock, self._errors("checkpoint"):
-            busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            busy = self._db().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         if busy:
             logger.warning(
                 "rolling memory: %s: another connection is reading, so the WAL still holds erased "
@@ -278,11 +299,11 @@ class SQLiteRollingStore(RollingStore):
 
     def _schema_version(self) -> int | None:
         """The recorded schema version, read without writing (None: no meta table yet)."""
-        meta = self._t("meta")
-        found = self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (meta,))
+        meta, conn = self._t("meta"), self._db()
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (meta,))
         if found.fetchone() is None:
             return None
-        row = self._conn.execute(f"SELECT value FROM {meta} WHERE key = 'schema_version'").fetchone()
+        row = conn.execute(f"SELECT value FROM {meta} WHERE key = 'schema_version'").fetchone()
         return int(row[0]) if row else 0
 
     def _migrate(self) -> None:
@@ -342,7 +363,10 @@ class SQLiteRollingStore(RollingStore):
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._closed = True
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
 
     # ------------------------------------------------------------------ primitives
 
@@ -454,9 +478,18 @@ class SQLiteRollingStore(RollingStore):
         meta: str,
         expected_version: int,
         now: float,
+        lease_owner: str | None = None,
     ) -> bool:
         summaries = self._t("summaries")
         with self._write() as conn:
+            if (
+                lease_owner is not None
+                and not conn.execute(
+                    f"SELECT 1 FROM {self._t('leases')} WHERE session_id = ? AND owner = ?",
+                    (session_id, lease_owner),
+                ).fetchone()
+            ):
+                return False
             if expected_version == 0:
                 cur = conn.execute(
                     f"INSERT INTO {summaries} (session_id, text, covered_seq, version, meta, updated_at) "
