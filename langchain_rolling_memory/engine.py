@@ -70,14 +70,17 @@ def _owner() -> str:
     return f"{_PROCESS}:{os.getpid()}:{next(_OWNERS)}"
 
 
-def _install_args(done: CompactionResult) -> dict[str, Any]:
-    """`install_summary`'s keywords for `done`: a compare-and-swap on the version below it."""
-    return {"covered_seq": done.covered_seq, "expected_version": done.version - 1, "meta": dict(done.meta)}
-
-
-def _check_args(done: CompactionResult) -> dict[str, Any]:
-    """`read`'s keywords for the transcript row of the last message `done` folded."""
-    return {"after_seq": done.covered_seq - 1, "limit": 1, "newest": False}
+def _install_args(done: CompactionResult, owner: str) -> dict[str, Any]:
+    """`install_summary`'s keywords for `done`: a compare-and-swap on the version below it
+    that holds only while `owner` still holds the session's lease. Every erase (forget,
+    clear_session, purge) deletes the lease, so a compaction started before an erase never
+    installs after it, whatever the new conversation holds at the same seqs."""
+    return {
+        "covered_seq": done.covered_seq,
+        "expected_version": done.version - 1,
+        "meta": dict(done.meta),
+        "lease_owner": owner,
+    }
 
 
 class Compactor:
@@ -261,31 +264,6 @@ class Compactor:
             except Exception:
                 logger.exception("rolling memory: the on_error callback raised")
 
-    # The session was erased (forget, clear_session, purge), and perhaps refilled, while its
-    # summary was being written: sequence numbers restart after an erasure, so the summary
-    # just installed may speak of erased messages or hide new ones. `Planner.installed_on`
-    # tells by the last folded message; `_retract` undoes it without touching any message.
-
-    def _retract(self, session_id: str, version: int) -> None:
-        logger.warning(
-            "rolling memory: session %r was erased during its compaction; dropping the summary", session_id
-        )
-        if self.store.last_seq(session_id) == 0:
-            self.store.clear_session(session_id)  # nothing left: remove the orphan summary row too
-        else:
-            self.store.install_summary(session_id, "", covered_seq=0, expected_version=version, meta={})
-
-    async def _aretract(self, session_id: str, version: int) -> None:
-        logger.warning(
-            "rolling memory: session %r was erased during its compaction; dropping the summary", session_id
-        )
-        if await self.store.alast_seq(session_id) == 0:
-            await self.store.aclear_session(session_id)
-        else:
-            await self.store.ainstall_summary(
-                session_id, "", covered_seq=0, expected_version=version, meta={}
-            )
-
     def _notify(self, result: CompactionResult) -> None:
         listener = self.on_compaction
         if listener is None:
@@ -343,11 +321,8 @@ class Compactor:
                 return None
             summarize = functools.partial(self.summarizer.summarize, plan.previous, plan.messages)
             done = self.planner.outcome(session_id, state, plan, call_with_timeout(summarize, self.timeout))
-            if not self.store.install_summary(session_id, done.summary, **_install_args(done)):
-                return None
-            if not self.planner.installed_on(plan.batch, self.store.read(session_id, **_check_args(done))):
-                self._retract(session_id, done.version)
-                return None
+            if not self.store.install_summary(session_id, done.summary, **_install_args(done, self.owner)):
+                return None  # another writer installed first, or the session was erased meanwhile
         except Exception as exc:
             self._fail(session_id, exc)
             return None
@@ -387,12 +362,9 @@ class Compactor:
             done = self.planner.outcome(
                 session_id, state, plan, await asyncio.wait_for(summarize, self.timeout)
             )
-            if not await self.store.ainstall_summary(session_id, done.summary, **_install_args(done)):
-                return None
-            if not self.planner.installed_on(
-                plan.batch, await self.store.aread(session_id, **_check_args(done))
+            if not await self.store.ainstall_summary(
+                session_id, done.summary, **_install_args(done, self.owner)
             ):
-                await self._aretract(session_id, done.version)
                 return None
         except Exception as exc:
             self._fail(session_id, exc)

@@ -341,13 +341,3 @@ class Planner:
         if (fresh.version if fresh else 0) != state.version:
             return None
         return replace(state, record=fresh)
-
-    @staticmethod
-    def installed_on(batch: list[StoredMessage], rows: list[StoredMessage]) -> bool:
-        """True if the transcript still holds the last folded message at its seq."""
-        last = batch[-1]
-        return (
-            bool(rows)
-            and rows[0].seq == last.seq
-            and dumps_message(rows[0].message) == dumps_message(last.message)
-        )
