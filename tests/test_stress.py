@@ -279,7 +279,6 @@ class _GatedSummarizer:
         return "secret summary: my PIN is 1234 | ok | card 4111"
 
 
-@pytest.mark.xfail(strict=True, reason="engine wiring of lease_owner pending")
 def test_a_compaction_started_before_a_clear_never_installs_after_it(store: RollingStore) -> None:
     gate = _GatedSummarizer()
     compactor = Compactor(
