@@ -35,8 +35,9 @@ __all__ = [
 ]
 
 DEFAULT_RECALL_TOKENS = 2000
-"""The budget used when `recall=` is given without `recall_tokens=`: on LoCoMo the smallest one
-measured that reaches the 60% answer-in-context target (500: 49%, 1,000: 56%, 2,000: 63%)."""
+"""The budget used when `recall=` is given without `recall_tokens=`: on LoCoMo, through
+`with_rolling_memory` on SQLite, the smallest one measured that reaches the 60% answer-in-context
+target (1,000: 55.5%, 2,000: 61.2%; `benchmarks/results/recall_eval.md`)."""
 
 NOTHING = Recalled("", (), 0)
 
@@ -155,7 +156,7 @@ class Recaller:
     max_tokens: int
     retriever: BaseRetriever | None = None
     token_counter: TokenCounter = count_tokens
-    limit: int = 40
+    limit: int = 100
     max_neighbours: int = 8
 
     @classmethod
