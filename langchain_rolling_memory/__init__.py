@@ -47,7 +47,13 @@ from langchain_rolling_memory.summarizers import (
     gemini_summarizer,
     openai_summarizer,
 )
-from langchain_rolling_memory.tools import forget_fact_tool, memory_tools, remember_tool, session_state_tool
+from langchain_rolling_memory.tools import (
+    forget_fact_tool,
+    memory_tools,
+    remember_tool,
+    search_memory_tool,
+    session_state_tool,
+)
 from langchain_rolling_memory.topics import keyword_topic_shift
 from langchain_rolling_memory.usage import SummaryUsage
 
@@ -118,6 +124,7 @@ __all__ = [
     "remember_tool",
     "render_facts",
     "render_state",
+    "search_memory_tool",
     "session_history_factory",
     "session_state_tool",
     "with_rolling_memory",

@@ -10,6 +10,7 @@ never rewritten.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -27,6 +28,7 @@ from langchain.agents.middleware.types import (  # noqa: E402 - after the extra 
 )
 from langchain_core.language_models import BaseChatModel  # noqa: E402
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage  # noqa: E402
+from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from langchain_core.tools import BaseTool  # noqa: E402
 from typing_extensions import NotRequired  # noqa: E402
 
@@ -47,6 +49,7 @@ from langchain_rolling_memory.extractor import FactExtractor, compaction_listene
 from langchain_rolling_memory.framing import memory_block  # noqa: E402
 from langchain_rolling_memory.ids import validate_id  # noqa: E402
 from langchain_rolling_memory.policy import TokenCounter, count_tokens, pair_tool_calls  # noqa: E402
+from langchain_rolling_memory.recalling import Recaller, latest_user_text  # noqa: E402
 from langchain_rolling_memory.records import Fact, SessionState  # noqa: E402
 from langchain_rolling_memory.stores.base import RollingStore  # noqa: E402
 from langchain_rolling_memory.summarizers.base import SummarizerLike  # noqa: E402
@@ -98,8 +101,12 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             each compaction, writing the facts it finds for the session's client.
         memory_tools: the tools offered to the model, each bound at every call to the run's
             client (and session): any of ``"remember"``, ``"forget_fact"``,
-            ``"update_session_state"``; ``()`` for none.
+            ``"update_session_state"``, ``"search_memory"``; ``()`` for none.
         max_fact_tokens: token budget of the facts block.
+        recall_tokens: budget of the excerpts recalled before each model call (the client's
+            sessions and facts searched with the latest user input, what the view holds
+            skipped); None or 0 (the default): off, nothing more is read.
+        recall: a LangChain `BaseRetriever` searched instead of the store.
         token_counter, language, max_words, timeout, on_error: as for
             `RollingSummaryChatMessageHistory`.
         compactor: a ready `Compactor` (overrides the settings above).
@@ -136,9 +143,12 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         timeout: float | None = 60.0,
         on_error: ErrorCallback | None = None,
         compactor: Compactor | None = None,
+        recall_tokens: int | None = None,
+        recall: BaseRetriever | None = None,
         **compactor_options: Any,
     ) -> None:
         super().__init__()
+        self.recaller = Recaller.build(store, recall_tokens, recall, token_counter=token_counter)
         unknown = sorted(set(memory_tools) - set(TOOL_BUILDERS))
         if unknown or isinstance(memory_tools, str):
             msg = f"memory_tools may hold {sorted(TOOL_BUILDERS)}, got {memory_tools!r}"
@@ -197,12 +207,18 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     def _counts(self, messages: Sequence[BaseMessage]) -> list[int | None]:
         return [self.token_counter([m]) for m in messages]
 
-    def _memory(self, facts: Sequence[Fact], state: Mapping[str, Any]) -> str:
+    def _memory(
+        self, facts: Sequence[Fact], state: Mapping[str, Any], query: str | None = None, recall: str = ""
+    ) -> str:
         # The summary is not here: it is the engine's framed message at the head of the view.
         block = memory_block(
-            facts, state=state, max_fact_tokens=self.max_fact_tokens, token_counter=self.token_counter
+            facts,
+            state=state,
+            max_fact_tokens=self.max_fact_tokens,
+            token_counter=self.token_counter,
+            query=query,
         )
-        return block.render(summary=False)
+        return dataclasses.replace(block, recall=recall).render(summary=False)
 
     def _request(self, request: ModelRequest[Any], session: SessionState, memory: str) -> ModelRequest[Any]:
         done = persisted(request.state)
@@ -294,7 +310,14 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         ids = self.ids(request.runtime)
         session = self._advanced(ids)
         facts = self.store.facts(ids.client_id) if ids.client_id else []
-        memory = self._memory(facts, self.store.get_state(ids.session_id))
+        query = latest_user_text(request.messages)
+        recall = ""
+        if self.recaller is not None:
+            seqs = {row.seq for row in session.tail}
+            recall = self.recaller.recall(
+                query, client_id=ids.client_id, session_id=ids.session_id, view_seqs=seqs
+            ).text
+        memory = self._memory(facts, self.store.get_state(ids.session_id), query, recall)
         return handler(self._request(request, session, memory))
 
     def wrap_tool_call(
@@ -355,7 +378,15 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         ids = self.ids(request.runtime)
         session = await self._aadvanced(ids)
         facts = await self.store.afacts(ids.client_id) if ids.client_id else []
-        memory = self._memory(facts, await self.store.aget_state(ids.session_id))
+        query = latest_user_text(request.messages)
+        recall = ""
+        if self.recaller is not None:
+            seqs = {row.seq for row in session.tail}
+            found = await self.recaller.arecall(
+                query, client_id=ids.client_id, session_id=ids.session_id, view_seqs=seqs
+            )
+            recall = found.text
+        memory = self._memory(facts, await self.store.aget_state(ids.session_id), query, recall)
         return await handler(self._request(request, session, memory))
 
     async def awrap_tool_call(

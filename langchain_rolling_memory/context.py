@@ -30,6 +30,7 @@ def load_memory(
     summary: str | None = None,
     max_fact_tokens: int | None = 400,
     token_counter: TokenCounter = count_tokens,
+    query: str | None = None,
 ) -> MemoryBlock:
     """The client's facts, the session's state and summary, rendered (see `MemoryBlock`).
 
@@ -41,6 +42,7 @@ def load_memory(
             reads it from the store, '' leaves it out.
         max_fact_tokens: token budget of the facts block (None: no budget).
         token_counter: counts the tokens of the fact lines.
+        query: the user's latest words; facts over the budget are then ranked by relevance.
 
     Raises:
         OwnershipError: the session belongs to another client (nothing of it is read).
@@ -61,7 +63,12 @@ def load_memory(
         record = store.summary(session_id) if session_id is not None else None
         summary = record.text if record else ""
     return memory_block(
-        facts, state=state, summary=summary, max_fact_tokens=max_fact_tokens, token_counter=token_counter
+        facts,
+        state=state,
+        summary=summary,
+        max_fact_tokens=max_fact_tokens,
+        token_counter=token_counter,
+        query=query,
     )
 
 
@@ -73,6 +80,7 @@ async def aload_memory(
     summary: str | None = None,
     max_fact_tokens: int | None = 400,
     token_counter: TokenCounter = count_tokens,
+    query: str | None = None,
 ) -> MemoryBlock:
     """Async twin of `load_memory`."""
     validate_id(client_id, kind="client_id")
@@ -84,5 +92,10 @@ async def aload_memory(
         record = await store.asummary(session_id) if session_id is not None else None
         summary = record.text if record else ""
     return memory_block(
-        facts, state=state, summary=summary, max_fact_tokens=max_fact_tokens, token_counter=token_counter
+        facts,
+        state=state,
+        summary=summary,
+        max_fact_tokens=max_fact_tokens,
+        token_counter=token_counter,
+        query=query,
     )

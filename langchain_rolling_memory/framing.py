@@ -19,6 +19,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.policy import TokenCounter, count_tokens
 from langchain_rolling_memory.records import Fact
+from langchain_rolling_memory.search import relevance
 
 __all__ = [
     "MEMORY_MESSAGE_ID",
@@ -137,9 +138,10 @@ def _line_counter(token_counter: TokenCounter) -> Callable[[str], int]:
     return count
 
 
-def _priority(fact: Fact) -> tuple[int, float, float, str]:
-    """Keyed facts first, then the most recently written."""
-    return (0 if fact.key else 1, -fact.updated_at, -fact.created_at, fact.id)
+def _priority(fact: Fact, scores: Mapping[Any, float] | None = None) -> tuple[int, float, float, float, str]:
+    """Keyed and pinned facts first, then the most relevant to the user's words, then the newest."""
+    score = scores.get(fact.id, 0.0) if scores else 0.0
+    return (0 if fact.key or fact.pinned else 1, -score, -fact.updated_at, -fact.created_at, fact.id)
 
 
 def _display_order(fact: Fact) -> tuple[float, str]:
@@ -149,7 +151,7 @@ def _display_order(fact: Fact) -> tuple[float, str]:
 
 
 def _select(
-    facts: Sequence[Fact], max_tokens: int | None, token_counter: TokenCounter
+    facts: Sequence[Fact], max_tokens: int | None, token_counter: TokenCounter, query: str | None = None
 ) -> tuple[list[Fact], int, dict[str, str]]:
     if max_tokens is not None and max_tokens < 0:
         msg = f"max_tokens must be None or >= 0, got max_tokens={max_tokens!r}"
@@ -161,7 +163,10 @@ def _select(
     lines: dict[str, str] = {}
     used = 0
     line_tokens = _line_counter(token_counter)
-    for fact in sorted(unique, key=_priority):
+    # Ranked by relevance only when a budget bites: a fact the question is about (an allergy
+    # asked about) is kept even when it is the oldest of hundreds.
+    scores = relevance({f.id: f.text for f in unique}, query) if query else None
+    for fact in sorted(unique, key=lambda f: _priority(f, scores)):
         line = _fact_line(fact)
         used += line_tokens(line)
         if used > max_tokens:
@@ -174,18 +179,27 @@ def _select(
 
 
 def select_facts(
-    facts: Sequence[Fact], *, max_tokens: int | None = None, token_counter: TokenCounter = count_tokens
+    facts: Sequence[Fact],
+    *,
+    max_tokens: int | None = None,
+    token_counter: TokenCounter = count_tokens,
+    query: str | None = None,
 ) -> tuple[list[Fact], int]:
     """The facts whose lines fit in `max_tokens`, in display order, and how many were left out.
 
-    When they do not all fit, keyed facts and then the newest ones are kept first.
+    When they do not all fit, keyed and pinned facts are kept first, then those most relevant
+    to `query` (the user's latest words), then the newest ones.
     """
-    chosen, left_out, _ = _select(facts, max_tokens, token_counter)
+    chosen, left_out, _ = _select(facts, max_tokens, token_counter, query)
     return chosen, left_out
 
 
 def render_facts(
-    facts: Sequence[Fact], *, max_tokens: int | None = None, token_counter: TokenCounter = count_tokens
+    facts: Sequence[Fact],
+    *,
+    max_tokens: int | None = None,
+    token_counter: TokenCounter = count_tokens,
+    query: str | None = None,
 ) -> str:
     """The facts as quoted lines, one per fact ('' if none fit).
 
@@ -196,7 +210,7 @@ def render_facts(
         - "Delivers on Saturdays"
         - [team] "Logistics team"
     """
-    chosen, left_out, known = _select(facts, max_tokens, token_counter)
+    chosen, left_out, known = _select(facts, max_tokens, token_counter, query)
     lines = [known.get(f.id) or _fact_line(f) for f in chosen]
     if lines and left_out:
         lines.append(f"({left_out} older fact{'s' if left_out > 1 else ''} not shown)")
@@ -223,15 +237,22 @@ class MemoryBlock:
         facts: the quoted fact lines (`render_facts`).
         state: the session state JSON (`render_state`).
         summary: the summary text as stored (plain, for prompt authors who frame it).
+        recall: the recalled excerpts, header included (`recall.recall_block`).
     """
 
     facts: str = ""
     state: str = ""
     summary: str = ""
+    recall: str = ""
 
-    def render(self, *, state: bool = True, summary: bool = True) -> str:
+    def render(self, *, state: bool = True, summary: bool = True, recall: bool = True) -> str:
         """The framed memory text with the chosen parts ('' when they are all empty)."""
-        return _assemble(self.facts, self.state if state else "", self.summary if summary else "")
+        return _assemble(
+            self.facts,
+            self.state if state else "",
+            self.summary if summary else "",
+            self.recall if recall else "",
+        )
 
     @property
     def text(self) -> str:
@@ -268,12 +289,14 @@ def memory_text(
     ).text
 
 
-def _assemble(facts: str, state: str, summary: str) -> str:
+def _assemble(facts: str, state: str, summary: str, recall: str = "") -> str:
     parts: list[str] = []
     if facts:
         parts += [_FACTS_HEADER, facts]
     if state:
         parts += [_STATE_HEADER, state]
+    if recall:
+        parts.append(recall)  # already quoted, with its own header
     if summary.strip():
         parts += [_SUMMARY_HEADER, _json(summary.strip())]
     return "\n".join([_FRAME, *parts]) if parts else ""
@@ -286,10 +309,11 @@ def memory_block(
     summary: str = "",
     max_fact_tokens: int | None = 400,
     token_counter: TokenCounter = count_tokens,
+    query: str | None = None,
 ) -> MemoryBlock:
-    """Every rendering of one turn's memory at once (see `MemoryBlock`)."""
+    """Every rendering of one turn's memory at once (see `MemoryBlock`); `query` ranks facts."""
     return MemoryBlock(
-        facts=render_facts(facts, max_tokens=max_fact_tokens, token_counter=token_counter),
+        facts=render_facts(facts, max_tokens=max_fact_tokens, token_counter=token_counter, query=query),
         state=render_state(state),
         summary=summary.strip(),
     )

@@ -7,6 +7,7 @@ memory goes in the chain's input (a leading system message and/or prompt variabl
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +16,7 @@ from langchain_core._api.deprecation import LangChainDeprecationWarning
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder, SystemMessagePromptTemplate
+from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSequence
 from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_core.runnables.utils import ConfigurableFieldSpec
@@ -31,6 +33,7 @@ from langchain_rolling_memory.framing import (
 from langchain_rolling_memory.history import RollingSummaryChatMessageHistory
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.policy import TokenCounter, count_tokens
+from langchain_rolling_memory.recalling import Recaller, latest_user_text
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
 
@@ -41,7 +44,7 @@ __all__ = [
     "with_rolling_memory",
 ]
 
-MEMORY_VARIABLES = ("facts", "state", "summary", "memory")
+MEMORY_VARIABLES = ("facts", "state", "summary", "memory", "recall")
 """Prompt variables added to dict inputs (see `MemoryBlock.variables`)."""
 
 
@@ -162,7 +165,11 @@ class _Injector:
         wanted: set[str],
         max_fact_tokens: int | None,
         token_counter: TokenCounter,
+        recaller: Recaller | None = None,
+        input_key: str | None = None,
     ) -> None:
+        self.recaller = recaller
+        self.input_key = input_key
         self.store = store
         self.messages_key = messages_key
         self.add_message = add_message
@@ -197,17 +204,24 @@ class _Injector:
             # The prompt places the summary itself: do not send it twice.
             messages = [m for m in messages if m.id != SUMMARY_MESSAGE_ID]
         if self.add_message or not isinstance(value, dict):
-            text = block.render(state="state" not in self.wanted, summary=False)
+            text = block.render(
+                state="state" not in self.wanted, summary=False, recall="recall" not in self.wanted
+            )
             messages = insert_memory_message(messages, memory_message(text))
         if not isinstance(value, dict):
             return messages
-        out = {**block.variables(), **value}
+        out = {
+            **block.variables(),
+            **({"recall": block.recall} if self.recaller or "recall" in self.wanted else {}),
+            **value,
+        }
         if self.messages_key:
             out[self.messages_key] = messages
         return out
 
     def inject(self, value: Any, config: RunnableConfig) -> Any:
         client_id, session_id = self._ids(config)
+        query = latest_user_text(value, self.input_key)
         block = load_memory(
             self.store,
             client_id,
@@ -215,11 +229,18 @@ class _Injector:
             summary=self._summary(self._messages(value)),
             max_fact_tokens=self.max_fact_tokens,
             token_counter=self.token_counter,
+            query=query,
         )
+        if self.recaller is not None:
+            found = self.recaller.recall(
+                query, client_id=client_id, session_id=session_id, view=self._messages(value)
+            )
+            block = dataclasses.replace(block, recall=found.text)
         return self._apply(value, block)
 
     async def ainject(self, value: Any, config: RunnableConfig) -> Any:
         client_id, session_id = self._ids(config)
+        query = latest_user_text(value, self.input_key)
         block = await aload_memory(
             self.store,
             client_id,
@@ -227,7 +248,13 @@ class _Injector:
             summary=self._summary(self._messages(value)),
             max_fact_tokens=self.max_fact_tokens,
             token_counter=self.token_counter,
+            query=query,
         )
+        if self.recaller is not None:
+            found = await self.recaller.arecall(
+                query, client_id=client_id, session_id=session_id, view=self._messages(value)
+            )
+            block = dataclasses.replace(block, recall=found.text)
         return self._apply(value, block)
 
 
@@ -243,6 +270,8 @@ def with_rolling_memory(
     max_fact_tokens: int | None = 400,
     memory_message: bool | None = None,
     token_counter: TokenCounter = count_tokens,
+    recall_tokens: int | None = None,
+    recall: BaseRetriever | None = None,
     **history_options: Any,
 ) -> RunnableWithMessageHistory:
     """Wrap a chain like `RunnableWithMessageHistory`, adding the client's facts and state.
@@ -266,10 +295,17 @@ def with_rolling_memory(
         input_messages_key, history_messages_key, output_messages_key: as for
             `RunnableWithMessageHistory`.
         extractor: a `FactExtractor` (or a chat model) run after each compaction.
-        max_fact_tokens: token budget of the facts block (keyed and newest facts first).
+        max_fact_tokens: token budget of the facts block (keyed and pinned facts first, then
+            the most relevant to the user's input, then the newest).
         memory_message: force the memory system message on (True) or off (False); None
             decides from the prompt's variables as above.
         token_counter: counts tokens for the history's policy and the facts budget.
+        recall_tokens: budget of the recalled excerpts (`recalling.Recaller`): each turn the
+            client's sessions and facts are searched with the latest user input and the best
+            excerpts the view does not hold are added to the memory (dict input: also the
+            ``recall`` variable). None or 0 (the default): off, nothing more is read.
+        recall: a LangChain `BaseRetriever` searched instead of the store (its documents
+            quoted the same way); without `recall_tokens` it gets `DEFAULT_RECALL_TOKENS`.
         **history_options: passed to `RollingSummaryChatMessageHistory` (``max_turns``,
             ``keep_last``, ``max_tokens``, ``keep_tokens``, ``background``...).
 
@@ -299,6 +335,8 @@ def with_rolling_memory(
         wanted=wanted,
         max_fact_tokens=max_fact_tokens,
         token_counter=token_counter,
+        recaller=Recaller.build(store, recall_tokens, recall, token_counter=token_counter),
+        input_key=input_messages_key,
     )
     inject: Runnable[Any, Any] = RunnableLambda(injector.inject, injector.ainject, name="inject_memory")
     with warnings.catch_warnings():

@@ -12,7 +12,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -33,6 +33,7 @@ __all__ = [
     "light_stem",
     "message_index_text",
     "query_terms",
+    "relevance",
     "tokens",
     "tsquery",
 ]
@@ -260,6 +261,26 @@ class Bm25Index:
         order = {doc_id: i for i, doc_id in enumerate(self._lengths)}
         ranked = sorted(scores.items(), key=lambda item: (-item[1], order[item[0]]))
         return ranked[:limit]
+
+
+def relevance(texts: Mapping[Hashable, str], query: str) -> dict[Hashable, float]:
+    """BM25 scores of the `texts` that share a content word with `query`, by their ids.
+
+    For ranking a handful of texts held in memory (a client's facts against the user's latest
+    words); an id absent from the answer is not relevant. ``{}`` for an empty or stop-word-only
+    query. Stems like the recall evaluation's best setting.
+
+    Example:
+        >>> relevance({"a": "Allergic to peanuts", "b": "Lives in Lyon"}, "Any peanut in it?")
+        {'a': 0.6931471805599453}
+    """
+    terms = query_terms(query)
+    if not terms or not texts:
+        return {}
+    index = Bm25Index(stem=True)
+    for doc_id, text in texts.items():
+        index.add(doc_id, text)
+    return dict(index.search(terms, limit=len(texts)))
 
 
 def _quoted_terms(terms: Sequence[str]) -> list[str]:

@@ -11,6 +11,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langchain_rolling_memory.errors import ConfigurationError, ConversationFormatError
+from langchain_rolling_memory.framing import MEMORY_MESSAGE_ID
 from langchain_rolling_memory.lab.cli import main
 from langchain_rolling_memory.lab.conversations import find_locomo
 from langchain_rolling_memory.lab.eval import (
@@ -176,3 +177,16 @@ def test_the_real_locomo_release_reaches_the_recall_target() -> None:
     rows = {r["strategy"]: r for r in run_eval(conversations, strategies=["recall-2000", "last-2000"]).rows()}
     assert rows["recall-2000"]["tokens_p95"] <= 2000
     assert rows["recall-2000"]["answer_in_context"] > rows["last-2000"]["answer_in_context"] + 0.3
+
+
+def test_the_store_backed_strategy_measures_what_with_rolling_memory_sends(tmp_path: Path) -> None:
+    conversations = read_locomo(_locomo(tmp_path))
+    respond = STRATEGIES["store-recall-2000"].prepare(conversations[0])
+    sent = respond("What is Ben's cat called?")
+    assert [m.id for m in sent] == [MEMORY_MESSAGE_ID]  # a new session: only the memory message
+    assert '8 May 2023, session-1, Ben: "She is called Marmalade."' in sent[0].text
+    assert "What is Ben's cat called?" not in sent[0].text  # the question is not recalled by itself
+    # Each question's session is erased: the next question does not recall the previous one.
+    assert "What is Ben's cat called?" not in respond("Is the cat called Marmalade?")[0].text
+    rows = {r["strategy"]: r for r in run_eval(conversations, strategies=["store-recall-2000"]).rows()}
+    assert rows["store-recall-2000"]["answer_in_context"] == 1.0

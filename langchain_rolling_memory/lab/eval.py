@@ -32,6 +32,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_rolling_memory.errors import ConfigurationError, ConversationFormatError
 from langchain_rolling_memory.history import RollingSummaryChatMessageHistory
 from langchain_rolling_memory.lab.conversations import parse_records
+from langchain_rolling_memory.lab.eval_store import store_recall
 from langchain_rolling_memory.policy import count_tokens
 from langchain_rolling_memory.recall import recall_block
 from langchain_rolling_memory.search import Bm25Index, SearchHit, content_words, query_terms, tokens
@@ -329,6 +330,8 @@ STRATEGIES: dict[str, Strategy] = {
         Strategy("recall-1000", "recall 1,000", _recall(1000)),
         Strategy("recall-2000", "recall 2,000", _recall(2000)),
         Strategy("summary+recall-2000", "summary + recall, 2,000 in all", _recall(2000, with_summary=True)),
+        Strategy("store-recall-1000", "with_rolling_memory, SQLite, recall_tokens=1,000", store_recall(1000)),
+        Strategy("store-recall-2000", "with_rolling_memory, SQLite, recall_tokens=2,000", store_recall(2000)),
         # Variants kept for measuring what helps; not in the default table.
         Strategy("recall-2000-plain", "recall 2,000, no neighbours", _recall(2000, neighbours=False)),
         Strategy("recall-2000-nostem", "recall 2,000, no stemming", _recall(2000, stem=False)),
@@ -342,6 +345,7 @@ DEFAULT_STRATEGIES: tuple[str, ...] = (
     "recall-1000",
     "recall-2000",
     "summary+recall-2000",
+    "store-recall-2000",
 )
 
 
