@@ -16,8 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import server_unavailable
 from langchain_core.messages import AIMessage, HumanMessage
-from store_kit import POSTGRES_URL, raw_contents
+from store_kit import POSTGRES_URL, raw_contents, wipe
 
 from langchain_rolling_memory.errors import ConfigurationError, StoreError
 from langchain_rolling_memory.stores import RollingStore, SQLiteRollingStore
@@ -185,7 +186,7 @@ def _pg_store(**options: object) -> RollingStore:
     try:
         psycopg.connect(POSTGRES_URL, connect_timeout=3).close()
     except psycopg.Error as exc:
-        pytest.skip(f"PostgreSQL unavailable: {exc}")
+        server_unavailable("postgres", str(exc))  # skipped here, a failure under CI
     from conftest import unique_prefix
 
     from langchain_rolling_memory.stores.postgres import PostgresRollingStore
@@ -260,3 +261,30 @@ async def test_statement_timeout_keeps_the_callers_options_and_can_be_turned_off
 def test_a_bad_statement_timeout_is_a_configuration_error(value: float) -> None:
     with pytest.raises(ConfigurationError, match="statement_timeout"):
         _pg_store(statement_timeout=value)
+
+
+@pytest.mark.parametrize(
+    ("change", "cause"),
+    [
+        ({"port": "1"}, "Connection refused"),
+        ({"user": "no_such_role_lrm"}, 'role "no_such_role_lrm" does not exist'),
+        ({"dbname": "no_such_db_lrm"}, 'database "no_such_db_lrm" does not exist'),
+    ],
+    ids=["refused-port", "unknown-role", "missing-database"],
+)
+def test_a_wrong_postgres_url_fails_at_once_with_the_servers_reason(
+    change: dict[str, str], cause: str
+) -> None:
+    up = _pg_store()  # the server is up (or the test is skipped, or fails under CI)
+    up.close()
+    wipe(up)
+    import psycopg
+
+    from langchain_rolling_memory.stores.postgres import PostgresRollingStore
+
+    parts = {**psycopg.conninfo.conninfo_to_dict(POSTGRES_URL), **change}
+    # The pool would wait `timeout` (60 s here) before a PoolTimeout that hides the cause.
+    with pytest.raises(StoreError) as caught:
+        PostgresRollingStore(psycopg.conninfo.make_conninfo(**parts), timeout=60)
+    text = str(caught.value)
+    assert cause in text and "PoolTimeout" not in text and "\n" not in text

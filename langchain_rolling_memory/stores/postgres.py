@@ -23,7 +23,12 @@ from typing import Any
 
 import langchain_rolling_memory.stores.forks as forks
 import langchain_rolling_memory.stores.postgres_sql as pg
-from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, SchemaVersionError
+from langchain_rolling_memory.errors import (
+    ConfigurationError,
+    MissingExtraError,
+    SchemaVersionError,
+    StoreError,
+)
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.stores.postgres_aio import AsyncPostgresPrimitives
@@ -60,7 +65,10 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
         conninfo: a libpq URL or ``key=value`` string (``postgresql://user@host:5432/db``).
         table_prefix: prefix of every table, so several apps can share one database.
         pool_size: most connections per pool (one sync pool, one async pool per event loop).
-        timeout: seconds to wait for a connection before `StoreError`.
+        timeout: seconds to wait for a connection from the pool before `StoreError`.
+        connect_timeout: seconds the first connection may take when the store opens; a wrong
+            host, port, database, user or password fails then, once, with the server's own
+            reason (`StoreError`), instead of after the pool's `timeout` of retries.
         statement_timeout: seconds the server may spend on one statement (waiting for a lock
             included) before it cancels it and the call raises `StoreError`, so a stuck
             server or a held lock does not stall a turn; None for no limit. Default 30.
@@ -86,6 +94,7 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
         pool_size: int = 10,
         timeout: float = 30.0,
         statement_timeout: float | None = 30.0,
+        connect_timeout: float = 5.0,
         connect_kwargs: dict[str, Any] | None = None,
         search_config: str = "simple",
         **options: Any,
@@ -113,6 +122,7 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
             )
             ours = f"-c statement_timeout={max(1, round(statement_timeout * 1000))}"
             self._kwargs["options"] = f"{given} {ours}" if given else ours
+        self._probe(connect_timeout)
         self._closed = False
         self._pool_lock = threading.Lock()
         self._pool: Any = self._open_pool()
@@ -138,6 +148,24 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
         return cls(conninfo, **options)
 
     # ------------------------------------------------------------------ plumbing
+
+    def _probe(self, connect_timeout: float) -> None:
+        """Connect once, now: a server that cannot be reached or refuses us fails in seconds,
+        with its own reason, instead of as a pool timeout after retrying for `timeout`."""
+        if not 0 < connect_timeout < float("inf"):
+            msg = f"connect_timeout must be a number of seconds > 0, got {connect_timeout!r}"
+            raise ConfigurationError(msg)
+        # libpq counts whole seconds, at least 2; a connect_timeout in the URL wins.
+        kwargs = {"connect_timeout": max(2, round(connect_timeout)), **self._kwargs}
+        try:
+            self._psycopg.connect(self._conninfo, **kwargs).close()
+        except self._psycopg.Error as exc:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            msg = (
+                f"cannot connect to PostgreSQL at {_where(self._psycopg, self._conninfo)}: {reason}; "
+                "check the URL (host, port, database, user, password) and that the server is running"
+            )
+            raise StoreError(msg) from None
 
     def _open_pool(self) -> Any:
         return self._psycopg_pool.ConnectionPool(
@@ -247,3 +275,13 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
             self._apool, self._apool_loop = None, None
             await pool.close()
         await asyncio.to_thread(self.close)
+
+
+def _where(psycopg: Any, conninfo: str) -> str:
+    """``user@host:port/dbname`` of a conninfo, without its password."""
+    try:
+        parts = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        return "the given URL"
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    return f"{user}{parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
