@@ -20,6 +20,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import date, datetime, timezone
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import BaseMessage
@@ -32,6 +33,7 @@ from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike
 from langchain_rolling_memory.summarizers.coerce import as_summarizer
 from langchain_rolling_memory.topics import TopicDetector, TopicLabels
+from langchain_rolling_memory.topics import topic_labels as labels_for
 
 __all__ = [
     "CompactionCallback",
@@ -70,6 +72,11 @@ def _owner() -> str:
     return f"{_PROCESS}:{os.getpid()}:{next(_OWNERS)}"
 
 
+def utc_today() -> date:
+    """Today's date in UTC: the same for every replica, whatever its time zone."""
+    return datetime.now(timezone.utc).date()
+
+
 def _install_args(done: CompactionResult, owner: str) -> dict[str, Any]:
     """`install_summary`'s keywords for `done`: a compare-and-swap on the version below it
     that holds only while `owner` still holds the session's lease. Every erase (forget,
@@ -104,9 +111,16 @@ class Compactor:
             user message starts a new topic, the finished topic is folded at once and kept
             as its own section of the summary; later compactions rewrite only the current
             topic's section.
-        topic_labels: section labels (``Topic 1: ...``, ``Current topic: ...``).
+        topic_labels: section labels (default: those of `language`, ``Topic 1: ...``,
+            ``Current topic: ...``).
         max_topic_sections: finished sections kept; beyond, the two oldest are joined.
         max_summary_chars: character cap applied to every summary with `max_words`.
+        max_summary_tokens: token cap applied to every summary after `max_words`, counted
+            with `token_counter` (None: no token cap).
+        language: language of the frame the summary is sent under, and of the default
+            section labels.
+        today: wall-clock date of a finished topic section (default `utc_today`; None:
+            undated sections). Not the back-off `clock`.
         clock: monotonic clock for back-off (injected for tests).
         exit_timeout: seconds the interpreter waits at exit for a background compaction of
             this compactor that is still running (it is not lost if cut short: its
@@ -134,6 +148,9 @@ class Compactor:
         topic_labels: TopicLabels | None = None,
         max_topic_sections: int = 5,
         max_summary_chars: int = 4000,
+        max_summary_tokens: int | None = None,
+        language: str = "en",
+        today: Callable[[], date] | None = utc_today,
         clock: Callable[[], float] = time.monotonic,
         exit_timeout: float = 30.0,
         start_delay: float = 0.05,
@@ -145,9 +162,12 @@ class Compactor:
             token_counter=token_counter,
             max_words=max_words,
             topic_detector=topic_detector,
-            topic_labels=topic_labels or TopicLabels(),
+            topic_labels=topic_labels or labels_for(language),
             max_topic_sections=max_topic_sections,
             max_summary_chars=max_summary_chars,
+            max_summary_tokens=max_summary_tokens,
+            language=language,
+            today=today,
         )
         self.timeout = timeout
         self.lease_ttl = lease_ttl
@@ -179,7 +199,8 @@ class Compactor:
         """A compactor from the flat settings the histories and the agent middleware take.
 
         `summarizer` is anything `as_summarizer` accepts; `language` and `max_words` shape its
-        prompt (for chat models) and the cleaning of every summary; `options` go to `Compactor`.
+        prompt (for chat models), the cleaning of every summary and the frame it is sent under;
+        `options` go to `Compactor` (``max_summary_tokens``, ``today``, ``topic_detector``...).
         """
         policy = FoldPolicy(
             max_turns=max_turns,
@@ -189,7 +210,7 @@ class Compactor:
             hard_cap=hard_cap,
         )
         chosen = as_summarizer(summarizer, language=language, max_words=max_words)
-        return cls(store, chosen, policy, max_words=max_words, **options)
+        return cls(store, chosen, policy, max_words=max_words, language=language, **options)
 
     @property
     def policy(self) -> FoldPolicy:

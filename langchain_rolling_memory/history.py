@@ -18,11 +18,13 @@ from langchain_core.messages import BaseMessage
 from langchain_rolling_memory.engine import Compactor, ErrorCallback
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.ids import validate_id
+from langchain_rolling_memory.planning import structured_summary
 from langchain_rolling_memory.policy import StartOn, TokenCounter, WindowPolicy, count_tokens
 from langchain_rolling_memory.records import SessionState, StoredMessage
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
+from langchain_rolling_memory.summarizers.structured import StructuredSummary
 from langchain_rolling_memory.topics import TopicDetector, topic_labels
 from langchain_rolling_memory.usage import SummaryUsage
 
@@ -328,16 +330,16 @@ class RollingSummaryChatMessageHistory(_StoredHistory):
         hard_cap: unsummarized messages allowed before the view falls back to a window
             (default ``3 * max_turns``), while compaction is failing.
         token_counter: counts a message's tokens when it is stored.
-        language, max_words: prompt language and word cap (chat-model summarizers) and the
-            cap applied when cleaning any summary.
+        language, max_words: prompt language and word cap (chat-model summarizers), the
+            cap applied when cleaning any summary, and the language of the summary's frame.
         timeout: seconds a summarizer call may take.
         background: compact in a worker (thread, or task for async) instead of inline.
         on_error: ``(session_id, exception)`` callback for failed compactions.
         topic_detector: ``(message) -> bool`` (e.g. `keyword_topic_shift()`): fold the
             finished topic as soon as the user changes topic, one summary section per topic.
         compactor: a ready `Compactor` (overrides the settings above).
-        **compactor_options: other `Compactor` settings (``max_topic_sections``,
-            ``topic_labels``, ``backoff``, ``on_compaction``...).
+        **compactor_options: other `Compactor` settings (``max_summary_tokens``,
+            ``max_topic_sections``, ``topic_labels``, ``today``, ``backoff``, ``on_compaction``...).
 
     Presets spread in as keyword arguments: ``RollingSummaryChatMessageHistory("s1",
     summarizer=..., **preset("support"))`` (see `preset`).
@@ -416,6 +418,17 @@ class RollingSummaryChatMessageHistory(_StoredHistory):
         await self._acheck_owner()
         record = await self.store.asummary(self.session_id)
         return record.text if record else ""
+
+    @property
+    def structured_summary(self) -> StructuredSummary | None:
+        """The fields of the current summary when a structured summarizer wrote it (topic,
+        preferences, decisions, open questions, facts); None otherwise."""
+        self._check_owner()
+        return structured_summary(self.store.summary(self.session_id))
+
+    async def astructured_summary(self) -> StructuredSummary | None:
+        await self._acheck_owner()
+        return structured_summary(await self.store.asummary(self.session_id))
 
     @property
     def usage(self) -> SummaryUsage:

@@ -3,16 +3,19 @@
 Owns the decisions the engine takes on a `SessionState`: whether a compaction is due, the
 batch to fold and the summary it updates (a topic's section in topic mode), the text and
 meta to install (cleaned, usage counted, the latest user message pinned when it is folded),
-the view (the question always in it) with its hard-cap fallback window, and a state extended
-or folded without a read. Reading and writing the store, calling the
+the view (the question always in it, the summary framed in the prompt's language) with its
+hard-cap fallback window, a structured summary's fields kept beside its text, and a state
+extended or folded without a read. "Today" (the date of a finished topic) is injected. Reading and writing the store, calling the
 summarizer, leases, back-off and scheduling are `engine`'s; where to cut is `policy`'s.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import date as Date
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -32,6 +35,7 @@ from langchain_rolling_memory.prompts import clean_summary
 from langchain_rolling_memory.records import CompactionResult, SessionState, StoredMessage, SummaryRecord
 from langchain_rolling_memory.serde import dumps_message, loads_message
 from langchain_rolling_memory.summarizers.base import SummaryResult
+from langchain_rolling_memory.summarizers.structured import StructuredSummary, parse_structured_summary
 from langchain_rolling_memory.topics import (
     META_SECTIONS,
     TopicDetector,
@@ -42,13 +46,36 @@ from langchain_rolling_memory.topics import (
 )
 from langchain_rolling_memory.usage import SummaryUsage
 
-__all__ = ["FoldPlan", "Planner"]
+__all__ = ["META_STRUCTURED", "FoldPlan", "Planner", "structured_summary"]
 
 logger = logging.getLogger("langchain_rolling_memory")
 
 META_QUESTION = "question"
 """Summary meta key of the latest user message once it is folded: ``{"seq", "message"}``,
 so that the view still sends it (with the tool exchanges after it folded, not it)."""
+
+META_STRUCTURED = "structured"
+"""Summary meta key of the structured summary's fields (a `StructuredSummary` as JSON), present
+only while the installed summary came with fields."""
+
+
+def structured_summary(record: SummaryRecord | None) -> StructuredSummary | None:
+    """The fields of the structured summary installed in `record` (None: the summary has none,
+    or they are not readable as a `StructuredSummary`)."""
+    fields = record.meta.get(META_STRUCTURED) if record is not None else None
+    return parse_structured_summary(fields) if isinstance(fields, dict) else None
+
+
+def _with_fields(meta: dict[str, Any], fields: Mapping[str, Any] | None, limit: int) -> dict[str, Any]:
+    """`meta` holding `fields` (JSON-ready) or, when this summary has none, without the old ones.
+    Fields far beyond the text's own cap are not kept: the text alone is then the summary."""
+    meta = {k: v for k, v in meta.items() if k != META_STRUCTURED}
+    parsed = parse_structured_summary(dict(fields)) if fields else None
+    if parsed is not None:
+        value = parsed.model_dump(mode="json")
+        if len(json.dumps(value, ensure_ascii=False)) <= limit:
+            meta[META_STRUCTURED] = value
+    return meta
 
 
 def _pinned(record: SummaryRecord | None) -> StoredMessage | None:
@@ -109,6 +136,12 @@ class Planner:
         max_topic_sections: finished sections kept; beyond, the two oldest are joined.
         max_summary_chars: character cap applied with `max_words` (a text without spaces
             passes any word cap).
+        max_summary_tokens: token cap applied after `max_words`, counted with
+            `token_counter` (None: words and characters only; the lessons cap at 300).
+        language: language of the frame the view sends the summary under
+            (`prompts.summary_frame`).
+        today: "today" for the date of a finished topic section, ``Topic 1 (2026-11-30): ...``
+            (None: sections are not dated). The planner reads no clock of its own.
     """
 
     policy: FoldPolicy
@@ -118,8 +151,17 @@ class Planner:
     topic_labels: TopicLabels = field(default_factory=TopicLabels)
     max_topic_sections: int = 5
     max_summary_chars: int = 4000
+    max_summary_tokens: int | None = None
+    language: str = "en"
+    today: Callable[[], Date] | None = None
 
     def __post_init__(self) -> None:
+        if self.max_summary_tokens is not None and self.max_summary_tokens < 1:
+            msg = (
+                "max_summary_tokens must be positive (or None for no token cap), "
+                f"got max_summary_tokens={self.max_summary_tokens!r}"
+            )
+            raise ConfigurationError(msg)
         if self.max_summary_chars < 100:
             msg = f"max_summary_chars must be at least 100, got max_summary_chars={self.max_summary_chars!r}"
             raise ConfigurationError(msg)
@@ -218,10 +260,16 @@ class Planner:
         )
 
     def previous(self, state: SessionState) -> str:
-        """What the summarizer is asked to update: the current topic's section in topic mode."""
-        if state.record is None or not self.topic_mode(state):
+        """What the summarizer is asked to update: the current topic's section in topic mode;
+        the structured summary's fields as JSON when it has them, so that an update starts
+        from the fields rather than from their rendering."""
+        if state.record is None:
             return state.summary
-        return open_section(state.summary, state.record.meta)
+        text = open_section(state.summary, state.record.meta) if self.topic_mode(state) else state.summary
+        fields = structured_summary(state.record)
+        if fields is None or not text.strip():
+            return text  # a topic just closed: its fields are not the open section's
+        return json.dumps(fields.model_dump(mode="json"), ensure_ascii=False)
 
     def compose(
         self, state: SessionState, text: str, batch: list[StoredMessage], meta: dict[str, Any]
@@ -237,6 +285,7 @@ class Planner:
             labels=self.topic_labels,
             max_sections=self.max_topic_sections,
             max_words=self.max_words,
+            date=self.today() if self.today is not None and closing else None,
         )
 
     def view(self, state: SessionState) -> list[BaseMessage]:
@@ -260,7 +309,7 @@ class Planner:
         if latest is not None and limit is not None and self.token_counts([latest])[0] > limit:
             short = shorten_message(latest.message, limit, self.token_counter)
             messages = [short if m is question else m for m in messages]
-        head = [summary_message(state.summary)] if state.summary else []
+        head = [summary_message(state.summary, self.language)] if state.summary else []
         return head + messages
 
     # ------------------------------------------------------------------ one compaction
@@ -283,11 +332,17 @@ class Planner:
         return FoldPlan(batch, self.previous(state)) if batch else None
 
     def clean(self, result: SummaryResult) -> SummaryResult:
-        text = _cap_chars(clean_summary(result.text, max_words=self.max_words), self.max_summary_chars)
+        cleaned = clean_summary(
+            result.text,
+            max_words=self.max_words,
+            max_summary_tokens=self.max_summary_tokens,
+            token_counter=self.token_counter,
+        )
+        text = _cap_chars(cleaned, self.max_summary_chars)
         if not text:
             msg = f"the summarizer returned nothing usable: {result.text[:80]!r}"
             raise SummarizerError(msg)
-        return SummaryResult(text, result.input_tokens, result.output_tokens, result.calls)
+        return SummaryResult(text, result.input_tokens, result.output_tokens, result.calls, result.fields)
 
     def outcome(
         self, session_id: str, state: SessionState, plan: FoldPlan, raw: SummaryResult
@@ -308,10 +363,10 @@ class Planner:
             output_tokens=output_tokens,
             folded_messages=len(plan.batch),
             folded_tokens=sum(self.token_counts(plan.batch)),
-            summary_tokens=self.token_counter([summary_message(result.text)]),
+            summary_tokens=self.token_counter([summary_message(result.text, self.language)]),
         )
         text, meta = self.compose(state, result.text, plan.batch, usage.to_meta(kept))
-        meta = self._pin(state, plan, meta)
+        meta = _with_fields(self._pin(state, plan, meta), result.fields, 2 * self.max_summary_chars)
         return CompactionResult(
             session_id,
             len(plan.batch),

@@ -64,7 +64,9 @@ class SummaryPrompt:
     structured: str = (
         "Instead of sentences, answer with one JSON object and nothing else, with the keys "
         '"topic" (a few words), "user_preferences", "decisions", "open_questions" and '
-        '"key_facts" (lists of short sentences). The {max_words}-word limit covers all the values.'
+        '"key_facts" (lists of short sentences). The {max_words}-word limit covers all the values. '
+        "When the current summary is such a JSON object, update its values: keep what still "
+        "holds, replace what changed, add what is new."
     )
     speaker_user: str = "User"
     speaker_assistant: str = "Assistant"
@@ -152,7 +154,9 @@ _FR = SummaryPrompt(
     structured=(
         "Au lieu de phrases, réponds par un seul objet JSON et rien d'autre, avec les clés "
         '"topic" (quelques mots), "user_preferences", "decisions", "open_questions" et '
-        '"key_facts" (listes de phrases courtes). La limite de {max_words} mots couvre toutes les valeurs.'
+        '"key_facts" (listes de phrases courtes). La limite de {max_words} mots couvre toutes les valeurs. '
+        "Quand le résumé actuel est un tel objet JSON, mets à jour ses valeurs : garde ce qui "
+        "tient toujours, remplace ce qui a changé, ajoute ce qui est nouveau."
     ),
     speaker_user="Utilisateur",
     speaker_assistant="Assistant",

@@ -103,6 +103,22 @@ def test_the_second_session_prompt_really_carries_the_remembered_facts() -> None
     assert first_of_2.rolling_tokens < first_of_2.full_tokens
 
 
+def test_the_demos_keyless_summary_changes_at_each_compaction_and_keeps_the_newest() -> None:
+    turns = [t for t in run_demo(open_store("memory://"), client_id="sam") if t.session == 1]
+    updated = [t.summary for t in turns if t.summary_changed]
+    assert len(updated) >= 3
+    assert len(set(updated)) == len(updated)  # no panel repeats an earlier one
+    assert "security training" in updated[-1]  # turn 1.8, the newest folded turn (issue 15)
+    assert "Sam Rivera" in updated[-1]  # who the user is stays
+
+
+def test_the_demo_shows_every_summary_it_installs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--store", "memory://", "--client", "sam"]) == 0
+    panels = capsys.readouterr().out.split("summary updated")[1:]
+    assert len(panels) >= 3
+    assert "security training" in panels[-1].split("turn 1.10", 1)[0]  # in the panel itself
+
+
 @pytest.mark.parametrize(
     ("provider", "variable"), [("openai", "OPENAI_API_KEY"), ("gemini", "GOOGLE_API_KEY")]
 )

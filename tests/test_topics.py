@@ -21,6 +21,10 @@ from langchain_rolling_memory.topics import TopicLabels, compose_sections, topic
 SHIFT = keyword_topic_shift()
 
 
+def NOV_30() -> datetime.date:  # the wall clock the engine dates finished topics with
+    return datetime.date(2026, 11, 30)
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -222,20 +226,32 @@ class Recorder:
 def test_a_topic_shift_folds_the_finished_topic_at_once(store: RollingStore) -> None:
     recorder = Recorder()
     history = RollingSummaryChatMessageHistory(
-        "topics", summarizer=recorder, store=store, max_turns=12, keep_last=4, topic_detector=SHIFT
+        "topics",
+        summarizer=recorder,
+        store=store,
+        max_turns=12,
+        keep_last=4,
+        topic_detector=SHIFT,
+        today=NOV_30,
     )
     history.add_messages(_msgs("My invoice 12 is wrong", "Fixed, sorry."))
     assert recorder.calls == []  # under max_turns, same topic: nothing to fold
     history.add_messages(_msgs("Autre chose : livraison samedi ?", "Oui."))
     assert recorder.calls == [("", ["My invoice 12 is wrong", "Fixed, sorry."])]
-    assert history.summary == "Topic 1: S1"
+    assert history.summary == "Topic 1 (2026-11-30): S1"
     assert [m.text for m in history.messages[1:]] == ["Autre chose : livraison samedi ?", "Oui."]
 
 
 def test_within_a_topic_only_its_own_section_is_sent_and_rewritten(store: RollingStore) -> None:
     recorder = Recorder()
     history = RollingSummaryChatMessageHistory(
-        "topics2", summarizer=recorder, store=store, max_turns=4, keep_last=2, topic_detector=SHIFT
+        "topics2",
+        summarizer=recorder,
+        store=store,
+        max_turns=4,
+        keep_last=2,
+        topic_detector=SHIFT,
+        today=None,
     )
     history.add_messages(_msgs("invoice 12?", "paid"))
     history.add_messages(_msgs("new topic: delivery", "Saturday"))  # closes topic 1
@@ -252,19 +268,31 @@ def test_within_a_topic_only_its_own_section_is_sent_and_rewritten(store: Rollin
 
 def test_french_histories_label_sections_in_french() -> None:
     history = RollingSummaryChatMessageHistory(
-        "fr", summarizer=Recorder(), max_turns=12, keep_last=4, topic_detector=SHIFT, language="fr"
+        "fr",
+        summarizer=Recorder(),
+        max_turns=12,
+        keep_last=4,
+        topic_detector=SHIFT,
+        language="fr",
+        today=NOV_30,
     )
     history.add_messages(_msgs("facture 12 ?", "payée", "Autre question : la livraison ?", "samedi"))
-    assert history.summary == "Sujet 1: S1"
+    assert history.summary == "Sujet 1 (2026-11-30): S1"
 
 
 async def test_async_histories_fold_topics_too(store: RollingStore) -> None:
     recorder = Recorder()
     history = RollingSummaryChatMessageHistory(
-        "topics-async", summarizer=recorder, store=store, max_turns=12, keep_last=4, topic_detector=SHIFT
+        "topics-async",
+        summarizer=recorder,
+        store=store,
+        max_turns=12,
+        keep_last=4,
+        topic_detector=SHIFT,
+        today=NOV_30,
     )
     await history.aadd_messages(_msgs("invoice?", "paid", "new topic please", "sure"))
-    assert await history.asummary() == "Topic 1: S1"
+    assert await history.asummary() == "Topic 1 (2026-11-30): S1"
 
 
 def test_without_a_detector_nothing_changes() -> None:
