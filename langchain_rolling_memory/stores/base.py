@@ -1,17 +1,16 @@
 """The public store API every backend shares, as sync/async twins over the backend's primitives.
 
-Owns the public methods (each checks its arguments, then calls one primitive) and the fact
-API (whose rules are in `fact_rules.py`); the argument checks and serialization are in
-`checks.py`, the primitives a backend implements and the data model in `backend.py`, the
-records in `records.py`, the export's JSON shape in `export.py`, opening a store by URL in
+Owns the public methods (each checks its arguments, then calls one primitive) and the
+store's settings; the fact methods are in `fact_api.py` (their rules in `fact_rules.py`),
+search in `searching.py`, the argument checks and serialization in `checks.py`, the
+primitives a backend implements and the data model in `backend.py`, the records in
+`records.py`, the export's JSON shape in `export.py`, opening a store by URL in
 `urls.py`. Does no I/O of its own.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,6 +33,7 @@ from langchain_rolling_memory.records import (
 from langchain_rolling_memory.serde import loads_message
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
 from langchain_rolling_memory.stores.export import client_export, session_export
+from langchain_rolling_memory.stores.fact_api import FactApi
 from langchain_rolling_memory.stores.searching import CreatedAt, SearchApi, index_of
 from langchain_rolling_memory.usage import SummaryUsage
 
@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 
-class RollingStore(SearchApi):
+class RollingStore(SearchApi, FactApi):
     """Base of every backend: public API with validation, backend primitives underneath.
 
     Args:
@@ -290,136 +290,6 @@ class RollingStore(SearchApi):
 
     async def apurge(self, *, older_than: float) -> int:
         return await self._apurge(checks.cutoff(older_than, self._now()))
-
-    # ------------------------------------------------------------------ facts
-
-    def _check_fact(self, text: object, key: str | None, source: str) -> tuple[str, str | None] | None:
-        """Validate and filter a fact; None if the filter refused it."""
-        return fact_rules.check_fact(
-            text, key, source, max_chars=self.max_fact_chars, fact_filter=self.fact_filter
-        )
-
-    def _plan_add(
-        self, client_id: str, text: str, key: str | None, source: str, pinned: bool = False
-    ) -> FactPlan:
-        """A plan that writes the checked fact (new or replacing a keyed one), or nothing for a
-        duplicate; its time and id are fixed here, so a backend may run it more than once.
-        A pinned fact stays pinned; `pinned=True` pins a new, replaced or duplicate fact."""
-        now, new_id = self._now(), uuid.uuid4().hex
-
-        def plan(existing: list[Fact]) -> Fact | None:
-            fact = plan_unpinned(existing)
-            if fact is None:
-                same = fact_rules.find_fact(existing, text, key) if pinned else None
-                return dataclasses.replace(same, pinned=True) if same and not same.pinned else None
-            was = next((f.pinned for f in existing if f.id == fact.id), False)
-            return dataclasses.replace(fact, pinned=pinned or was)
-
-        def plan_unpinned(existing: list[Fact]) -> Fact | None:
-            return fact_rules.plan_add(
-                existing,
-                client_id=client_id,
-                text=text,
-                key=key,
-                source=source,
-                max_facts=self.max_facts,
-                now=now,
-                new_id=new_id,
-            )
-
-        return plan
-
-    def add_fact(
-        self,
-        client_id: str,
-        text: str,
-        *,
-        key: str | None = None,
-        source: str = "code",
-        pinned: bool = False,
-    ) -> Fact | None:
-        """Store a fact about the client and return it.
-
-        A fact with the `key` of an existing one replaces its text (a team change updates the
-        team fact). An exact duplicate is not stored twice: the existing fact is returned.
-        Returns None if `fact_filter` refused the fact. A `pinned` fact (an allergy) is sent
-        before the others when the client's facts exceed their budget.
-
-        Example:
-            >>> from langchain_rolling_memory import open_store
-            >>> store = open_store("memory://")
-            >>> store.add_fact("client-1", "Allergic to peanuts").text
-            'Allergic to peanuts'
-        """
-        validate_id(client_id, kind="client_id")
-        checked = self._check_fact(text, key, source)
-        if checked is None:
-            return None
-        plan = self._plan_add(client_id, *checked, source, checks.pinned_flag(pinned))
-        existing, fact = self._change_facts(client_id, plan)
-        return fact if fact is not None else fact_rules.find_fact(existing, *checked)
-
-    async def aadd_fact(
-        self,
-        client_id: str,
-        text: str,
-        *,
-        key: str | None = None,
-        source: str = "code",
-        pinned: bool = False,
-    ) -> Fact | None:
-        validate_id(client_id, kind="client_id")
-        checked = self._check_fact(text, key, source)
-        if checked is None:
-            return None
-        plan = self._plan_add(client_id, *checked, source, checks.pinned_flag(pinned))
-        existing, fact = await self._achange_facts(client_id, plan)
-        return fact if fact is not None else fact_rules.find_fact(existing, *checked)
-
-    def facts(self, client_id: str) -> list[Fact]:
-        """The client's facts, oldest first."""
-        return self._list_facts(validate_id(client_id, kind="client_id"))
-
-    async def afacts(self, client_id: str) -> list[Fact]:
-        return await self._alist_facts(validate_id(client_id, kind="client_id"))
-
-    def _plan_update(self, fact_id: str, text: str) -> FactPlan:
-        """A plan that rewrites the text of fact `fact_id` (None: no such fact, or filtered)."""
-        now = self._now()
-
-        def plan(existing: list[Fact]) -> Fact | None:
-            return fact_rules.plan_update(
-                existing,
-                fact_id=fact_id,
-                text=text,
-                max_chars=self.max_fact_chars,
-                fact_filter=self.fact_filter,
-                now=now,
-            )
-
-        return plan
-
-    def update_fact(self, client_id: str, fact_id: str, text: str) -> Fact | None:
-        """Replace the text of one fact; None if the client has no such fact (or the filter
-        refused the new text). Read and write are one step, as in `add_fact`."""
-        validate_id(client_id, kind="client_id")
-        validate_id(fact_id, kind="fact_id")
-        return self._change_facts(client_id, self._plan_update(fact_id, text))[1]
-
-    async def aupdate_fact(self, client_id: str, fact_id: str, text: str) -> Fact | None:
-        validate_id(client_id, kind="client_id")
-        validate_id(fact_id, kind="fact_id")
-        return (await self._achange_facts(client_id, self._plan_update(fact_id, text)))[1]
-
-    def delete_fact(self, client_id: str, fact_id: str) -> bool:
-        """Delete one fact of the client; False if there was none with that id."""
-        return self._delete_fact(
-            validate_id(client_id, kind="client_id"), validate_id(fact_id, kind="fact_id")
-        )
-
-    async def adelete_fact(self, client_id: str, fact_id: str) -> bool:
-        client = validate_id(client_id, kind="client_id")
-        return await self._adelete_fact(client, validate_id(fact_id, kind="fact_id"))
 
     # ------------------------------------------------------------------ privacy
 
