@@ -27,13 +27,23 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
+from langchain_rolling_memory.errors import SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 
-__all__ = ["SCHEMA_VERSION", "IndexedRow", "SearchRow", "StoreBackend", "index_rows"]
+__all__ = ["SCHEMA_VERSION", "IndexedRow", "SearchRow", "StoreBackend", "index_rows", "newer_schema"]
 
 SCHEMA_VERSION = 2
 """Version of the data layout; a store written by a newer version is refused.
 2: per-message dates, the search index, pinned facts."""
+
+
+def newer_schema(where: str, found: int) -> SchemaVersionError:
+    """The error for data a newer release wrote: `where` names it ("PostgreSQL tables lrm_*")."""
+    msg = (
+        f"{where}: written by a newer version of langchain-rolling-memory (schema {found}, "
+        f"this one knows {SCHEMA_VERSION}); upgrade the package"
+    )
+    return SchemaVersionError(msg)
 
 
 class IndexedRow(NamedTuple):

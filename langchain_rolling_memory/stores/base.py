@@ -1,24 +1,23 @@
-"""The public store API every backend shares: validation, serialization and sync/async twins.
+"""The public store API every backend shares, as sync/async twins over the backend's primitives.
 
-Owns validation at the boundary (ids, arguments, text no backend can store exactly: see
-`serde.check_storable`), message and state serialization, and the fact API (whose rules are
-in `fact_rules.py`); the primitives a backend implements and the data
-model are in `backend.py`, the records in `records.py`, the export's JSON shape in
-`export.py`, opening a store by URL in `urls.py`. Does no I/O of its own.
+Owns the public methods (each checks its arguments, then calls one primitive) and the
+store's settings; the fact methods are in `fact_api.py` (their rules in `fact_rules.py`),
+search in `searching.py`, the argument checks and serialization in `checks.py`, the
+primitives a backend implements and the data model in `backend.py`, the records in
+`records.py`, the export's JSON shape in `export.py`, opening a store by URL in
+`urls.py`. Does no I/O of its own.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
 import langchain_rolling_memory.fact_rules as fact_rules
-from langchain_rolling_memory.errors import ConfigurationError, InvalidTextError
+import langchain_rolling_memory.stores.checks as checks
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.records import (
     FACT_SOURCES,
@@ -31,9 +30,10 @@ from langchain_rolling_memory.records import (
     StoredMessage,
     SummaryRecord,
 )
-from langchain_rolling_memory.serde import check_storable, dumps_message, loads_message
+from langchain_rolling_memory.serde import loads_message
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
 from langchain_rolling_memory.stores.export import client_export, session_export
+from langchain_rolling_memory.stores.fact_api import FactApi
 from langchain_rolling_memory.stores.searching import CreatedAt, SearchApi, index_of
 from langchain_rolling_memory.usage import SummaryUsage
 
@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 
-class RollingStore(SearchApi):
+class RollingStore(SearchApi, FactApi):
     """Base of every backend: public API with validation, backend primitives underneath.
 
     Args:
@@ -77,70 +77,8 @@ class RollingStore(SearchApi):
     # ------------------------------------------------------------------ shared helpers
 
     @staticmethod
-    def _prepare_rows(
-        messages: Sequence[BaseMessage], token_counts: Sequence[int | None] | None
-    ) -> list[tuple[str, int | None]]:
-        if isinstance(messages, (str, bytes, BaseMessage)) or not isinstance(messages, Sequence):
-            msg = f"messages must be a sequence of BaseMessage, got {type(messages).__name__}"
-            raise TypeError(msg)
-        if token_counts is not None and len(token_counts) != len(messages):
-            msg = (
-                f"token_counts must have one entry per message, got {len(token_counts)} "
-                f"for {len(messages)} messages"
-            )
-            raise ValueError(msg)
-        payloads = []
-        for index, message in enumerate(messages):
-            try:
-                payloads.append(dumps_message(message))
-            except InvalidTextError as exc:
-                msg = f"message {index} of {len(messages)}: {exc}"
-                raise InvalidTextError(msg) from exc
-        counts: Sequence[int | None] = token_counts if token_counts is not None else [None] * len(messages)
-        return list(zip(payloads, counts, strict=True))
-
-    @staticmethod
     def _decode(rows: Sequence[Row]) -> list[StoredMessage]:
         return [StoredMessage(seq, loads_message(payload), tokens) for seq, payload, tokens in rows]
-
-    def _cutoff(self, older_than: float) -> float:
-        if older_than < 0:
-            msg = f"older_than must be a number of seconds >= 0, got {older_than!r}"
-            raise ConfigurationError(msg)
-        return self._now() - older_than
-
-    def _summary_args(
-        self,
-        session_id: str,
-        text: str,
-        covered_seq: int,
-        expected_version: int,
-        meta: Mapping[str, Any] | None,
-        lease_owner: str | None,
-    ) -> tuple[str, str, int, str, int, float, str | None]:
-        """The arguments of `_cas_summary`, checked and serialized.
-
-        A NUL or lone surrogate in the text is refused here: stored raw, it would fail on
-        PostgreSQL every time, and the compaction would be retried forever.
-        """
-        validate_id(session_id)
-        if not isinstance(text, str):
-            msg = f"summary text must be a string, got {type(text).__name__}: {text!r:.80}"
-            raise TypeError(msg)
-        check_storable(text, what="summary text")
-        _check_count("covered_seq", covered_seq)
-        _check_count("expected_version", expected_version)
-        if lease_owner is not None:
-            if not isinstance(lease_owner, str) or not lease_owner:
-                msg = f"lease_owner must be the owner passed to claim() (a non-empty str) or None, got {lease_owner!r}"
-                raise ConfigurationError(msg)
-            check_storable(lease_owner, what="lease owner")
-        meta_json = json.dumps(dict(meta or {}))
-        return session_id, text, covered_seq, meta_json, expected_version, self._now(), lease_owner
-
-    @staticmethod
-    def _client(client_id: str | None) -> str | None:
-        return None if client_id is None else validate_id(client_id, kind="client_id")
 
     # ------------------------------------------------------------------ transcript
 
@@ -161,8 +99,8 @@ class RollingStore(SearchApi):
         dates them now. Each message is indexed for `search` in the same write.
         """
         validate_id(session_id)
-        client = self._client(client_id)
-        rows = self._prepare_rows(messages, token_counts)
+        client = checks.optional_client(client_id)
+        rows = checks.message_rows(messages, token_counts)
         if not rows:
             return []
         now = self._now()
@@ -178,8 +116,8 @@ class RollingStore(SearchApi):
         created_at: CreatedAt = None,
     ) -> list[int]:
         validate_id(session_id)
-        client = self._client(client_id)
-        rows = self._prepare_rows(messages, token_counts)
+        client = checks.optional_client(client_id)
+        rows = checks.message_rows(messages, token_counts)
         if not rows:
             return []
         now = self._now()
@@ -190,16 +128,16 @@ class RollingStore(SearchApi):
     ) -> list[StoredMessage]:
         """Messages with ``seq > after_seq``, ascending; the last (or first) `limit` of them."""
         validate_id(session_id)
-        _check_count("after_seq", after_seq)
-        _check_limit(limit)
+        checks.check_count("after_seq", after_seq)
+        checks.check_limit(limit)
         return self._decode(self._read(session_id, after_seq, limit, newest))
 
     async def aread(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None, newest: bool = True
     ) -> list[StoredMessage]:
         validate_id(session_id)
-        _check_count("after_seq", after_seq)
-        _check_limit(limit)
+        checks.check_count("after_seq", after_seq)
+        checks.check_limit(limit)
         return self._decode(await self._aread(session_id, after_seq, limit, newest))
 
     def summary_and_tail(
@@ -208,7 +146,7 @@ class RollingStore(SearchApi):
         """What a turn reads: the summary record and the newest `limit` messages it does not
         cover, ascending; one round trip on server backends."""
         validate_id(session_id)
-        _check_count("limit", limit)
+        checks.check_count("limit", limit)
         record, rows = self._summary_and_tail(session_id, limit)
         return record, self._decode(rows)
 
@@ -216,7 +154,7 @@ class RollingStore(SearchApi):
         self, session_id: str, *, limit: int
     ) -> tuple[SummaryRecord | None, list[StoredMessage]]:
         validate_id(session_id)
-        _check_count("limit", limit)
+        checks.check_count("limit", limit)
         record, rows = await self._asummary_and_tail(session_id, limit)
         return record, self._decode(rows)
 
@@ -258,7 +196,9 @@ class RollingStore(SearchApi):
         it took with `claim`: every erase deletes the lease with the data, so a compaction that
         claimed before an erase never installs after it, whatever the new conversation holds.
         """
-        args = self._summary_args(session_id, text, covered_seq, expected_version, meta, lease_owner)
+        args = checks.summary_args(
+            session_id, text, covered_seq, expected_version, meta, lease_owner, self._now()
+        )
         return self._cas_summary(*args)
 
     async def ainstall_summary(
@@ -271,7 +211,9 @@ class RollingStore(SearchApi):
         meta: Mapping[str, Any] | None = None,
         lease_owner: str | None = None,
     ) -> bool:
-        args = self._summary_args(session_id, text, covered_seq, expected_version, meta, lease_owner)
+        args = checks.summary_args(
+            session_id, text, covered_seq, expected_version, meta, lease_owner, self._now()
+        )
         return await self._acas_summary(*args)
 
     def usage(self, session_id: str) -> SummaryUsage:
@@ -283,16 +225,20 @@ class RollingStore(SearchApi):
 
     def claim(self, session_id: str, owner: str, ttl: float) -> bool:
         """Take the session's compaction lease for `ttl` seconds; False if someone holds it."""
-        return self._claim(validate_id(session_id), _owner(owner), _ttl(ttl), self._now())
+        return self._claim(
+            validate_id(session_id), checks.lease_owner(owner), checks.lease_ttl(ttl), self._now()
+        )
 
     async def aclaim(self, session_id: str, owner: str, ttl: float) -> bool:
-        return await self._aclaim(validate_id(session_id), _owner(owner), _ttl(ttl), self._now())
+        return await self._aclaim(
+            validate_id(session_id), checks.lease_owner(owner), checks.lease_ttl(ttl), self._now()
+        )
 
     def release(self, session_id: str, owner: str) -> None:
-        self._release(validate_id(session_id), _owner(owner))
+        self._release(validate_id(session_id), checks.lease_owner(owner))
 
     async def arelease(self, session_id: str, owner: str) -> None:
-        await self._arelease(validate_id(session_id), _owner(owner))
+        await self._arelease(validate_id(session_id), checks.lease_owner(owner))
 
     # ------------------------------------------------------------------ sessions & state
 
@@ -328,150 +274,22 @@ class RollingStore(SearchApi):
     def set_state(self, session_id: str, state: Mapping[str, Any], *, client_id: str | None = None) -> None:
         """Replace the session's state with `state` (a JSON-serializable mapping)."""
         validate_id(session_id)
-        self._set_state(session_id, self._client(client_id), _state_json(state), self._now())
+        self._set_state(session_id, checks.optional_client(client_id), checks.state_json(state), self._now())
 
     async def aset_state(
         self, session_id: str, state: Mapping[str, Any], *, client_id: str | None = None
     ) -> None:
         validate_id(session_id)
-        await self._aset_state(session_id, self._client(client_id), _state_json(state), self._now())
+        await self._aset_state(
+            session_id, checks.optional_client(client_id), checks.state_json(state), self._now()
+        )
 
     def purge(self, *, older_than: float) -> int:
         """Delete sessions not written for `older_than` seconds; return how many."""
-        return self._purge(self._cutoff(older_than))
+        return self._purge(checks.cutoff(older_than, self._now()))
 
     async def apurge(self, *, older_than: float) -> int:
-        return await self._apurge(self._cutoff(older_than))
-
-    # ------------------------------------------------------------------ facts
-
-    def _check_fact(self, text: object, key: str | None, source: str) -> tuple[str, str | None] | None:
-        """Validate and filter a fact; None if the filter refused it."""
-        return fact_rules.check_fact(
-            text, key, source, max_chars=self.max_fact_chars, fact_filter=self.fact_filter
-        )
-
-    def _plan_add(
-        self, client_id: str, text: str, key: str | None, source: str, pinned: bool = False
-    ) -> FactPlan:
-        """A plan that writes the checked fact (new or replacing a keyed one), or nothing for a
-        duplicate; its time and id are fixed here, so a backend may run it more than once.
-        A pinned fact stays pinned; `pinned=True` pins a new, replaced or duplicate fact."""
-        now, new_id = self._now(), uuid.uuid4().hex
-
-        def plan(existing: list[Fact]) -> Fact | None:
-            fact = plan_unpinned(existing)
-            if fact is None:
-                same = fact_rules.find_fact(existing, text, key) if pinned else None
-                return dataclasses.replace(same, pinned=True) if same and not same.pinned else None
-            was = next((f.pinned for f in existing if f.id == fact.id), False)
-            return dataclasses.replace(fact, pinned=pinned or was)
-
-        def plan_unpinned(existing: list[Fact]) -> Fact | None:
-            return fact_rules.plan_add(
-                existing,
-                client_id=client_id,
-                text=text,
-                key=key,
-                source=source,
-                max_facts=self.max_facts,
-                now=now,
-                new_id=new_id,
-            )
-
-        return plan
-
-    def add_fact(
-        self,
-        client_id: str,
-        text: str,
-        *,
-        key: str | None = None,
-        source: str = "code",
-        pinned: bool = False,
-    ) -> Fact | None:
-        """Store a fact about the client and return it.
-
-        A fact with the `key` of an existing one replaces its text (a team change updates the
-        team fact). An exact duplicate is not stored twice: the existing fact is returned.
-        Returns None if `fact_filter` refused the fact. A `pinned` fact (an allergy) is sent
-        before the others when the client's facts exceed their budget.
-
-        Example:
-            >>> from langchain_rolling_memory import open_store
-            >>> store = open_store("memory://")
-            >>> store.add_fact("client-1", "Allergic to peanuts").text
-            'Allergic to peanuts'
-        """
-        validate_id(client_id, kind="client_id")
-        checked = self._check_fact(text, key, source)
-        if checked is None:
-            return None
-        plan = self._plan_add(client_id, *checked, source, _pinned(pinned))
-        existing, fact = self._change_facts(client_id, plan)
-        return fact if fact is not None else fact_rules.find_fact(existing, *checked)
-
-    async def aadd_fact(
-        self,
-        client_id: str,
-        text: str,
-        *,
-        key: str | None = None,
-        source: str = "code",
-        pinned: bool = False,
-    ) -> Fact | None:
-        validate_id(client_id, kind="client_id")
-        checked = self._check_fact(text, key, source)
-        if checked is None:
-            return None
-        plan = self._plan_add(client_id, *checked, source, _pinned(pinned))
-        existing, fact = await self._achange_facts(client_id, plan)
-        return fact if fact is not None else fact_rules.find_fact(existing, *checked)
-
-    def facts(self, client_id: str) -> list[Fact]:
-        """The client's facts, oldest first."""
-        return self._list_facts(validate_id(client_id, kind="client_id"))
-
-    async def afacts(self, client_id: str) -> list[Fact]:
-        return await self._alist_facts(validate_id(client_id, kind="client_id"))
-
-    def _plan_update(self, fact_id: str, text: str) -> FactPlan:
-        """A plan that rewrites the text of fact `fact_id` (None: no such fact, or filtered)."""
-        now = self._now()
-
-        def plan(existing: list[Fact]) -> Fact | None:
-            return fact_rules.plan_update(
-                existing,
-                fact_id=fact_id,
-                text=text,
-                max_chars=self.max_fact_chars,
-                fact_filter=self.fact_filter,
-                now=now,
-            )
-
-        return plan
-
-    def update_fact(self, client_id: str, fact_id: str, text: str) -> Fact | None:
-        """Replace the text of one fact; None if the client has no such fact (or the filter
-        refused the new text). Read and write are one step, as in `add_fact`."""
-        validate_id(client_id, kind="client_id")
-        validate_id(fact_id, kind="fact_id")
-        return self._change_facts(client_id, self._plan_update(fact_id, text))[1]
-
-    async def aupdate_fact(self, client_id: str, fact_id: str, text: str) -> Fact | None:
-        validate_id(client_id, kind="client_id")
-        validate_id(fact_id, kind="fact_id")
-        return (await self._achange_facts(client_id, self._plan_update(fact_id, text)))[1]
-
-    def delete_fact(self, client_id: str, fact_id: str) -> bool:
-        """Delete one fact of the client; False if there was none with that id."""
-        return self._delete_fact(
-            validate_id(client_id, kind="client_id"), validate_id(fact_id, kind="fact_id")
-        )
-
-    async def adelete_fact(self, client_id: str, fact_id: str) -> bool:
-        client = validate_id(client_id, kind="client_id")
-        return await self._adelete_fact(client, validate_id(fact_id, kind="fact_id"))
+        return await self._apurge(checks.cutoff(older_than, self._now()))
 
     # ------------------------------------------------------------------ privacy
 
@@ -523,50 +341,3 @@ class RollingStore(SearchApi):
                 )
             )
         return client_export(client_id, await self._alist_facts(client_id), sessions, self._now())
-
-
-def _pinned(pinned: object) -> bool:
-    if not isinstance(pinned, bool):
-        msg = f"pinned must be True or False, got {pinned!r}"
-        raise ConfigurationError(msg)
-    return pinned
-
-
-def _check_count(name: str, value: object) -> None:
-    # bool is an int to Python but never a count; a negative seq reads differently per backend.
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        msg = f"{name} must be an int >= 0, got {value!r}; pass 0 to start from the beginning"
-        raise ValueError(msg)
-
-
-def _check_limit(limit: int | None) -> None:
-    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
-        msg = f"limit must be a non-negative int or None (all), got {limit!r}"
-        raise ValueError(msg)
-
-
-def _owner(owner: object) -> str:
-    if not isinstance(owner, str) or not owner:
-        msg = f"a lease owner must be a non-empty string, got {owner!r}; use e.g. uuid.uuid4().hex"
-        raise ValueError(msg)
-    return check_storable(owner, what="lease owner")
-
-
-def _ttl(ttl: object) -> float:
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < float("inf"):
-        msg = f"a lease ttl must be a finite number of seconds > 0, got {ttl!r}"
-        raise ValueError(msg)
-    return float(ttl)
-
-
-def _state_json(state: Mapping[str, Any]) -> str:
-    if not isinstance(state, Mapping):
-        msg = f"state must be a mapping (a JSON object), got {type(state).__name__}"
-        raise TypeError(msg)
-    try:
-        text = json.dumps(dict(state), ensure_ascii=False, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        msg = f"state must be JSON-serializable: {exc}"
-        raise ValueError(msg) from exc
-    # JSON escapes NUL and control characters, so they round-trip; a lone surrogate cannot.
-    return check_storable(text, what="state (as JSON)", allow_nul=True)

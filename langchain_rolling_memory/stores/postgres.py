@@ -23,13 +23,8 @@ from typing import Any
 
 import langchain_rolling_memory.stores.forks as forks
 import langchain_rolling_memory.stores.postgres_sql as pg
-from langchain_rolling_memory.errors import (
-    ConfigurationError,
-    MissingExtraError,
-    SchemaVersionError,
-    StoreError,
-)
-from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
+from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, StoreError
+from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, newer_schema
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.stores.postgres_aio import AsyncPostgresPrimitives
 from langchain_rolling_memory.stores.postgres_sql import Queries, check_config, check_prefix
@@ -214,12 +209,7 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
             row = conn.execute(q.get_version).fetchone()
             version = int(row[0]) if row else 0
             if version > SCHEMA_VERSION:
-                msg = (
-                    f"PostgreSQL tables {self.prefix}* were written by a newer version of "
-                    f"langchain-rolling-memory (schema {version}, this one knows {SCHEMA_VERSION}); "
-                    "upgrade the package"
-                )
-                raise SchemaVersionError(msg)
+                raise newer_schema(f"PostgreSQL tables {self.prefix}*", version)
             for number in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in q.migrations[number - 1]:
                     conn.execute(statement)

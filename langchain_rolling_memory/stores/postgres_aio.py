@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, StoreBackend, index_rows
+from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, StoreBackend
 
 __all__ = ["AsyncPostgresPrimitives"]
 
@@ -91,16 +90,7 @@ class AsyncPostgresPrimitives(StoreBackend):
         now: float,
         index: Sequence[IndexedRow] | None = None,
     ) -> list[int]:
-        params = pg.append_params(
-            session_id,
-            client_id,
-            list(rows),
-            now,
-            uuid.uuid4().hex,
-            self.q.client_lock(client_id or ""),
-            index_rows(rows, now, index),
-            self.search_config,
-        )
+        params = pg.append_params(self.q, session_id, client_id, rows, now, index, self.search_config)
         q = self.q
 
         async def first(conn: Any) -> list[int]:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from langchain_rolling_memory.errors import ConfigurationError, StoreError
@@ -391,15 +393,17 @@ def vacuum(conn: Any, q: Queries, *, full: bool) -> None:
 
 
 def append_params(
+    q: Queries,
     session_id: str,
     client_id: str | None,
-    rows: list[tuple[str, int | None]],
+    rows: Sequence[tuple[str, int | None]],
     now: float,
-    batch: str,
-    lock: str,
-    index: list[IndexedRow] | None = None,
+    index: Sequence[IndexedRow] | None = None,
     config: str = "simple",
 ) -> dict[str, Any]:
+    """The parameters of `Queries.append`; a new batch id marks the rows, so that a retry can
+    tell whether the first attempt landed."""
+    batch, lock = uuid.uuid4().hex, q.client_lock(client_id or "")
     entries = index_rows(rows, now, index)
     return {
         "cfg": config,

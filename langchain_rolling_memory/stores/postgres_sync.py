@@ -8,14 +8,13 @@ what both twins share in `postgres_sql.py`. Imports no driver: the store hands i
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, StoreBackend, index_rows
+from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, StoreBackend
 
 __all__ = ["SyncPostgresPrimitives"]
 
@@ -66,16 +65,7 @@ class SyncPostgresPrimitives(StoreBackend):
         now: float,
         index: Sequence[IndexedRow] | None = None,
     ) -> list[int]:
-        params = pg.append_params(
-            session_id,
-            client_id,
-            list(rows),
-            now,
-            uuid.uuid4().hex,
-            self.q.client_lock(client_id or ""),
-            index_rows(rows, now, index),
-            self.search_config,
-        )
+        params = pg.append_params(self.q, session_id, client_id, rows, now, index, self.search_config)
         q = self.q
 
         def first(conn: Any) -> list[int]:

@@ -29,9 +29,9 @@ import math
 from typing import Any
 
 import langchain_rolling_memory.stores.forks as forks
-from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, SchemaVersionError
+from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError
 from langchain_rolling_memory.stores import redis_scripts as lua
-from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
+from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, newer_schema
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.stores.redis_aio import AsyncRedisPrimitives
 from langchain_rolling_memory.stores.redis_sync import SyncRedisPrimitives
@@ -144,12 +144,7 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         self._r.setnx(self.keys.schema, "0")
         version = int(self._r.get(self.keys.schema) or 0)
         if version > SCHEMA_VERSION:
-            msg = (
-                f"Redis keys {self.prefix}* were written by a newer version of "
-                f"langchain-rolling-memory (schema {version}, this one knows {SCHEMA_VERSION}); "
-                "upgrade the package"
-            )
-            raise SchemaVersionError(msg)
+            raise newer_schema(f"Redis keys {self.prefix}*", version)
         for number in range(version + 1, SCHEMA_VERSION + 1):
             step = _MIGRATIONS[number - 1]
             if step is not None:  # pragma: no cover - no conversion shipped yet

@@ -21,7 +21,7 @@ from langchain_rolling_memory.search import SearchHit, message_index_text, query
 from langchain_rolling_memory.serde import loads_message
 from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, StoreBackend
 
-__all__ = ["CreatedAt", "SearchApi", "check_owner", "hits_of", "index_of", "search_scope"]
+__all__ = ["CreatedAt", "SearchApi", "check_owner", "hits_of", "index_of", "search_request", "search_scope"]
 
 CreatedAt = float | datetime | Sequence[float | datetime] | None
 """``created_at=`` of `append`: one date for the whole batch, one per message, or None (now)."""
@@ -114,9 +114,15 @@ def hits_of(rows: Sequence[SearchRow]) -> list[SearchHit]:
     return hits
 
 
-def _bad_query(query: object) -> list[str]:
-    msg = f"query must be a str, got {type(query).__name__}; pass the user's words as text"
-    raise TypeError(msg)
+def search_request(
+    query: object, client_id: str | None, session_id: str | None, limit: int
+) -> tuple[list[str], str | None, str | None]:
+    """The terms and the checked scope of a search (no terms: nothing to search for)."""
+    client, session = search_scope(client_id, session_id, limit)
+    if not isinstance(query, str):
+        msg = f"query must be a str, got {type(query).__name__}; pass the user's words as text"
+        raise TypeError(msg)
+    return query_terms(query), client, session
 
 
 class SearchApi(StoreBackend):
@@ -147,13 +153,10 @@ class SearchApi(StoreBackend):
             >>> store.search("what is the cat called?", client_id="c1")[0].seq
             1
         """
-        client, session = search_scope(client_id, session_id, limit)
-        terms = query_terms(query) if isinstance(query, str) else _bad_query(query)
-        if not terms:
-            return []
-        if client is not None and session is not None:
+        terms, client, session = search_request(query, client_id, session_id, limit)
+        if terms and client is not None and session is not None:
             check_owner(self._get_session(session), session, client)
-        return hits_of(self._search(terms, client, session, limit))
+        return hits_of(self._search(terms, client, session, limit)) if terms else []
 
     async def asearch(
         self,
@@ -163,10 +166,7 @@ class SearchApi(StoreBackend):
         session_id: str | None = None,
         limit: int = 10,
     ) -> list[SearchHit]:
-        client, session = search_scope(client_id, session_id, limit)
-        terms = query_terms(query) if isinstance(query, str) else _bad_query(query)
-        if not terms:
-            return []
-        if client is not None and session is not None:
+        terms, client, session = search_request(query, client_id, session_id, limit)
+        if terms and client is not None and session is not None:
             check_owner(await self._aget_session(session), session, client)
-        return hits_of(await self._asearch(terms, client, session, limit))
+        return hits_of(await self._asearch(terms, client, session, limit)) if terms else []

@@ -1,7 +1,8 @@
 """SQLite backend on the standard library's `sqlite3` (WAL mode, safe with threads and processes).
 
-Owns the SQL and the migrations for SQLite; the public API is in `base.py`, the fact rules in
-`fact_rules.py`. `sqlite3` is used directly rather than through an ORM: it ships with Python,
+Owns the connections (one per process, reopened after a fork), the transactions, the driver's
+errors and the primitives; the SQL text and the migrations are in `sqlite_sql.py`, the public
+API in `base.py`. `sqlite3` is used directly rather than through an ORM: it ships with Python,
 so the default backend needs no extra at all.
 
 Erasure leaves no bytes in the database's files: every connection sets ``secure_delete``
@@ -12,23 +13,12 @@ transaction at that moment the checkpoint cannot finish and a warning is logged;
 runs it again. Copies outside the files (backups, the file system's own journal) are out of
 reach. Driver errors (disk full, read-only file) become `StoreError` naming the file; a
 write-protected file (or ``read_only=True``) is opened read-only, so reads still work.
-
-Search (schema 2) is FTS5 with *external content*: `{p}search_docs` holds one row per message
-and fact (its `search.index_text`, already folded) and the FTS5 table `{p}search` indexes
-it without a second copy of the text; triggers keep the index in step with `search_docs`,
-and `search_docs` in step with every delete of a message or a fact, so no erasure path
-can leave an entry behind. External content rather than contentless: SQLite before 3.43
-can delete from a contentless table only if handed the exact text it indexed, which would
-have to be recomputed from the message (and would break if the indexed text ever changed).
-Ranking is FTS5's `bm25()`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -38,99 +28,23 @@ from typing import Any
 from urllib.parse import quote
 
 import langchain_rolling_memory.stores.forks as forks
-from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, SchemaVersionError, StoreError
+import langchain_rolling_memory.stores.sqlite_sql as sql
+from langchain_rolling_memory.errors import OwnershipError, StoreError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.search import fts5_query, index_text, message_index_text
 from langchain_rolling_memory.serde import loads_message
-from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, IndexedRow, SearchRow, index_rows
+from langchain_rolling_memory.stores.backend import (
+    SCHEMA_VERSION,
+    IndexedRow,
+    SearchRow,
+    index_rows,
+    newer_schema,
+)
 from langchain_rolling_memory.stores.base import RollingStore
 
 __all__ = ["SQLiteRollingStore"]
 
 logger = logging.getLogger("langchain_rolling_memory")
-
-_PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
-
-# Append-only: migration N brings the schema from version N-1 to N. Never edit one that shipped.
-_MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE IF NOT EXISTS {p}sessions (
-        session_id TEXT PRIMARY KEY,
-        client_id TEXT,
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL,
-        last_seq INTEGER NOT NULL DEFAULT 0,
-        state TEXT
-    );
-    CREATE INDEX IF NOT EXISTS {p}sessions_client ON {p}sessions (client_id);
-    CREATE INDEX IF NOT EXISTS {p}sessions_updated ON {p}sessions (updated_at);
-    CREATE TABLE IF NOT EXISTS {p}messages (
-        session_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        message TEXT NOT NULL,
-        tokens INTEGER,
-        created_at REAL NOT NULL,
-        PRIMARY KEY (session_id, seq)
-    ) WITHOUT ROWID;
-    CREATE TABLE IF NOT EXISTS {p}summaries (
-        session_id TEXT PRIMARY KEY,
-        text TEXT NOT NULL,
-        covered_seq INTEGER NOT NULL,
-        version INTEGER NOT NULL,
-        meta TEXT NOT NULL,
-        updated_at REAL NOT NULL
-    );
-    CREATE TABLE IF NOT EXISTS {p}leases (
-        session_id TEXT PRIMARY KEY,
-        owner TEXT NOT NULL,
-        expires_at REAL NOT NULL
-    );
-    CREATE TABLE IF NOT EXISTS {p}facts (
-        id TEXT PRIMARY KEY,
-        client_id TEXT NOT NULL,
-        text TEXT NOT NULL,
-        key TEXT,
-        source TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS {p}facts_client ON {p}facts (client_id, created_at);
-    """,
-    # 2: pinned facts and the search index (backfilled from the existing rows by `_backfill`).
-    """
-    ALTER TABLE {p}facts ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
-    CREATE TABLE IF NOT EXISTS {p}search_docs (
-        doc INTEGER PRIMARY KEY,
-        session_id TEXT,
-        seq INTEGER,
-        client_id TEXT,
-        fact_id TEXT,
-        text TEXT NOT NULL
-    );
-    CREATE UNIQUE INDEX IF NOT EXISTS {p}search_docs_message
-        ON {p}search_docs (session_id, seq) WHERE fact_id IS NULL;
-    CREATE UNIQUE INDEX IF NOT EXISTS {p}search_docs_fact ON {p}search_docs (fact_id) WHERE fact_id IS NOT NULL;
-    CREATE VIRTUAL TABLE IF NOT EXISTS {p}search USING fts5(
-        text, content='{p}search_docs', content_rowid='doc', tokenize='unicode61 remove_diacritics 2'
-    );
-    CREATE TRIGGER IF NOT EXISTS {p}search_docs_added AFTER INSERT ON {p}search_docs BEGIN
-        INSERT INTO {p}search (rowid, text) VALUES (new.doc, new.text);
-    END;
-    CREATE TRIGGER IF NOT EXISTS {p}search_docs_gone AFTER DELETE ON {p}search_docs BEGIN
-        INSERT INTO {p}search ({p}search, rowid, text) VALUES ('delete', old.doc, old.text);
-    END;
-    CREATE TRIGGER IF NOT EXISTS {p}messages_unindexed AFTER DELETE ON {p}messages BEGIN
-        DELETE FROM {p}search_docs WHERE session_id = old.session_id AND seq = old.seq AND fact_id IS NULL;
-    END;
-    CREATE TRIGGER IF NOT EXISTS {p}facts_unindexed AFTER DELETE ON {p}facts BEGIN
-        DELETE FROM {p}search_docs WHERE fact_id = old.id;
-    END;
-    """,
-)
-if len(_MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
-    raise RuntimeError("one SQLite migration per schema version is required")
-
-_FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned"
 
 
 def _statements(script: str) -> list[str]:
@@ -145,11 +59,6 @@ def _statements(script: str) -> list[str]:
     if pending.strip(" \n;"):  # pragma: no cover - a migration with an unfinished statement
         out.append(pending.strip())
     return out
-
-
-def _fact_of(row: Sequence[Any]) -> Fact:
-    fact_id, client_id, text, key, source, created_at, updated_at, pinned = row
-    return Fact(fact_id, client_id, text, key, source, created_at, updated_at, bool(pinned))
 
 
 class SQLiteRollingStore(RollingStore):
@@ -176,11 +85,9 @@ class SQLiteRollingStore(RollingStore):
         self, path: str | Path, *, table_prefix: str = "lrm_", read_only: bool = False, **options: Any
     ) -> None:
         super().__init__(**options)
-        if not _PREFIX.fullmatch(table_prefix):
-            msg = f"table_prefix must match [a-z_][a-z0-9_]{{0,30}}, got {table_prefix!r}"
-            raise ConfigurationError(msg)
         self.path = str(path)
-        self.prefix = table_prefix
+        self.prefix = sql.check_prefix(table_prefix)
+        self.q = sql.Queries(self.prefix)
         on_disk = self.path != ":memory:"
         # Root ignores file modes, so os.access answers for this process, as the open would.
         self.read_only = read_only or (
@@ -242,8 +149,9 @@ class SQLiteRollingStore(RollingStore):
 
     # ------------------------------------------------------------------ plumbing
 
-    def _t(self, name: str) -> str:
-        return f"{self.prefix}{name}"
+    @property
+    def _tables(self) -> str:
+        return f"SQLite tables {self.prefix}* in {self.path}"
 
     def _db(self) -> sqlite3.Connection:
         """The connection of this process (call with the lock held); reopened after a fork."""
@@ -299,67 +207,49 @@ class SQLiteRollingStore(RollingStore):
 
     def _schema_version(self) -> int | None:
         """The recorded schema version, read without writing (None: no meta table yet)."""
-        meta, conn = self._t("meta"), self._db()
-        found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (meta,))
-        if found.fetchone() is None:
+        q, conn = self.q, self._db()
+        if conn.execute(q.has_meta, (q.meta,)).fetchone() is None:
             return None
-        row = conn.execute(f"SELECT value FROM {meta} WHERE key = 'schema_version'").fetchone()
+        row = conn.execute(q.get_version).fetchone()
         return int(row[0]) if row else 0
 
     def _migrate(self) -> None:
-        meta = self._t("meta")
+        q = self.q
         # A current schema needs no write, so a read-only file still opens for reading.
         current = self._schema_version()
         if current == SCHEMA_VERSION:
             return
         if self.read_only:
+            if current is not None and current > SCHEMA_VERSION:
+                raise newer_schema(self._tables, current)
             msg = (
                 f"SQLite file {self.path} is opened read-only but its tables {self.prefix}* are "
                 f"at schema {current or 0}, not {SCHEMA_VERSION}; open it once writable to set them up"
             )
-            if current is not None and current > SCHEMA_VERSION:
-                msg = (
-                    f"{self.path} (tables {self.prefix}*) was written by a newer version of "
-                    f"langchain-rolling-memory (schema {current}, this one knows {SCHEMA_VERSION}); "
-                    "upgrade the package"
-                )
-                raise SchemaVersionError(msg)
             raise StoreError(msg)
         with self._write() as conn:
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {meta} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            row = conn.execute(f"SELECT value FROM {meta} WHERE key = 'schema_version'").fetchone()
+            conn.execute(q.create_meta)
+            row = conn.execute(q.get_version).fetchone()
             version = int(row[0]) if row else 0
             if version > SCHEMA_VERSION:
-                msg = (
-                    f"{self.path} (tables {self.prefix}*) was written by a newer version of "
-                    f"langchain-rolling-memory (schema {version}, this one knows {SCHEMA_VERSION}); "
-                    "upgrade the package"
-                )
-                raise SchemaVersionError(msg)
+                raise newer_schema(self._tables, version)
             for number in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _statements(_MIGRATIONS[number - 1].format(p=self.prefix)):
+                for statement in _statements(q.migrations[number - 1]):
                     conn.execute(statement)
                 if number == 2:
                     self._backfill(conn)
-                conn.execute(
-                    f"INSERT INTO {meta} (key, value) VALUES ('schema_version', ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                    (str(number),),
-                )
+                conn.execute(q.set_version, (str(number),))
 
     def _backfill(self, conn: sqlite3.Connection) -> None:
         """Index the messages and facts written before schema 2 (in the migration's transaction)."""
-        docs = self._t("search_docs")
-        messages = conn.execute(f"SELECT session_id, seq, message FROM {self._t('messages')}")
+        q = self.q
+        messages = conn.execute(q.backfill_messages)
         conn.executemany(
-            f"INSERT INTO {docs} (session_id, seq, text) VALUES (?, ?, ?)",
+            q.index_message,
             ((sid, seq, message_index_text(loads_message(payload))) for sid, seq, payload in messages),
         )
-        facts = conn.execute(f"SELECT id, client_id, text FROM {self._t('facts')}")
-        conn.executemany(
-            f"INSERT INTO {docs} (fact_id, client_id, text) VALUES (?, ?, ?)",
-            ((fid, cid, index_text(text)) for fid, cid, text in facts),
-        )
+        facts = conn.execute(q.backfill_facts)
+        conn.executemany(q.index_fact, ((fid, cid, index_text(text)) for fid, cid, text in facts))
 
     def close(self) -> None:
         with self._lock:
@@ -378,33 +268,23 @@ class SQLiteRollingStore(RollingStore):
         now: float,
         index: Sequence[IndexedRow] | None = None,
     ) -> list[int]:
-        entries = index_rows(rows, now, index)
-        sessions, messages = self._t("sessions"), self._t("messages")
+        entries, q = index_rows(rows, now, index), self.q
         with self._write() as conn:
-            row = conn.execute(
-                f"SELECT client_id, last_seq FROM {sessions} WHERE session_id = ?", (session_id,)
-            ).fetchone()
+            row = conn.execute(q.session_head, (session_id,)).fetchone()
             owner, last = (row[0], int(row[1])) if row else (None, 0)
             if client_id is not None and owner is not None and owner != client_id:
                 raise OwnershipError.for_session(session_id, client_id)
             seqs = list(range(last + 1, last + 1 + len(rows)))
-            conn.execute(
-                f"INSERT INTO {sessions} (session_id, client_id, created_at, updated_at, last_seq) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
-                "last_seq = excluded.last_seq, updated_at = excluded.updated_at, "
-                f"client_id = COALESCE({sessions}.client_id, excluded.client_id)",
-                (session_id, client_id, now, now, seqs[-1]),
-            )
+            conn.execute(q.upsert_session, (session_id, client_id, now, now, seqs[-1]))
             conn.executemany(
-                f"INSERT INTO {messages} (session_id, seq, message, tokens, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
+                q.insert_messages,
                 [
                     (session_id, seq, payload, tokens, entry.created_at)
                     for seq, (payload, tokens), entry in zip(seqs, rows, entries, strict=True)
                 ],
             )
             conn.executemany(
-                f"INSERT INTO {self._t('search_docs')} (session_id, seq, text) VALUES (?, ?, ?)",
+                q.index_message,
                 [(session_id, seq, entry.text) for seq, entry in zip(seqs, entries, strict=True)],
             )
         return seqs
@@ -412,63 +292,20 @@ class SQLiteRollingStore(RollingStore):
     def _search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
-        fts, docs = self._t("search"), self._t("search_docs")
-        # The FTS table drives the ranking (bm25() needs it) and the scope filters its matches;
-        # only the best `limit` entries are then joined to their message or fact.
-        sql = f"""
-            WITH top AS (
-                SELECT d.doc, d.session_id, d.seq, d.fact_id, bm25({fts}) AS rank
-                FROM {fts} JOIN {docs} AS d ON d.doc = {fts}.rowid
-                WHERE {fts} MATCH :q AND (
-                    (d.fact_id IS NULL AND (d.session_id = :sid OR (:sid IS NULL AND d.session_id IN
-                        (SELECT session_id FROM {self._t("sessions")} WHERE client_id = :cid))))
-                    OR (d.fact_id IS NOT NULL AND d.client_id = :cid)
-                )
-                ORDER BY rank, d.doc LIMIT :limit
-            )
-            SELECT -top.rank, top.session_id, top.seq, m.message, m.created_at,
-                   f.id, f.client_id, f.text, f.key, f.source, f.created_at, f.updated_at, f.pinned
-            FROM top
-            LEFT JOIN {self._t("messages")} AS m
-                ON top.fact_id IS NULL AND m.session_id = top.session_id AND m.seq = top.seq
-            LEFT JOIN {self._t("facts")} AS f ON f.id = top.fact_id
-            ORDER BY top.rank, top.doc
-        """
         params = {"q": fts5_query(terms), "sid": session_id, "cid": client_id, "limit": limit}
-        out: list[SearchRow] = []
-        for score, sid, seq, payload, at, *fact in self._query(sql, params):  # type: ignore[arg-type]
-            if fact[0] is not None:
-                out.append((float(score), None, None, None, None, _fact_of(fact)))
-            elif payload is not None:
-                out.append((float(score), str(sid), int(seq), str(payload), float(at), None))
-        return out
+        return sql.search_rows_of(self._query(self.q.search, params))  # type: ignore[arg-type]
 
     def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
-        messages = self._t("messages")
-        base = f"SELECT seq, message, tokens FROM {messages} WHERE session_id = ? AND seq > ?"
-        if limit is None:
-            rows = self._query(f"{base} ORDER BY seq", (session_id, after_seq))
-        elif newest:
-            rows = self._query(f"{base} ORDER BY seq DESC LIMIT ?", (session_id, after_seq, limit))
-            rows.reverse()
-        else:
-            rows = self._query(f"{base} ORDER BY seq LIMIT ?", (session_id, after_seq, limit))
-        return [(int(s), str(m), None if t is None else int(t)) for s, m, t in rows]
+        statement, params = self.q.read(session_id, after_seq, limit, newest)
+        return sql.rows_of(self._query(statement, params), newest, limit)
 
     def _last_seq(self, session_id: str) -> int:
-        rows = self._query(f"SELECT last_seq FROM {self._t('sessions')} WHERE session_id = ?", (session_id,))
+        rows = self._query(self.q.last_seq, (session_id,))
         return int(rows[0][0]) if rows else 0
 
     def _get_summary(self, session_id: str) -> SummaryRecord | None:
-        rows = self._query(
-            f"SELECT text, covered_seq, version, meta, updated_at FROM {self._t('summaries')} "
-            "WHERE session_id = ?",
-            (session_id,),
-        )
-        if not rows:
-            return None
-        text, covered, version, meta, updated = rows[0]
-        return SummaryRecord(str(text), int(covered), int(version), json.loads(str(meta)), float(updated))
+        rows = self._query(self.q.get_summary, (session_id,))
+        return sql.summary_of(rows[0] if rows else None)
 
     def _cas_summary(
         self,
@@ -480,106 +317,63 @@ class SQLiteRollingStore(RollingStore):
         now: float,
         lease_owner: str | None = None,
     ) -> bool:
-        summaries = self._t("summaries")
+        q = self.q
         with self._write() as conn:
             if (
                 lease_owner is not None
-                and not conn.execute(
-                    f"SELECT 1 FROM {self._t('leases')} WHERE session_id = ? AND owner = ?",
-                    (session_id, lease_owner),
-                ).fetchone()
+                and not conn.execute(q.lease_held, (session_id, lease_owner)).fetchone()
             ):
                 return False
             if expected_version == 0:
-                cur = conn.execute(
-                    f"INSERT INTO {summaries} (session_id, text, covered_seq, version, meta, updated_at) "
-                    "VALUES (?, ?, ?, 1, ?, ?) ON CONFLICT(session_id) DO NOTHING",
-                    (session_id, text, covered_seq, meta, now),
-                )
+                cur = conn.execute(q.insert_summary, (session_id, text, covered_seq, meta, now))
             else:
                 cur = conn.execute(
-                    f"UPDATE {summaries} SET text = ?, covered_seq = ?, version = version + 1, "
-                    "meta = ?, updated_at = ? WHERE session_id = ? AND version = ?",
-                    (text, covered_seq, meta, now, session_id, expected_version),
+                    q.update_summary, (text, covered_seq, meta, now, session_id, expected_version)
                 )
             return cur.rowcount == 1
 
     def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
-        leases = self._t("leases")
         with self._write() as conn:
-            cur = conn.execute(
-                f"INSERT INTO {leases} (session_id, owner, expires_at) VALUES (?, ?, ?) "
-                "ON CONFLICT(session_id) DO UPDATE SET owner = excluded.owner, "
-                f"expires_at = excluded.expires_at WHERE {leases}.expires_at <= ? "
-                f"OR {leases}.owner = excluded.owner",
-                (session_id, owner, now + ttl, now),
-            )
-            return cur.rowcount == 1
+            return conn.execute(self.q.claim, (session_id, owner, now + ttl, now)).rowcount == 1
 
     def _release(self, session_id: str, owner: str) -> None:
         with self._write() as conn:
-            conn.execute(
-                f"DELETE FROM {self._t('leases')} WHERE session_id = ? AND owner = ?",
-                (session_id, owner),
-            )
+            conn.execute(self.q.release, (session_id, owner))
 
     def _get_session(self, session_id: str) -> SessionInfo | None:
-        rows = self._query(
-            f"SELECT client_id, created_at, updated_at FROM {self._t('sessions')} WHERE session_id = ?",
-            (session_id,),
-        )
-        if not rows:
-            return None
-        client, created, updated = rows[0]
-        return SessionInfo(
-            session_id, None if client is None else str(client), float(created), float(updated)
-        )
+        rows = self._query(self.q.get_session, (session_id,))
+        return sql.session_of(session_id, rows[0] if rows else None)
 
     def _list_sessions(self, client_id: str) -> list[str]:
-        rows = self._query(
-            f"SELECT session_id FROM {self._t('sessions')} WHERE client_id = ? ORDER BY session_id",
-            (client_id,),
-        )
-        return [str(r[0]) for r in rows]
+        return [str(r[0]) for r in self._query(self.q.list_sessions, (client_id,))]
 
     def _get_state(self, session_id: str) -> str | None:
-        rows = self._query(f"SELECT state FROM {self._t('sessions')} WHERE session_id = ?", (session_id,))
+        rows = self._query(self.q.get_state, (session_id,))
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
     def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
-        sessions = self._t("sessions")
+        q = self.q
         with self._write() as conn:
-            row = conn.execute(
-                f"SELECT client_id FROM {sessions} WHERE session_id = ?", (session_id,)
-            ).fetchone()
+            row = conn.execute(q.session_client, (session_id,)).fetchone()
             if client_id is not None and row and row[0] is not None and row[0] != client_id:
                 raise OwnershipError.for_session(session_id, client_id)
-            conn.execute(
-                f"INSERT INTO {sessions} (session_id, client_id, created_at, updated_at, state) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET state = excluded.state, "
-                f"updated_at = excluded.updated_at, client_id = COALESCE({sessions}.client_id, excluded.client_id)",
-                (session_id, client_id, now, now, state),
-            )
+            conn.execute(q.set_state, (session_id, client_id, now, now, state))
 
-    def _delete_sessions_where(self, conn: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
-        sessions = self._t("sessions")
-        ids = [r[0] for r in conn.execute(f"SELECT session_id FROM {sessions} WHERE {where}", params)]
-        for table in ("messages", "summaries", "leases", "sessions"):
-            conn.executemany(f"DELETE FROM {self._t(table)} WHERE session_id = ?", [(i,) for i in ids])
+    def _delete_sessions(self, conn: sqlite3.Connection, select: str, params: Sequence[object]) -> int:
+        """Erase the sessions whose ids `select` returns; how many there were."""
+        ids = [(r[0],) for r in conn.execute(select, params)]
+        for statement in self.q.delete_session:
+            conn.executemany(statement, ids)
         return len(ids)
 
     def _delete_session(self, session_id: str) -> None:
         with self._write() as conn:
-            for table in ("messages", "summaries", "leases", "sessions"):
-                conn.execute(f"DELETE FROM {self._t(table)} WHERE session_id = ?", (session_id,))
+            for statement in self.q.delete_session:
+                conn.execute(statement, (session_id,))
         self._checkpoint()
 
     def _list_facts(self, client_id: str) -> list[Fact]:
-        rows = self._query(
-            f"SELECT {_FACT_COLUMNS} FROM {self._t('facts')} WHERE client_id = ? ORDER BY created_at, id",
-            (client_id,),
-        )
-        return [_fact_of(row) for row in rows]
+        return [sql.fact_of(row) for row in self._query(self.q.list_facts, (client_id,))]
 
     def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
         # One write transaction: a second process adding the same fact waits, then sees it.
@@ -595,51 +389,28 @@ class SQLiteRollingStore(RollingStore):
             self._insert_fact(conn, fact)
 
     def _insert_fact(self, conn: sqlite3.Connection, fact: Fact) -> None:
-        cur = conn.execute(
-            f"INSERT INTO {self._t('facts')} ({_FACT_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET text = excluded.text, "
-            "key = excluded.key, source = excluded.source, updated_at = excluded.updated_at, "
-            f"pinned = excluded.pinned WHERE {self._t('facts')}.client_id = excluded.client_id",
-            (
-                fact.id,
-                fact.client_id,
-                fact.text,
-                fact.key,
-                fact.source,
-                fact.created_at,
-                fact.updated_at,
-                int(fact.pinned),
-            ),
-        )
-        if cur.rowcount == 1:  # written (not another client's id): its entry follows its text
-            docs = self._t("search_docs")
-            conn.execute(f"DELETE FROM {docs} WHERE fact_id = ?", (fact.id,))
-            conn.execute(
-                f"INSERT INTO {docs} (fact_id, client_id, text) VALUES (?, ?, ?)",
-                (fact.id, fact.client_id, index_text(fact.text)),
-            )
+        q = self.q
+        if conn.execute(q.upsert_fact, sql.fact_params(fact)).rowcount == 1:
+            # Written (not another client's id): its index entry follows its text.
+            conn.execute(q.unindex_fact, (fact.id,))
+            conn.execute(q.index_fact, (fact.id, fact.client_id, index_text(fact.text)))
 
     def _delete_fact(self, client_id: str, fact_id: str) -> bool:
         with self._write() as conn:
-            cur = conn.execute(
-                f"DELETE FROM {self._t('facts')} WHERE client_id = ? AND id = ?",
-                (client_id, fact_id),
-            )
-            return cur.rowcount == 1
+            return conn.execute(self.q.delete_fact, (client_id, fact_id)).rowcount == 1
 
     def _delete_client(self, client_id: str) -> None:
+        q = self.q
         with self._write() as conn:
-            conn.execute(f"DELETE FROM {self._t('facts')} WHERE client_id = ?", (client_id,))
-            self._delete_sessions_where(conn, "client_id = ?", (client_id,))
-            # FTS5 deletes are markers until segments merge: merge now so the forgotten
-            # client's words leave the index pages too.
-            fts = self._t("search")
-            conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('optimize')")
+            conn.execute(q.delete_facts, (client_id,))
+            self._delete_sessions(conn, q.client_sessions, (client_id,))
+            # Merge the index now, so the forgotten client's words leave its pages too.
+            conn.execute(q.optimize_search)
         self._checkpoint()
 
     def _purge(self, cutoff: float) -> int:
         with self._write() as conn:
-            count = self._delete_sessions_where(conn, "updated_at < ?", (cutoff,))
+            count = self._delete_sessions(conn, self.q.old_sessions, (cutoff,))
         if count:
             self._checkpoint()
         return count

@@ -1,0 +1,145 @@
+"""The argument checks of the public store API: each checks one argument and returns it ready for a backend.
+
+Owns what is refused at the boundary and how (ids are `ids.validate_id`, text no backend can
+store exactly is `serde.check_storable`), and serializing messages, state and summary meta
+for the primitives. Pure: no I/O and no clock (the caller passes "now"); the API that calls
+these is `base.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from langchain_rolling_memory.errors import ConfigurationError, InvalidTextError
+from langchain_rolling_memory.ids import validate_id
+from langchain_rolling_memory.serde import check_storable, dumps_message
+
+__all__ = [
+    "check_count",
+    "check_limit",
+    "cutoff",
+    "lease_owner",
+    "lease_ttl",
+    "message_rows",
+    "optional_client",
+    "pinned_flag",
+    "state_json",
+    "summary_args",
+]
+
+
+def message_rows(
+    messages: Sequence[BaseMessage], token_counts: Sequence[int | None] | None
+) -> list[tuple[str, int | None]]:
+    """``(payload_json, tokens)`` per message, all serialized before anything is written."""
+    if isinstance(messages, (str, bytes, BaseMessage)) or not isinstance(messages, Sequence):
+        msg = f"messages must be a sequence of BaseMessage, got {type(messages).__name__}"
+        raise TypeError(msg)
+    if token_counts is not None and len(token_counts) != len(messages):
+        msg = (
+            f"token_counts must have one entry per message, got {len(token_counts)} "
+            f"for {len(messages)} messages"
+        )
+        raise ValueError(msg)
+    payloads = []
+    for index, message in enumerate(messages):
+        try:
+            payloads.append(dumps_message(message))
+        except InvalidTextError as exc:
+            msg = f"message {index} of {len(messages)}: {exc}"
+            raise InvalidTextError(msg) from exc
+    counts: Sequence[int | None] = token_counts if token_counts is not None else [None] * len(messages)
+    return list(zip(payloads, counts, strict=True))
+
+
+def optional_client(client_id: str | None) -> str | None:
+    return None if client_id is None else validate_id(client_id, kind="client_id")
+
+
+def check_count(name: str, value: object) -> None:
+    # bool is an int to Python but never a count; a negative seq reads differently per backend.
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        msg = f"{name} must be an int >= 0, got {value!r}; pass 0 to start from the beginning"
+        raise ValueError(msg)
+
+
+def check_limit(limit: int | None) -> None:
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        msg = f"limit must be a non-negative int or None (all), got {limit!r}"
+        raise ValueError(msg)
+
+
+def cutoff(older_than: float, now: float) -> float:
+    """The time before which `purge` deletes a session."""
+    if older_than < 0:
+        msg = f"older_than must be a number of seconds >= 0, got {older_than!r}"
+        raise ConfigurationError(msg)
+    return now - older_than
+
+
+def summary_args(
+    session_id: str,
+    text: str,
+    covered_seq: int,
+    expected_version: int,
+    meta: Mapping[str, Any] | None,
+    lease_owner: str | None,
+    now: float,
+) -> tuple[str, str, int, str, int, float, str | None]:
+    """The arguments of `_cas_summary`, checked and serialized.
+
+    A NUL or lone surrogate in the text is refused here: stored raw, it would fail on
+    PostgreSQL every time, and the compaction would be retried forever.
+    """
+    validate_id(session_id)
+    if not isinstance(text, str):
+        msg = f"summary text must be a string, got {type(text).__name__}: {text!r:.80}"
+        raise TypeError(msg)
+    check_storable(text, what="summary text")
+    check_count("covered_seq", covered_seq)
+    check_count("expected_version", expected_version)
+    if lease_owner is not None:
+        if not isinstance(lease_owner, str) or not lease_owner:
+            msg = f"lease_owner must be the owner passed to claim() (a non-empty str) or None, got {lease_owner!r}"
+            raise ConfigurationError(msg)
+        check_storable(lease_owner, what="lease owner")
+    meta_json = json.dumps(dict(meta or {}))
+    return session_id, text, covered_seq, meta_json, expected_version, now, lease_owner
+
+
+def lease_owner(owner: object) -> str:
+    if not isinstance(owner, str) or not owner:
+        msg = f"a lease owner must be a non-empty string, got {owner!r}; use e.g. uuid.uuid4().hex"
+        raise ValueError(msg)
+    return check_storable(owner, what="lease owner")
+
+
+def lease_ttl(ttl: object) -> float:
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < float("inf"):
+        msg = f"a lease ttl must be a finite number of seconds > 0, got {ttl!r}"
+        raise ValueError(msg)
+    return float(ttl)
+
+
+def pinned_flag(pinned: object) -> bool:
+    if not isinstance(pinned, bool):
+        msg = f"pinned must be True or False, got {pinned!r}"
+        raise ConfigurationError(msg)
+    return pinned
+
+
+def state_json(state: Mapping[str, Any]) -> str:
+    if not isinstance(state, Mapping):
+        msg = f"state must be a mapping (a JSON object), got {type(state).__name__}"
+        raise TypeError(msg)
+    try:
+        text = json.dumps(dict(state), ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        msg = f"state must be JSON-serializable: {exc}"
+        raise ValueError(msg) from exc
+    # JSON escapes NUL and control characters, so they round-trip; a lone surrogate cannot.
+    return check_storable(text, what="state (as JSON)", allow_nul=True)

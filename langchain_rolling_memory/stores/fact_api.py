@@ -1,0 +1,155 @@
+"""The fact half of the public store API: add, list, update and delete a client's facts (sync/async twins).
+
+Owns turning a call into a checked fact and a plan that a backend runs inside its atomic
+read-then-write step (`_change_facts`); the rules themselves (limits, duplicates, keys) are
+in `fact_rules.py`, the transcript, summary and session API in `base.py`. No I/O of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+import langchain_rolling_memory.fact_rules as fact_rules
+import langchain_rolling_memory.stores.checks as checks
+from langchain_rolling_memory.ids import validate_id
+from langchain_rolling_memory.records import Fact, FactFilter, FactPlan
+from langchain_rolling_memory.stores.backend import StoreBackend
+
+__all__ = ["FactApi"]
+
+
+class FactApi(StoreBackend):
+    """The public fact methods of every store, on the backend's fact primitives."""
+
+    max_fact_chars: int
+    max_facts: int
+    fact_filter: FactFilter | None
+
+    def _check_fact(self, text: object, key: str | None, source: str) -> tuple[str, str | None] | None:
+        """Validate and filter a fact; None if the filter refused it."""
+        return fact_rules.check_fact(
+            text, key, source, max_chars=self.max_fact_chars, fact_filter=self.fact_filter
+        )
+
+    def _plan_add(
+        self, client_id: str, text: str, key: str | None, source: str, pinned: bool = False
+    ) -> FactPlan:
+        """A plan that writes the checked fact (new or replacing a keyed one), or nothing for a
+        duplicate; its time and id are fixed here, so a backend may run it more than once.
+        A pinned fact stays pinned; `pinned=True` pins a new, replaced or duplicate fact."""
+        now, new_id = self._now(), uuid.uuid4().hex
+
+        def plan(existing: list[Fact]) -> Fact | None:
+            fact = plan_unpinned(existing)
+            if fact is None:
+                same = fact_rules.find_fact(existing, text, key) if pinned else None
+                return dataclasses.replace(same, pinned=True) if same and not same.pinned else None
+            was = next((f.pinned for f in existing if f.id == fact.id), False)
+            return dataclasses.replace(fact, pinned=pinned or was)
+
+        def plan_unpinned(existing: list[Fact]) -> Fact | None:
+            return fact_rules.plan_add(
+                existing,
+                client_id=client_id,
+                text=text,
+                key=key,
+                source=source,
+                max_facts=self.max_facts,
+                now=now,
+                new_id=new_id,
+            )
+
+        return plan
+
+    def add_fact(
+        self,
+        client_id: str,
+        text: str,
+        *,
+        key: str | None = None,
+        source: str = "code",
+        pinned: bool = False,
+    ) -> Fact | None:
+        """Store a fact about the client and return it.
+
+        A fact with the `key` of an existing one replaces its text (a team change updates the
+        team fact). An exact duplicate is not stored twice: the existing fact is returned.
+        Returns None if `fact_filter` refused the fact. A `pinned` fact (an allergy) is sent
+        before the others when the client's facts exceed their budget.
+
+        Example:
+            >>> from langchain_rolling_memory import open_store
+            >>> store = open_store("memory://")
+            >>> store.add_fact("client-1", "Allergic to peanuts").text
+            'Allergic to peanuts'
+        """
+        validate_id(client_id, kind="client_id")
+        checked = self._check_fact(text, key, source)
+        if checked is None:
+            return None
+        plan = self._plan_add(client_id, *checked, source, checks.pinned_flag(pinned))
+        existing, fact = self._change_facts(client_id, plan)
+        return fact if fact is not None else fact_rules.find_fact(existing, *checked)
+
+    async def aadd_fact(
+        self,
+        client_id: str,
+        text: str,
+        *,
+        key: str | None = None,
+        source: str = "code",
+        pinned: bool = False,
+    ) -> Fact | None:
+        validate_id(client_id, kind="client_id")
+        checked = self._check_fact(text, key, source)
+        if checked is None:
+            return None
+        plan = self._plan_add(client_id, *checked, source, checks.pinned_flag(pinned))
+        existing, fact = await self._achange_facts(client_id, plan)
+        return fact if fact is not None else fact_rules.find_fact(existing, *checked)
+
+    def facts(self, client_id: str) -> list[Fact]:
+        """The client's facts, oldest first."""
+        return self._list_facts(validate_id(client_id, kind="client_id"))
+
+    async def afacts(self, client_id: str) -> list[Fact]:
+        return await self._alist_facts(validate_id(client_id, kind="client_id"))
+
+    def _plan_update(self, fact_id: str, text: str) -> FactPlan:
+        """A plan that rewrites the text of fact `fact_id` (None: no such fact, or filtered)."""
+        now = self._now()
+
+        def plan(existing: list[Fact]) -> Fact | None:
+            return fact_rules.plan_update(
+                existing,
+                fact_id=fact_id,
+                text=text,
+                max_chars=self.max_fact_chars,
+                fact_filter=self.fact_filter,
+                now=now,
+            )
+
+        return plan
+
+    def update_fact(self, client_id: str, fact_id: str, text: str) -> Fact | None:
+        """Replace the text of one fact; None if the client has no such fact (or the filter
+        refused the new text). Read and write are one step, as in `add_fact`."""
+        validate_id(client_id, kind="client_id")
+        validate_id(fact_id, kind="fact_id")
+        return self._change_facts(client_id, self._plan_update(fact_id, text))[1]
+
+    async def aupdate_fact(self, client_id: str, fact_id: str, text: str) -> Fact | None:
+        validate_id(client_id, kind="client_id")
+        validate_id(fact_id, kind="fact_id")
+        return (await self._achange_facts(client_id, self._plan_update(fact_id, text)))[1]
+
+    def delete_fact(self, client_id: str, fact_id: str) -> bool:
+        """Delete one fact of the client; False if there was none with that id."""
+        return self._delete_fact(
+            validate_id(client_id, kind="client_id"), validate_id(fact_id, kind="fact_id")
+        )
+
+    async def adelete_fact(self, client_id: str, fact_id: str) -> bool:
+        client = validate_id(client_id, kind="client_id")
+        return await self._adelete_fact(client, validate_id(fact_id, kind="fact_id"))
