@@ -1,12 +1,27 @@
-"""Time of one store search as a client's transcript grows, beside a full scan in Python.
+"""Time of one store search, and of one turn's recall, as a client's transcript grows; beside a full scan.
 
-For SQLite (FTS5), PostgreSQL (tsvector + GIN) and Redis (no search module: the documented
-fallback, BM25 in Python over the scope's entries), one client gets 1,000 then 10,000
-messages (sessions of 100, words drawn from a fixed vocabulary, seeded), and the same
-questions are searched (``store.search(question, client_id=...)``, limit 10; no injection).
-The full scan reads every message of the client back and ranks them in Python with
-`Bm25Index`: what recall would cost without an index. Prints p50 and p95 milliseconds and
-the 10k/1k ratio of the p50, and writes the table as Markdown.
+Two corpora, each at 1,000 then 10,000 messages of one client:
+
+- ``synthetic``: sessions of 100 messages drawn from a 50-word vocabulary (seeded), asked
+  "When did we talk about the X and Y?": every query word is in ~6.5% of the messages, the
+  worst case for an inverted index (long posting lists to rank).
+- ``locomo``: the LoCoMo conversations (read at run time from ``shared/data/locomo`` or
+  ``$ROLLING_MEMORY_LOCOMO``, never copied) concatenated, then repeated, with their sessions,
+  speakers and dates; asked LoCoMo's own questions about the conversations inside the first
+  1,000 messages, so that both sizes answer the same questions.
+
+For SQLite (FTS5), PostgreSQL (tsvector + GIN) and Redis (no search module here: the
+documented fallback, BM25 in Python over the scope's entries) it times:
+
+- ``search``: ``store.search(question, client_id=...)``, limit 10;
+- ``search + injection``: the recall step of a turn, ``Recaller(store, 2000).recall(...)``
+  from `langchain_rolling_memory.recalling` (search with limit 100, the answers that follow
+  recalled questions, the quoted and dated block rendered within 2,000 tokens);
+- ``full scan``: every message of the client read back and ranked in Python with `Bm25Index`,
+  what recall would cost without an index (fewer questions: it is slow).
+
+Prints p50 and p95 milliseconds and the 10k/1k ratio of the p50 for both corpora side by side,
+and writes the table as Markdown. Timings are wall clock on a shared machine: read the p50.
 
     python -m benchmarks.search_cost --out benchmarks/results/search_cost.md
 """
@@ -14,19 +29,23 @@ the 10k/1k ratio of the p50, and writes the table as Markdown.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from benchmarks._shared import markdown_table, percentile
+from benchmarks._shared import locomo_path, markdown_table, percentile
 from langchain_rolling_memory import open_store
+from langchain_rolling_memory.lab.eval import EvalConversation, read_locomo
+from langchain_rolling_memory.recalling import Recaller
 from langchain_rolling_memory.search import Bm25Index, message_index_text, query_terms
 from langchain_rolling_memory.stores import RollingStore
 
@@ -34,6 +53,9 @@ POSTGRES_URL = os.environ.get("LRM_POSTGRES_URL", "postgresql://postgres@127.0.0
 REDIS_URL = os.environ.get("LRM_REDIS_URL", "redis://127.0.0.1:6379/0")
 SIZES = (1_000, 10_000)
 QUERIES = 40
+SCANS = 8
+RECALL_TOKENS = 2000
+WHATS = ("search", "search + injection", "full scan")
 
 _VOCABULARY = [
     "delivery",
@@ -110,26 +132,96 @@ _FILLER = [
 ]
 
 
-def _message(rng: random.Random, i: int) -> HumanMessage | AIMessage:
-    words = rng.choices(_VOCABULARY, k=4) + rng.choices(_FILLER, k=8)
-    rng.shuffle(words)
-    text = " ".join(words)
-    return HumanMessage(text) if i % 2 == 0 else AIMessage(text)
+@dataclass(frozen=True)
+class Batch:
+    """One session's messages to append, with their dates (None: now)."""
+
+    session: str
+    messages: list[BaseMessage]
+    created_at: list[float] | None = None
 
 
-def _fill(store: RollingStore, client: str, n: int, seed: int) -> None:
-    rng = random.Random(seed)
+@dataclass(frozen=True)
+class Corpus:
+    """A way to fill one client's transcript to `n` messages, and the questions asked of it."""
+
+    name: str
+    batches: Callable[[int], list[Batch]]
+    questions: list[str]
+
+
+# ------------------------------------------------------------------------------ corpora
+
+
+def _synthetic_batches(n: int) -> list[Batch]:
+    rng = random.Random(n)
+    out = []
     for start in range(0, n, 100):
-        session = f"{client}-s{start // 100}"
-        store.append(session, [_message(rng, start + i) for i in range(100)], client_id=client)
+        messages: list[BaseMessage] = []
+        for i in range(start, start + 100):
+            words = rng.choices(_VOCABULARY, k=4) + rng.choices(_FILLER, k=8)
+            rng.shuffle(words)
+            messages.append(HumanMessage(" ".join(words)) if i % 2 == 0 else AIMessage(" ".join(words)))
+        out.append(Batch(f"s{start // 100}", messages))
+    return out
 
 
-def _questions(seed: int) -> list[str]:
-    rng = random.Random(seed)
-    return [
+def synthetic() -> Corpus:
+    rng = random.Random(7)
+    questions = [
         f"When did we talk about the {rng.choice(_VOCABULARY)} and {rng.choice(_VOCABULARY)}?"
         for _ in range(QUERIES)
     ]
+    return Corpus("synthetic", _synthetic_batches, questions)
+
+
+def _locomo_batches(conversations: Sequence[EvalConversation], n: int) -> list[Batch]:
+    """The conversations one after the other, repeated until `n` messages; each LoCoMo session
+    is one session of the client (a repeat gets new session ids, same dates)."""
+    out: list[Batch] = []
+    left = n
+    for round_, (number, conversation) in zip(
+        itertools.count(), itertools.cycle(list(enumerate(conversations)))
+    ):
+        if left <= 0:
+            break
+        for session, group in itertools.groupby(conversation.turns, key=lambda t: t.session):
+            turns = list(group)[:left]
+            if not turns:
+                break
+            dates = [t.created_at if t.created_at is not None else 0.0 for t in turns]
+            name = f"r{round_ // len(conversations)}-c{number}-s{session}"
+            out.append(Batch(name, [t.message for t in turns], dates))
+            left -= len(turns)
+    return out
+
+
+def locomo() -> Corpus:
+    conversations = read_locomo(locomo_path())
+    # The questions of the conversations wholly inside the first 1,000 messages: both sizes
+    # hold their answers, so the 10k/1k ratio compares the same work on a larger index.
+    inside: list[str] = []
+    seen = 0
+    for conversation in conversations:
+        seen += len(conversation.turns)
+        if seen > SIZES[0]:
+            break
+        inside += [q.question for q in conversation.questions]
+    questions = random.Random(7).sample(inside, min(QUERIES, len(inside)))
+    return Corpus("locomo", lambda n: _locomo_batches(conversations, n), questions)
+
+
+CORPORA: dict[str, Callable[[], Corpus]] = {"synthetic": synthetic, "locomo": locomo}
+
+
+# ------------------------------------------------------------------------------ timing
+
+
+def _fill(store: RollingStore, client: str, batches: list[Batch]) -> None:
+    for batch in batches:
+        store.append(
+            f"{client}-{batch.session}", batch.messages, client_id=client, created_at=batch.created_at
+        )
 
 
 def _full_scan(store: RollingStore, client: str, question: str) -> int:
@@ -153,54 +245,100 @@ def _time(fn: Callable[[str], object], questions: list[str]) -> list[float]:
 def _open(kind: str, folder: Path) -> RollingStore:
     prefix = f"bench{uuid.uuid4().hex[:8]}_"
     if kind == "sqlite":
-        return open_store(f"sqlite:///{folder / 'search.db'}?prefix={prefix}")
+        return open_store(f"sqlite:///{folder / f'{prefix}search.db'}")
     if kind == "postgresql":
         return open_store(f"{POSTGRES_URL}?prefix={prefix}")
     return open_store(f"{REDIS_URL}?prefix={prefix.replace('_', ':')}")
 
 
-def _wipe(store: RollingStore, client: str) -> None:
-    store.forget(client)
-    store.close()
+Times = dict[tuple[str, str, str, int], list[float]]
+"""(corpus, backend, what, messages) -> milliseconds per question."""
 
 
-def run(kinds: list[str]) -> list[list[object]]:
+def measure(corpus: Corpus, kind: str, folder: Path, times: Times) -> None:
+    """Fill a fresh store at each size, time the three ways to find the questions, erase it."""
+    for n in SIZES:
+        store = _open(kind, folder)
+        client = f"client-{n}"
+        recaller = Recaller(store, RECALL_TOKENS)
+        start = time.perf_counter()
+        try:
+            _fill(store, client, corpus.batches(n))
+            filled = time.perf_counter() - start
+            times[(corpus.name, kind, "search", n)] = _time(
+                lambda q, s=store, c=client: s.search(q, client_id=c), corpus.questions
+            )
+            # A new session of the client asks: its own view is empty, nothing is skipped.
+            times[(corpus.name, kind, "search + injection", n)] = _time(
+                lambda q, r=recaller, c=client: r.recall(q, client_id=c, session_id=f"{c}-asking"),
+                corpus.questions,
+            )
+            times[(corpus.name, kind, "full scan", n)] = _time(
+                lambda q, s=store, c=client: _full_scan(s, c, q), corpus.questions[:SCANS]
+            )
+        finally:
+            store.forget(client)
+            store.close()
+        p50 = percentile(times[(corpus.name, kind, "search", n)], 0.5)
+        print(
+            f"{corpus.name} {kind} {n}: filled in {filled:.1f} s, search p50 {p50:.2f} ms, "
+            f"{time.perf_counter() - start:.1f} s in all",
+            file=sys.stderr,
+        )
+
+
+def table(times: Times, corpora: Sequence[str], kinds: Sequence[str]) -> str:
+    """One row per backend and measure; per corpus: p50 and p95 at each size, 10k/1k of the p50."""
+    small, large = SIZES
+    header = ["backend", "what"]
+    for name in corpora:
+        header += [f"{name} p50 1k", "p50 10k", "p95 1k", "p95 10k", "10k/1k"]
     rows: list[list[object]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for kind in kinds:
-            p50: dict[tuple[str, int], float] = {}
-            for n in SIZES:
-                store = _open(kind, Path(tmp))
-                client = f"client-{n}"
-                try:
-                    _fill(store, client, n, seed=n)
-                    questions = _questions(seed=7)
-                    searched = _time(lambda q, s=store, c=client: s.search(q, client_id=c), questions)
-                    scanned = _time(lambda q, s=store, c=client: _full_scan(s, c, q), questions[:10])
-                finally:
-                    _wipe(store, client)
-                for what, times in (("search", searched), ("full scan", scanned)):
-                    p50[(what, n)] = percentile(times, 0.5)
-                    rows.append(
-                        [kind, what, f"{n:,}", f"{p50[(what, n)]:.2f}", f"{percentile(times, 0.95):.2f}"]
-                    )
-                print(f"{kind} {n}: search p50 {p50[('search', n)]:.2f} ms", file=sys.stderr)
-            for what in ("search", "full scan"):
-                ratio = p50[(what, SIZES[1])] / p50[(what, SIZES[0])]
-                rows.append([kind, what, "10k/1k", f"{ratio:.2f}x", ""])
-    return rows
+    for kind in kinds:
+        for what in WHATS:
+            row: list[object] = [kind, what]
+            for name in corpora:
+                one, ten = times[(name, kind, what, small)], times[(name, kind, what, large)]
+                row += [
+                    f"{percentile(one, 0.5):.2f}",
+                    f"{percentile(ten, 0.5):.2f}",
+                    f"{percentile(one, 0.95):.2f}",
+                    f"{percentile(ten, 0.95):.2f}",
+                    f"{percentile(ten, 0.5) / percentile(one, 0.5):.2f}x",
+                ]
+            rows.append(row)
+    return markdown_table(header, rows, "ll" + "r" * (len(header) - 2))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=Path, help="write the table as Markdown here")
     parser.add_argument("--backends", default="sqlite,postgresql,redis")
+    parser.add_argument("--corpora", default="synthetic,locomo")
     args = parser.parse_args(argv)
-    rows = run(args.backends.split(","))
-    table = markdown_table(["backend", "what", "messages", "p50 ms", "p95 ms"], rows, "lllrr")
-    print(table)
+    kinds, names = args.backends.split(","), args.corpora.split(",")
+    corpora = [CORPORA[name]() for name in names]
+    times: Times = {}
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        for corpus in corpora:
+            for kind in kinds:
+                measure(corpus, kind, Path(tmp), times)
+    elapsed = time.perf_counter() - start
+    text = table(times, names, kinds)
+    counts = ", ".join(f"{c.name}: {len(c.questions)}" for c in corpora)
+    note = (
+        f"Milliseconds per question (wall clock), questions per size ({counts}); full scan: the first "
+        f"{SCANS}. search: limit 10. search + injection: `Recaller(store, {RECALL_TOKENS}).recall` "
+        f"(limit 100, neighbours, rendering). {elapsed:.0f} s in all."
+    )
+    print(text)
+    print(note)
     if args.out:
-        args.out.write_text(f"# search_cost\n\n{table}\n", encoding="utf-8")
+        command = "python -m benchmarks.search_cost --out benchmarks/results/search_cost.md"
+        args.out.write_text(f"# search_cost\n\n`{command}`\n\n{text}\n\n{note}\n", encoding="utf-8")
     return 0
 
 

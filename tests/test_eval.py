@@ -26,6 +26,8 @@ from langchain_rolling_memory.lab.eval import (
     read_locomo,
     run_eval,
 )
+from langchain_rolling_memory.lab.eval_store import memory_frame_tokens, recall_tokens_within
+from langchain_rolling_memory.policy import count_tokens
 
 
 @pytest.mark.parametrize(
@@ -190,3 +192,22 @@ def test_the_store_backed_strategy_measures_what_with_rolling_memory_sends(tmp_p
     assert "What is Ben's cat called?" not in respond("Is the cat called Marmalade?")[0].text
     rows = {r["strategy"]: r for r in run_eval(conversations, strategies=["store-recall-2000"]).rows()}
     assert rows["store-recall-2000"]["answer_in_context"] == 1.0
+
+
+def test_the_fitted_store_strategy_keeps_the_whole_memory_message_within_2000_tokens() -> None:
+    # Enough matching messages to fill any budget: the frame then shows on top of the block.
+    turns = [
+        EvalTurn(1, i, HumanMessage(f"Oscar the cat chased a red ball number {i} across the garden"), 0.0)
+        for i in range(1, 400)
+    ]
+    conversation = EvalConversation("c", turns, [EvalQuestion("What did Oscar the cat chase?", "ball", 4)])
+    sent = STRATEGIES["store-recall-fit-2000"].prepare(conversation)("What did Oscar the cat chase?")
+    frame = memory_frame_tokens()
+    assert recall_tokens_within(2000) == 2000 - frame
+    assert 2000 - 40 < count_tokens(sent) <= 2000  # full, and the frame included
+    rows = {
+        r["strategy"]: r
+        for r in run_eval([conversation], strategies=["store-recall-2000", "store-recall-fit-2000"]).rows()
+    }
+    assert rows["store-recall-2000"]["tokens_p95"] > 2000  # the block alone is charged 2,000
+    assert rows["store-recall-fit-2000"]["tokens_p95"] <= 2000

@@ -2,7 +2,8 @@
 
 Owns loading one conversation into a SQLite store (one client, its sessions with their dates)
 and asking each question in a new session of that client through `with_rolling_memory` with a
-recording chat model. It does not score (`eval` does) and calls no real model.
+recording chat model, and measuring the memory message's frame so that a budget can hold the
+whole message. It does not score (`eval` does) and calls no real model.
 """
 
 from __future__ import annotations
@@ -16,15 +17,18 @@ from typing import Any, Protocol
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
+from langchain_rolling_memory.framing import MemoryBlock, memory_message
+from langchain_rolling_memory.policy import TokenCounter, count_tokens
+from langchain_rolling_memory.recall import RECALL_HEADER
 from langchain_rolling_memory.runnable import with_rolling_memory
 from langchain_rolling_memory.stores.urls import open_store
 from langchain_rolling_memory.summarizers import extractive_summarizer
 
-__all__ = ["RecordingChatModel", "store_recall"]
+__all__ = ["RecordingChatModel", "memory_frame_tokens", "recall_tokens_within", "store_recall"]
 
 CLIENT = "locomo"
 
@@ -100,6 +104,30 @@ def store_recall(budget: int) -> Callable[[_Conversation], Callable[[str], list[
         return respond
 
     return prepare
+
+
+def memory_frame_tokens(token_counter: TokenCounter = count_tokens) -> int:
+    """The tokens the memory message adds around a recall block of a client with no facts: its
+    frame line, role and envelope, measured with the library's own rendering and counter.
+
+    The block is charged to `recall_tokens` as text in a message (`recall.recall_block`); the
+    memory message is the frame plus that text. A counter that rounds up per message can make
+    the difference vary by one with the block's length: the largest over a few lengths is kept.
+    """
+    envelope = token_counter([HumanMessage("")])
+    frames = []
+    for pad in range(8):
+        block = f'{RECALL_HEADER}\n- "{"x" * pad}"'
+        message = memory_message(MemoryBlock(recall=block).render(summary=False))
+        assert message is not None  # a non-empty block always renders
+        charged = max(1, token_counter([HumanMessage(block)]) - envelope)
+        frames.append(token_counter([message]) - charged)
+    return max(frames)
+
+
+def recall_tokens_within(total: int, token_counter: TokenCounter = count_tokens) -> int:
+    """The largest `recall_tokens` whose whole memory message (frame included) fits `total` tokens."""
+    return total - memory_frame_tokens(token_counter)
 
 
 def _close(store: Any, folder: tempfile.TemporaryDirectory[str]) -> None:
