@@ -25,12 +25,21 @@ import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from langchain_rolling_memory.errors import SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 
-__all__ = ["SCHEMA_VERSION", "IndexedRow", "SearchRow", "StoreBackend", "index_rows", "newer_schema"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "IndexedRow",
+    "SearchRow",
+    "StoreBackend",
+    "SummaryWrite",
+    "index_rows",
+    "newer_schema",
+]
 
 SCHEMA_VERSION = 2
 """Version of the data layout; a store written by a newer version is refused.
@@ -51,6 +60,25 @@ class IndexedRow(NamedTuple):
 
     created_at: float
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryWrite:
+    """One summary install as `_cas_summary` receives it: checked, its meta already JSON.
+
+    Built once by `checks.summary_args`, so the sync and async primitives of every backend
+    read the same named fields instead of repeating a seven-argument list.
+    """
+
+    session_id: str
+    text: str
+    covered_seq: int
+    meta_json: str
+    expected_version: int
+    #: when it is installed (the record's ``updated_at``)
+    now: float
+    #: the owner that must still hold the session's lease, or None for no lease check
+    lease_owner: str | None = None
 
 
 SearchRow = tuple[float, "str | None", "int | None", "str | None", "float | None", "Fact | None"]
@@ -120,18 +148,9 @@ class StoreBackend(ABC):
     def _get_summary(self, session_id: str) -> SummaryRecord | None: ...
 
     @abstractmethod
-    def _cas_summary(
-        self,
-        session_id: str,
-        text: str,
-        covered_seq: int,
-        meta: str,
-        expected_version: int,
-        now: float,
-        lease_owner: str | None = None,
-    ) -> bool:
-        """Install a summary iff the current version is `expected_version` (0: none) and, when
-        `lease_owner` is given, the session's lease row names that owner, checked in the same
+    def _cas_summary(self, write: SummaryWrite) -> bool:
+        """Install `write` iff the current version is its `expected_version` (0: none) and, when
+        it names a `lease_owner`, the session's lease row names that owner, checked in the same
         atomic step. Every erase deletes the lease with the data, so the lease is the erase
         generation: a compaction that claimed it before an erase can never install after it."""
 
@@ -248,19 +267,8 @@ class StoreBackend(ABC):
     async def _aget_summary(self, session_id: str) -> SummaryRecord | None:
         return await self._thread(self._get_summary, session_id)
 
-    async def _acas_summary(
-        self,
-        session_id: str,
-        text: str,
-        covered_seq: int,
-        meta: str,
-        expected_version: int,
-        now: float,
-        lease_owner: str | None = None,
-    ) -> bool:
-        return await self._thread(
-            self._cas_summary, session_id, text, covered_seq, meta, expected_version, now, lease_owner
-        )
+    async def _acas_summary(self, write: SummaryWrite) -> bool:
+        return await self._thread(self._cas_summary, write)
 
     async def _aclaim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
         return await self._thread(self._claim, session_id, owner, ttl, now)

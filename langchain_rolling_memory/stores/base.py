@@ -196,10 +196,10 @@ class RollingStore(SearchApi, FactApi):
         it took with `claim`: every erase deletes the lease with the data, so a compaction that
         claimed before an erase never installs after it, whatever the new conversation holds.
         """
-        args = checks.summary_args(
+        write = checks.summary_args(
             session_id, text, covered_seq, expected_version, meta, lease_owner, self._now()
         )
-        return self._cas_summary(*args)
+        return self._cas_summary(write)
 
     async def ainstall_summary(
         self,
@@ -211,10 +211,10 @@ class RollingStore(SearchApi, FactApi):
         meta: Mapping[str, Any] | None = None,
         lease_owner: str | None = None,
     ) -> bool:
-        args = checks.summary_args(
+        write = checks.summary_args(
             session_id, text, covered_seq, expected_version, meta, lease_owner, self._now()
         )
-        return await self._acas_summary(*args)
+        return await self._acas_summary(write)
 
     def usage(self, session_id: str) -> SummaryUsage:
         """What summarizing the session cost (calls, tokens) and saves per call."""

@@ -32,7 +32,7 @@ from typing import Any
 
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, StoreError
 from langchain_rolling_memory.records import Fact, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import IndexedRow, index_rows
+from langchain_rolling_memory.stores.backend import IndexedRow, SummaryWrite, index_rows
 
 __all__ = [
     "SCRIPTS",
@@ -391,16 +391,10 @@ def state_args(session_id: str, client_id: str | None, state: str, now: float, t
     return [session_id, client_id or "", repr(now), state, ttl_ms]
 
 
-def cas_args(
-    text: str,
-    covered_seq: int,
-    meta: str,
-    expected_version: int,
-    now: float,
-    ttl_ms: int,
-    lease_owner: str | None = None,
-) -> list[Any]:
-    return [expected_version, text, covered_seq, meta, repr(now), ttl_ms, lease_owner or ""]
+def cas_args(write: SummaryWrite, ttl_ms: int) -> list[Any]:
+    """ARGV of the cas script; an empty owner means no lease check."""
+    head = [write.expected_version, write.text, write.covered_seq, write.meta_json]
+    return [*head, repr(write.now), ttl_ms, write.lease_owner or ""]
 
 
 def session_of(session_id: str, values: Sequence[Any]) -> SessionInfo | None:
