@@ -33,11 +33,11 @@ from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, S
 
 __all__ = [
     "SCHEMA_VERSION",
+    "AppendBatch",
     "IndexedRow",
     "SearchRow",
     "StoreBackend",
     "SummaryWrite",
-    "index_rows",
     "newer_schema",
 ]
 
@@ -86,19 +86,29 @@ SearchRow = tuple[float, "str | None", "int | None", "str | None", "float | None
 created_at, fact)``; a message has a session, a seq and its JSON, a fact only the fact."""
 
 
-def index_rows(
-    rows: Sequence[tuple[str, int | None]], now: float, index: Sequence[IndexedRow] | None
-) -> list[IndexedRow]:
-    """`index` checked against `rows`, or (for a caller that gave none) dated `now` and read
-    from the payloads."""
-    if index is not None:
-        if len(index) != len(rows):  # pragma: no cover - a caller's mistake, not a user's
-            raise ValueError(f"one IndexedRow per row is needed, got {len(index)} for {len(rows)}")
-        return list(index)
-    from langchain_rolling_memory.search import message_index_text
-    from langchain_rolling_memory.serde import loads_message
+@dataclass(frozen=True, slots=True)
+class AppendBatch:
+    """Messages to append to one session as `_append` receives them: ids checked, each row
+    ``(payload_json, tokens)`` serialized, with its `index` entry when the caller has one."""
 
-    return [IndexedRow(now, message_index_text(loads_message(payload))) for payload, _ in rows]
+    session_id: str
+    client_id: str | None
+    rows: Sequence[tuple[str, int | None]]
+    now: float
+    index: Sequence[IndexedRow] | None = None
+
+    def entries(self) -> list[IndexedRow]:
+        """`index` checked against `rows`, or (for a caller that gave none) dated `now` and
+        read from the payloads."""
+        if self.index is not None:
+            if len(self.index) != len(self.rows):  # pragma: no cover - a caller's mistake, not a user's
+                msg = f"one IndexedRow per row is needed, got {len(self.index)} for {len(self.rows)}"
+                raise ValueError(msg)
+            return list(self.index)
+        from langchain_rolling_memory.search import message_index_text
+        from langchain_rolling_memory.serde import loads_message
+
+        return [IndexedRow(self.now, message_index_text(loads_message(p))) for p, _ in self.rows]
 
 
 _T = TypeVar("_T")
@@ -115,17 +125,10 @@ class StoreBackend(ABC):
     # worker thread and are overridden by natively async backends.
 
     @abstractmethod
-    def _append(
-        self,
-        session_id: str,
-        client_id: str | None,
-        rows: Sequence[tuple[str, int | None]],
-        now: float,
-        index: Sequence[IndexedRow] | None = None,
-    ) -> list[int]:
-        """Append rows atomically and return their seqs; raise `OwnershipError` (writing
-        nothing) if the session belongs to another client. Each row is stored with its
-        `index` entry (date, indexed text); see `index_rows` when none is given."""
+    def _append(self, batch: AppendBatch) -> list[int]:
+        """Append the batch's rows atomically and return their seqs; raise `OwnershipError`
+        (writing nothing) if the session belongs to another client. Each row is stored with
+        its entry of `batch.entries()` (date, indexed text)."""
 
     @abstractmethod
     def _search(
@@ -243,15 +246,8 @@ class StoreBackend(ABC):
     async def _asummary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
         return await self._thread(self._summary_and_tail, session_id, limit)
 
-    async def _aappend(
-        self,
-        session_id: str,
-        client_id: str | None,
-        rows: Sequence[tuple[str, int | None]],
-        now: float,
-        index: Sequence[IndexedRow] | None = None,
-    ) -> list[int]:
-        return await self._thread(self._append, session_id, client_id, rows, now, index)
+    async def _aappend(self, batch: AppendBatch) -> list[int]:
+        return await self._thread(self._append, batch)
 
     async def _asearch(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int

@@ -17,7 +17,7 @@ from typing import Any, cast
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.search import Bm25Index, index_text
-from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, SummaryWrite, index_rows
+from langchain_rolling_memory.stores.backend import AppendBatch, SearchRow, SummaryWrite
 from langchain_rolling_memory.stores.base import RollingStore
 
 __all__ = ["InMemoryRollingStore"]
@@ -62,17 +62,10 @@ class InMemoryRollingStore(RollingStore):
                 raise OwnershipError.for_session(session_id, client_id)
         return session
 
-    def _append(
-        self,
-        session_id: str,
-        client_id: str | None,
-        rows: Sequence[tuple[str, int | None]],
-        now: float,
-        index: Sequence[IndexedRow] | None = None,
-    ) -> list[int]:
-        entries = index_rows(rows, now, index)
+    def _append(self, batch: AppendBatch) -> list[int]:
+        session_id, rows, now, entries = batch.session_id, batch.rows, batch.now, batch.entries()
         with self._lock:
-            session = self._session(session_id, client_id, now)
+            session = self._session(session_id, batch.client_id, now)
             start = len(session.rows) + 1
             seqs = list(range(start, start + len(rows)))
             session.rows.extend(

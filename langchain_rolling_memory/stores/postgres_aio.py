@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, StoreBackend, SummaryWrite
+from langchain_rolling_memory.stores.backend import AppendBatch, SearchRow, StoreBackend, SummaryWrite
 
 __all__ = ["AsyncPostgresPrimitives"]
 
@@ -82,16 +82,9 @@ class AsyncPostgresPrimitives(StoreBackend):
                 await pool.check()
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _aappend(
-        self,
-        session_id: str,
-        client_id: str | None,
-        rows: Sequence[tuple[str, int | None]],
-        now: float,
-        index: Sequence[IndexedRow] | None = None,
-    ) -> list[int]:
-        params = pg.append_params(self.q, session_id, client_id, rows, now, index, self.search_config)
-        q = self.q
+    async def _aappend(self, batch: AppendBatch) -> list[int]:
+        params = pg.append_params(self.q, batch, self.search_config)
+        q, session_id, client_id, now = self.q, batch.session_id, batch.client_id, batch.now
 
         async def first(conn: Any) -> list[int]:
             cur = await conn.execute(q.append, params)

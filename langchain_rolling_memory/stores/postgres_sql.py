@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from langchain_rolling_memory.errors import ConfigurationError, StoreError
@@ -27,10 +26,9 @@ from langchain_rolling_memory.records import Fact, Row, SessionInfo, SummaryReco
 from langchain_rolling_memory.search import index_text
 from langchain_rolling_memory.stores.backend import (
     SCHEMA_VERSION,
-    IndexedRow,
+    AppendBatch,
     SearchRow,
     SummaryWrite,
-    index_rows,
 )
 
 __all__ = [
@@ -391,29 +389,20 @@ def vacuum(conn: Any, q: Queries, *, full: bool) -> None:
         conn.execute(VACUUM_RESTORE)
 
 
-def append_params(
-    q: Queries,
-    session_id: str,
-    client_id: str | None,
-    rows: Sequence[tuple[str, int | None]],
-    now: float,
-    index: Sequence[IndexedRow] | None = None,
-    config: str = "simple",
-) -> dict[str, Any]:
+def append_params(q: Queries, batch: AppendBatch, config: str = "simple") -> dict[str, Any]:
     """The parameters of `Queries.append`; a new batch id marks the rows, so that a retry can
     tell whether the first attempt landed."""
-    batch, lock = uuid.uuid4().hex, q.client_lock(client_id or "")
-    entries = index_rows(rows, now, index)
+    entries, rows = batch.entries(), batch.rows
     return {
         "cfg": config,
         "ats": [entry.created_at for entry in entries],
         "texts": [entry.text for entry in entries],
-        "sid": session_id,
-        "cid": client_id,
-        "now": now,
+        "sid": batch.session_id,
+        "cid": batch.client_id,
+        "now": batch.now,
         "n": len(rows),
-        "batch": batch,
-        "lock": lock,
+        "batch": uuid.uuid4().hex,
+        "lock": q.client_lock(batch.client_id or ""),
         "msgs": [payload for payload, _ in rows],
         "toks": [tokens for _, tokens in rows],
     }

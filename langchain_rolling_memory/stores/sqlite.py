@@ -35,10 +35,9 @@ from langchain_rolling_memory.search import fts5_query, index_text, message_inde
 from langchain_rolling_memory.serde import loads_message
 from langchain_rolling_memory.stores.backend import (
     SCHEMA_VERSION,
-    IndexedRow,
+    AppendBatch,
     SearchRow,
     SummaryWrite,
-    index_rows,
     newer_schema,
 )
 from langchain_rolling_memory.stores.base import RollingStore
@@ -261,15 +260,9 @@ class SQLiteRollingStore(RollingStore):
 
     # ------------------------------------------------------------------ primitives
 
-    def _append(
-        self,
-        session_id: str,
-        client_id: str | None,
-        rows: Sequence[tuple[str, int | None]],
-        now: float,
-        index: Sequence[IndexedRow] | None = None,
-    ) -> list[int]:
-        entries, q = index_rows(rows, now, index), self.q
+    def _append(self, batch: AppendBatch) -> list[int]:
+        session_id, client_id, rows, now = batch.session_id, batch.client_id, batch.rows, batch.now
+        entries, q = batch.entries(), self.q
         with self._write() as conn:
             row = conn.execute(q.session_head, (session_id,)).fetchone()
             owner, last = (row[0], int(row[1])) if row else (None, 0)
