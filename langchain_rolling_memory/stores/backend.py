@@ -25,12 +25,21 @@ import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from langchain_rolling_memory.errors import SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 
-__all__ = ["SCHEMA_VERSION", "IndexedRow", "SearchRow", "StoreBackend", "index_rows", "newer_schema"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "AppendBatch",
+    "IndexedRow",
+    "SearchRow",
+    "StoreBackend",
+    "SummaryWrite",
+    "newer_schema",
+]
 
 SCHEMA_VERSION = 2
 """Version of the data layout; a store written by a newer version is refused.
@@ -53,24 +62,53 @@ class IndexedRow(NamedTuple):
     text: str
 
 
+@dataclass(frozen=True, slots=True)
+class SummaryWrite:
+    """One summary install as `_cas_summary` receives it: checked, its meta already JSON.
+
+    Built once by `checks.summary_args`, so the sync and async primitives of every backend
+    read the same named fields instead of repeating a seven-argument list.
+    """
+
+    session_id: str
+    text: str
+    covered_seq: int
+    meta_json: str
+    expected_version: int
+    #: when it is installed (the record's ``updated_at``)
+    now: float
+    #: the owner that must still hold the session's lease, or None for no lease check
+    lease_owner: str | None = None
+
+
 SearchRow = tuple[float, "str | None", "int | None", "str | None", "float | None", "Fact | None"]
 """A ranked entry as `_search` returns it: ``(score, session_id, seq, message_json,
 created_at, fact)``; a message has a session, a seq and its JSON, a fact only the fact."""
 
 
-def index_rows(
-    rows: Sequence[tuple[str, int | None]], now: float, index: Sequence[IndexedRow] | None
-) -> list[IndexedRow]:
-    """`index` checked against `rows`, or (for a caller that gave none) dated `now` and read
-    from the payloads."""
-    if index is not None:
-        if len(index) != len(rows):  # pragma: no cover - a caller's mistake, not a user's
-            raise ValueError(f"one IndexedRow per row is needed, got {len(index)} for {len(rows)}")
-        return list(index)
-    from langchain_rolling_memory.search import message_index_text
-    from langchain_rolling_memory.serde import loads_message
+@dataclass(frozen=True, slots=True)
+class AppendBatch:
+    """Messages to append to one session as `_append` receives them: ids checked, each row
+    ``(payload_json, tokens)`` serialized, with its `index` entry when the caller has one."""
 
-    return [IndexedRow(now, message_index_text(loads_message(payload))) for payload, _ in rows]
+    session_id: str
+    client_id: str | None
+    rows: Sequence[tuple[str, int | None]]
+    now: float
+    index: Sequence[IndexedRow] | None = None
+
+    def entries(self) -> list[IndexedRow]:
+        """`index` checked against `rows`, or (for a caller that gave none) dated `now` and
+        read from the payloads."""
+        if self.index is not None:
+            if len(self.index) != len(self.rows):  # pragma: no cover - a caller's mistake, not a user's
+                msg = f"one IndexedRow per row is needed, got {len(self.index)} for {len(self.rows)}"
+                raise ValueError(msg)
+            return list(self.index)
+        from langchain_rolling_memory.search import message_index_text
+        from langchain_rolling_memory.serde import loads_message
+
+        return [IndexedRow(self.now, message_index_text(loads_message(p))) for p, _ in self.rows]
 
 
 _T = TypeVar("_T")
@@ -87,17 +125,10 @@ class StoreBackend(ABC):
     # worker thread and are overridden by natively async backends.
 
     @abstractmethod
-    def _append(
-        self,
-        session_id: str,
-        client_id: str | None,
-        rows: Sequence[tuple[str, int | None]],
-        now: float,
-        index: Sequence[IndexedRow] | None = None,
-    ) -> list[int]:
-        """Append rows atomically and return their seqs; raise `OwnershipError` (writing
-        nothing) if the session belongs to another client. Each row is stored with its
-        `index` entry (date, indexed text); see `index_rows` when none is given."""
+    def _append(self, batch: AppendBatch) -> list[int]:
+        """Append the batch's rows atomically and return their seqs; raise `OwnershipError`
+        (writing nothing) if the session belongs to another client. Each row is stored with
+        its entry of `batch.entries()` (date, indexed text)."""
 
     @abstractmethod
     def _search(
@@ -120,18 +151,9 @@ class StoreBackend(ABC):
     def _get_summary(self, session_id: str) -> SummaryRecord | None: ...
 
     @abstractmethod
-    def _cas_summary(
-        self,
-        session_id: str,
-        text: str,
-        covered_seq: int,
-        meta: str,
-        expected_version: int,
-        now: float,
-        lease_owner: str | None = None,
-    ) -> bool:
-        """Install a summary iff the current version is `expected_version` (0: none) and, when
-        `lease_owner` is given, the session's lease row names that owner, checked in the same
+    def _cas_summary(self, write: SummaryWrite) -> bool:
+        """Install `write` iff the current version is its `expected_version` (0: none) and, when
+        it names a `lease_owner`, the session's lease row names that owner, checked in the same
         atomic step. Every erase deletes the lease with the data, so the lease is the erase
         generation: a compaction that claimed it before an erase can never install after it."""
 
@@ -224,15 +246,8 @@ class StoreBackend(ABC):
     async def _asummary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
         return await self._thread(self._summary_and_tail, session_id, limit)
 
-    async def _aappend(
-        self,
-        session_id: str,
-        client_id: str | None,
-        rows: Sequence[tuple[str, int | None]],
-        now: float,
-        index: Sequence[IndexedRow] | None = None,
-    ) -> list[int]:
-        return await self._thread(self._append, session_id, client_id, rows, now, index)
+    async def _aappend(self, batch: AppendBatch) -> list[int]:
+        return await self._thread(self._append, batch)
 
     async def _asearch(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
@@ -248,19 +263,8 @@ class StoreBackend(ABC):
     async def _aget_summary(self, session_id: str) -> SummaryRecord | None:
         return await self._thread(self._get_summary, session_id)
 
-    async def _acas_summary(
-        self,
-        session_id: str,
-        text: str,
-        covered_seq: int,
-        meta: str,
-        expected_version: int,
-        now: float,
-        lease_owner: str | None = None,
-    ) -> bool:
-        return await self._thread(
-            self._cas_summary, session_id, text, covered_seq, meta, expected_version, now, lease_owner
-        )
+    async def _acas_summary(self, write: SummaryWrite) -> bool:
+        return await self._thread(self._cas_summary, write)
 
     async def _aclaim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
         return await self._thread(self._claim, session_id, owner, ttl, now)

@@ -31,7 +31,7 @@ from langchain_rolling_memory.records import (
     SummaryRecord,
 )
 from langchain_rolling_memory.serde import loads_message
-from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
+from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, AppendBatch
 from langchain_rolling_memory.stores.export import client_export, session_export
 from langchain_rolling_memory.stores.fact_api import FactApi
 from langchain_rolling_memory.stores.searching import CreatedAt, SearchApi, index_of
@@ -98,13 +98,8 @@ class RollingStore(SearchApi, FactApi):
         read as UTC; one for the batch or one per message) for imports and replays; None
         dates them now. Each message is indexed for `search` in the same write.
         """
-        validate_id(session_id)
-        client = checks.optional_client(client_id)
-        rows = checks.message_rows(messages, token_counts)
-        if not rows:
-            return []
-        now = self._now()
-        return self._append(session_id, client, rows, now, index_of(messages, created_at, now))
+        batch = self._append_batch(session_id, messages, client_id, token_counts, created_at)
+        return self._append(batch) if batch else []
 
     async def aappend(
         self,
@@ -115,13 +110,25 @@ class RollingStore(SearchApi, FactApi):
         token_counts: Sequence[int | None] | None = None,
         created_at: CreatedAt = None,
     ) -> list[int]:
+        batch = self._append_batch(session_id, messages, client_id, token_counts, created_at)
+        return await self._aappend(batch) if batch else []
+
+    def _append_batch(
+        self,
+        session_id: str,
+        messages: Sequence[BaseMessage],
+        client_id: str | None,
+        token_counts: Sequence[int | None] | None,
+        created_at: CreatedAt,
+    ) -> AppendBatch | None:
+        """What `append` hands the backend, all checked and serialized; None: nothing to write."""
         validate_id(session_id)
         client = checks.optional_client(client_id)
         rows = checks.message_rows(messages, token_counts)
         if not rows:
-            return []
+            return None
         now = self._now()
-        return await self._aappend(session_id, client, rows, now, index_of(messages, created_at, now))
+        return AppendBatch(session_id, client, rows, now, index_of(messages, created_at, now))
 
     def read(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None, newest: bool = True
@@ -196,10 +203,10 @@ class RollingStore(SearchApi, FactApi):
         it took with `claim`: every erase deletes the lease with the data, so a compaction that
         claimed before an erase never installs after it, whatever the new conversation holds.
         """
-        args = checks.summary_args(
+        write = checks.summary_args(
             session_id, text, covered_seq, expected_version, meta, lease_owner, self._now()
         )
-        return self._cas_summary(*args)
+        return self._cas_summary(write)
 
     async def ainstall_summary(
         self,
@@ -211,10 +218,10 @@ class RollingStore(SearchApi, FactApi):
         meta: Mapping[str, Any] | None = None,
         lease_owner: str | None = None,
     ) -> bool:
-        args = checks.summary_args(
+        write = checks.summary_args(
             session_id, text, covered_seq, expected_version, meta, lease_owner, self._now()
         )
-        return await self._acas_summary(*args)
+        return await self._acas_summary(write)
 
     def usage(self, session_id: str) -> SummaryUsage:
         """What summarizing the session cost (calls, tokens) and saves per call."""

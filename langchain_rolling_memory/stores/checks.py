@@ -17,6 +17,7 @@ from langchain_core.messages import BaseMessage
 from langchain_rolling_memory.errors import ConfigurationError, InvalidTextError
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.serde import check_storable, dumps_message
+from langchain_rolling_memory.stores.backend import SummaryWrite
 
 __all__ = [
     "check_count",
@@ -89,8 +90,8 @@ def summary_args(
     meta: Mapping[str, Any] | None,
     lease_owner: str | None,
     now: float,
-) -> tuple[str, str, int, str, int, float, str | None]:
-    """The arguments of `_cas_summary`, checked and serialized.
+) -> SummaryWrite:
+    """The one argument of `_cas_summary`, checked and serialized.
 
     A NUL or lone surrogate in the text is refused here: stored raw, it would fail on
     PostgreSQL every time, and the compaction would be retried forever.
@@ -108,7 +109,7 @@ def summary_args(
             raise ConfigurationError(msg)
         check_storable(lease_owner, what="lease owner")
     meta_json = json.dumps(dict(meta or {}))
-    return session_id, text, covered_seq, meta_json, expected_version, now, lease_owner
+    return SummaryWrite(session_id, text, covered_seq, meta_json, expected_version, now, lease_owner)
 
 
 def lease_owner(owner: object) -> str:

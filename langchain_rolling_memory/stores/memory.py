@@ -17,7 +17,7 @@ from typing import Any, cast
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.search import Bm25Index, index_text
-from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, index_rows
+from langchain_rolling_memory.stores.backend import AppendBatch, SearchRow, SummaryWrite
 from langchain_rolling_memory.stores.base import RollingStore
 
 __all__ = ["InMemoryRollingStore"]
@@ -62,17 +62,10 @@ class InMemoryRollingStore(RollingStore):
                 raise OwnershipError.for_session(session_id, client_id)
         return session
 
-    def _append(
-        self,
-        session_id: str,
-        client_id: str | None,
-        rows: Sequence[tuple[str, int | None]],
-        now: float,
-        index: Sequence[IndexedRow] | None = None,
-    ) -> list[int]:
-        entries = index_rows(rows, now, index)
+    def _append(self, batch: AppendBatch) -> list[int]:
+        session_id, rows, now, entries = batch.session_id, batch.rows, batch.now, batch.entries()
         with self._lock:
-            session = self._session(session_id, client_id, now)
+            session = self._session(session_id, batch.client_id, now)
             start = len(session.rows) + 1
             seqs = list(range(start, start + len(rows)))
             session.rows.extend(
@@ -133,28 +126,20 @@ class InMemoryRollingStore(RollingStore):
             session = self._sessions.get(session_id)
             return session.summary if session else None
 
-    def _cas_summary(
-        self,
-        session_id: str,
-        text: str,
-        covered_seq: int,
-        meta: str,
-        expected_version: int,
-        now: float,
-        lease_owner: str | None = None,
-    ) -> bool:
+    def _cas_summary(self, write: SummaryWrite) -> bool:
         import json
 
         with self._lock:
-            if lease_owner is not None:
-                held = self._sessions.get(session_id)
-                if held is None or held.lease is None or held.lease[0] != lease_owner:
+            if write.lease_owner is not None:
+                held = self._sessions.get(write.session_id)
+                if held is None or held.lease is None or held.lease[0] != write.lease_owner:
                     return False
-            session = self._session(session_id, None, now)
+            session = self._session(write.session_id, None, write.now)
             current = session.summary.version if session.summary else 0
-            if current != expected_version:
+            if current != write.expected_version:
                 return False
-            session.summary = SummaryRecord(text, covered_seq, current + 1, json.loads(meta), now)
+            meta = json.loads(write.meta_json)
+            session.summary = SummaryRecord(write.text, write.covered_seq, current + 1, meta, write.now)
             return True
 
     def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, StoreBackend
+from langchain_rolling_memory.stores.backend import AppendBatch, SearchRow, StoreBackend, SummaryWrite
 
 __all__ = ["AsyncPostgresPrimitives"]
 
@@ -82,16 +82,9 @@ class AsyncPostgresPrimitives(StoreBackend):
                 await pool.check()
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _aappend(
-        self,
-        session_id: str,
-        client_id: str | None,
-        rows: Sequence[tuple[str, int | None]],
-        now: float,
-        index: Sequence[IndexedRow] | None = None,
-    ) -> list[int]:
-        params = pg.append_params(self.q, session_id, client_id, rows, now, index, self.search_config)
-        q = self.q
+    async def _aappend(self, batch: AppendBatch) -> list[int]:
+        params = pg.append_params(self.q, batch, self.search_config)
+        q, session_id, client_id, now = self.q, batch.session_id, batch.client_id, batch.now
 
         async def first(conn: Any) -> list[int]:
             cur = await conn.execute(q.append, params)
@@ -147,17 +140,8 @@ class AsyncPostgresPrimitives(StoreBackend):
         rows = await self._afetch("read", self.q.get_summary, (session_id,))
         return pg.summary_of(rows[0] if rows else None)
 
-    async def _acas_summary(
-        self,
-        session_id: str,
-        text: str,
-        covered_seq: int,
-        meta: str,
-        expected_version: int,
-        now: float,
-        lease_owner: str | None = None,
-    ) -> bool:
-        sql, params = self.q.cas(session_id, text, covered_seq, meta, expected_version, now, lease_owner)
+    async def _acas_summary(self, write: SummaryWrite) -> bool:
+        sql, params = self.q.cas(write)
         return await self._acount("summary", sql, params) == 1
 
     async def _aclaim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:

@@ -19,13 +19,17 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from langchain_rolling_memory.errors import ConfigurationError, StoreError
 from langchain_rolling_memory.records import Fact, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.search import index_text
-from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, IndexedRow, SearchRow, index_rows
+from langchain_rolling_memory.stores.backend import (
+    SCHEMA_VERSION,
+    AppendBatch,
+    SearchRow,
+    SummaryWrite,
+)
 
 __all__ = [
     "MIGRATIONS",
@@ -304,26 +308,19 @@ class Queries:
             return self.read_all, (session_id, after_seq)
         return (self.read_newest if newest else self.read_oldest), (session_id, after_seq, limit)
 
-    def cas(
-        self,
-        session_id: str,
-        text: str,
-        covered: int,
-        meta: str,
-        expected: int,
-        now: float,
-        lease_owner: str | None = None,
-    ) -> tuple[str, tuple[Any, ...]]:
+    def cas(self, write: SummaryWrite) -> tuple[str, tuple[Any, ...]]:
         """The compare-and-swap of a summary: an insert for the first one, else an update;
-        with `lease_owner`, only while that owner holds the session's lease."""
-        if lease_owner is None:
+        with a `lease_owner`, only while that owner holds the session's lease."""
+        sid, expected = write.session_id, write.expected_version
+        body = (write.text, write.covered_seq, write.meta_json, write.now)
+        if write.lease_owner is None:
             if expected == 0:
-                return self.insert_summary, (session_id, text, covered, meta, now)
-            return self.update_summary, (text, covered, meta, now, session_id, expected)
-        lease = (session_id, lease_owner)
+                return self.insert_summary, (sid, *body)
+            return self.update_summary, (*body, sid, expected)
+        lease = (sid, write.lease_owner)
         if expected == 0:
-            return self.insert_summary_leased, (*lease, session_id, text, covered, meta, now)
-        return self.update_summary_leased, (*lease, text, covered, meta, now, session_id, expected)
+            return self.insert_summary_leased, (*lease, sid, *body)
+        return self.update_summary_leased, (*lease, *body, sid, expected)
 
     def client_lock(self, client_id: str) -> str:
         """Key of the client's advisory lock (shared by its writers, exclusive for `forget`)."""
@@ -392,29 +389,20 @@ def vacuum(conn: Any, q: Queries, *, full: bool) -> None:
         conn.execute(VACUUM_RESTORE)
 
 
-def append_params(
-    q: Queries,
-    session_id: str,
-    client_id: str | None,
-    rows: Sequence[tuple[str, int | None]],
-    now: float,
-    index: Sequence[IndexedRow] | None = None,
-    config: str = "simple",
-) -> dict[str, Any]:
+def append_params(q: Queries, batch: AppendBatch, config: str = "simple") -> dict[str, Any]:
     """The parameters of `Queries.append`; a new batch id marks the rows, so that a retry can
     tell whether the first attempt landed."""
-    batch, lock = uuid.uuid4().hex, q.client_lock(client_id or "")
-    entries = index_rows(rows, now, index)
+    entries, rows = batch.entries(), batch.rows
     return {
         "cfg": config,
         "ats": [entry.created_at for entry in entries],
         "texts": [entry.text for entry in entries],
-        "sid": session_id,
-        "cid": client_id,
-        "now": now,
+        "sid": batch.session_id,
+        "cid": batch.client_id,
+        "now": batch.now,
         "n": len(rows),
-        "batch": batch,
-        "lock": lock,
+        "batch": uuid.uuid4().hex,
+        "lock": q.client_lock(batch.client_id or ""),
         "msgs": [payload for payload, _ in rows],
         "toks": [tokens for _, tokens in rows],
     }

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, StoreBackend
+from langchain_rolling_memory.stores.backend import AppendBatch, SearchRow, StoreBackend, SummaryWrite
 
 __all__ = ["SyncPostgresPrimitives"]
 
@@ -57,16 +57,9 @@ class SyncPostgresPrimitives(StoreBackend):
 
     # ------------------------------------------------------------------ append
 
-    def _append(
-        self,
-        session_id: str,
-        client_id: str | None,
-        rows: Sequence[tuple[str, int | None]],
-        now: float,
-        index: Sequence[IndexedRow] | None = None,
-    ) -> list[int]:
-        params = pg.append_params(self.q, session_id, client_id, rows, now, index, self.search_config)
-        q = self.q
+    def _append(self, batch: AppendBatch) -> list[int]:
+        params = pg.append_params(self.q, batch, self.search_config)
+        q, session_id, client_id, now = self.q, batch.session_id, batch.client_id, batch.now
 
         def first(conn: Any) -> list[int]:
             seqs = sorted(int(r[0]) for r in conn.execute(q.append, params).fetchall())
@@ -117,17 +110,8 @@ class SyncPostgresPrimitives(StoreBackend):
 
     # A CAS retried after a lost reply answers False if the first attempt landed: the
     # compactor then treats the window as done by someone else, which it is.
-    def _cas_summary(
-        self,
-        session_id: str,
-        text: str,
-        covered_seq: int,
-        meta: str,
-        expected_version: int,
-        now: float,
-        lease_owner: str | None = None,
-    ) -> bool:
-        sql, params = self.q.cas(session_id, text, covered_seq, meta, expected_version, now, lease_owner)
+    def _cas_summary(self, write: SummaryWrite) -> bool:
+        sql, params = self.q.cas(write)
         return self._count("summary", sql, params) == 1
 
     def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:

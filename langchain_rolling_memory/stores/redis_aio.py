@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores import redis_scripts as lua
-from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, StoreBackend
+from langchain_rolling_memory.stores.backend import AppendBatch, SearchRow, StoreBackend, SummaryWrite
 
 __all__ = ["AsyncRedisPrimitives"]
 
@@ -68,22 +68,15 @@ class AsyncRedisPrimitives(StoreBackend):
         await self._aclient()
         return await self._acall(op, lambda: self._ascripts[name](keys=keys, args=args))
 
-    async def _aappend(
-        self,
-        session_id: str,
-        client_id: str | None,
-        rows: Sequence[tuple[str, int | None]],
-        now: float,
-        index: Sequence[IndexedRow] | None = None,
-    ) -> list[int]:
-        keys = self.keys.append(session_id, client_id)
-        args, again = lua.append_args(session_id, client_id, rows, now, self._ttl_ms, index)
+    async def _aappend(self, batch: AppendBatch) -> list[int]:
+        keys = self.keys.append(batch.session_id, batch.client_id)
+        args, again = lua.append_args(batch, self._ttl_ms)
         await self._aclient()
         script = self._ascripts["append"]
         reply = await self._acall(
             "append", lambda: script(keys=keys, args=args), lambda: script(keys=keys, args=again)
         )
-        return lua.seqs_of(reply, session_id, client_id)
+        return lua.seqs_of(reply, batch.session_id, batch.client_id)
 
     async def _asearch(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
@@ -127,18 +120,9 @@ class AsyncRedisPrimitives(StoreBackend):
         key = self.keys.summary(session_id)
         return lua.summary_of(*await self._acall("read", lambda: client.hmget(key, lua.SUMMARY_FIELDS)))
 
-    async def _acas_summary(
-        self,
-        session_id: str,
-        text: str,
-        covered_seq: int,
-        meta: str,
-        expected_version: int,
-        now: float,
-        lease_owner: str | None = None,
-    ) -> bool:
-        args = lua.cas_args(text, covered_seq, meta, expected_version, now, self._ttl_ms, lease_owner)
-        return int(await self._arun("summary", "cas", self.keys.cas(session_id), args)) == 1
+    async def _acas_summary(self, write: SummaryWrite) -> bool:
+        args = lua.cas_args(write, self._ttl_ms)
+        return int(await self._arun("summary", "cas", self.keys.cas(write.session_id), args)) == 1
 
     async def _aclaim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
         args = lua.claim_args(owner, ttl, now)

@@ -32,7 +32,7 @@ from typing import Any
 
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, StoreError
 from langchain_rolling_memory.records import Fact, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import IndexedRow, index_rows
+from langchain_rolling_memory.stores.backend import AppendBatch, SummaryWrite
 
 __all__ = [
     "SCRIPTS",
@@ -344,20 +344,13 @@ def summary_of(text: Any, covered: Any, version: Any, meta: Any, updated: Any) -
     return SummaryRecord(str(text), int(covered), int(version), json.loads(meta), float(updated))
 
 
-def append_args(
-    session_id: str,
-    client_id: str | None,
-    rows: Sequence[tuple[str, int | None]],
-    now: float,
-    ttl_ms: int,
-    index: Sequence[IndexedRow] | None = None,
-) -> tuple[list[Any], list[Any]]:
+def append_args(batch: AppendBatch, ttl_ms: int) -> tuple[list[Any], list[Any]]:
     """ARGV of the append script: first try, and retry (which looks for the batch first)."""
-    batch = uuid.uuid4().hex
-    payloads = [encode_row(payload, tokens) for payload, tokens in rows]
-    payloads += [idx_entry(entry.created_at, entry.text) for entry in index_rows(rows, now, index)]
-    head = [session_id, client_id or "", repr(now), ttl_ms]
-    return [*head, 0, batch, *payloads], [*head, 1, batch, *payloads]
+    marker = uuid.uuid4().hex
+    payloads = [encode_row(payload, tokens) for payload, tokens in batch.rows]
+    payloads += [idx_entry(entry.created_at, entry.text) for entry in batch.entries()]
+    head = [batch.session_id, batch.client_id or "", repr(batch.now), ttl_ms]
+    return [*head, 0, marker, *payloads], [*head, 1, marker, *payloads]
 
 
 def idx_entry(created_at: float | None, text: str) -> str:
@@ -391,16 +384,10 @@ def state_args(session_id: str, client_id: str | None, state: str, now: float, t
     return [session_id, client_id or "", repr(now), state, ttl_ms]
 
 
-def cas_args(
-    text: str,
-    covered_seq: int,
-    meta: str,
-    expected_version: int,
-    now: float,
-    ttl_ms: int,
-    lease_owner: str | None = None,
-) -> list[Any]:
-    return [expected_version, text, covered_seq, meta, repr(now), ttl_ms, lease_owner or ""]
+def cas_args(write: SummaryWrite, ttl_ms: int) -> list[Any]:
+    """ARGV of the cas script; an empty owner means no lease check."""
+    head = [write.expected_version, write.text, write.covered_seq, write.meta_json]
+    return [*head, repr(write.now), ttl_ms, write.lease_owner or ""]
 
 
 def session_of(session_id: str, values: Sequence[Any]) -> SessionInfo | None:

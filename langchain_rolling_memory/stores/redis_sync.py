@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores import redis_scripts as lua
-from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, StoreBackend
+from langchain_rolling_memory.stores.backend import AppendBatch, SearchRow, StoreBackend, SummaryWrite
 
 __all__ = ["SyncRedisPrimitives"]
 
@@ -51,21 +51,14 @@ class SyncRedisPrimitives(StoreBackend):
     def _run(self, op: str, name: str, keys: list[str], args: list[Any]) -> Any:
         return self._call(op, lambda: self._scripts[name](keys=keys, args=args))
 
-    def _append(
-        self,
-        session_id: str,
-        client_id: str | None,
-        rows: Sequence[tuple[str, int | None]],
-        now: float,
-        index: Sequence[IndexedRow] | None = None,
-    ) -> list[int]:
-        keys = self.keys.append(session_id, client_id)
-        args, again = lua.append_args(session_id, client_id, rows, now, self._ttl_ms, index)
+    def _append(self, batch: AppendBatch) -> list[int]:
+        keys = self.keys.append(batch.session_id, batch.client_id)
+        args, again = lua.append_args(batch, self._ttl_ms)
         script = self._scripts["append"]
         reply = self._call(
             "append", lambda: script(keys=keys, args=args), lambda: script(keys=keys, args=again)
         )
-        return lua.seqs_of(reply, session_id, client_id)
+        return lua.seqs_of(reply, batch.session_id, batch.client_id)
 
     def _search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
@@ -105,18 +98,9 @@ class SyncRedisPrimitives(StoreBackend):
         key = self.keys.summary(session_id)
         return lua.summary_of(*self._call("read", lambda: self._r.hmget(key, lua.SUMMARY_FIELDS)))
 
-    def _cas_summary(
-        self,
-        session_id: str,
-        text: str,
-        covered_seq: int,
-        meta: str,
-        expected_version: int,
-        now: float,
-        lease_owner: str | None = None,
-    ) -> bool:
-        args = lua.cas_args(text, covered_seq, meta, expected_version, now, self._ttl_ms, lease_owner)
-        return int(self._run("summary", "cas", self.keys.cas(session_id), args)) == 1
+    def _cas_summary(self, write: SummaryWrite) -> bool:
+        args = lua.cas_args(write, self._ttl_ms)
+        return int(self._run("summary", "cas", self.keys.cas(write.session_id), args)) == 1
 
     def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
         args = lua.claim_args(owner, ttl, now)

@@ -35,9 +35,9 @@ from langchain_rolling_memory.search import fts5_query, index_text, message_inde
 from langchain_rolling_memory.serde import loads_message
 from langchain_rolling_memory.stores.backend import (
     SCHEMA_VERSION,
-    IndexedRow,
+    AppendBatch,
     SearchRow,
-    index_rows,
+    SummaryWrite,
     newer_schema,
 )
 from langchain_rolling_memory.stores.base import RollingStore
@@ -260,15 +260,9 @@ class SQLiteRollingStore(RollingStore):
 
     # ------------------------------------------------------------------ primitives
 
-    def _append(
-        self,
-        session_id: str,
-        client_id: str | None,
-        rows: Sequence[tuple[str, int | None]],
-        now: float,
-        index: Sequence[IndexedRow] | None = None,
-    ) -> list[int]:
-        entries, q = index_rows(rows, now, index), self.q
+    def _append(self, batch: AppendBatch) -> list[int]:
+        session_id, client_id, rows, now = batch.session_id, batch.client_id, batch.rows, batch.now
+        entries, q = batch.entries(), self.q
         with self._write() as conn:
             row = conn.execute(q.session_head, (session_id,)).fetchone()
             owner, last = (row[0], int(row[1])) if row else (None, 0)
@@ -307,29 +301,16 @@ class SQLiteRollingStore(RollingStore):
         rows = self._query(self.q.get_summary, (session_id,))
         return sql.summary_of(rows[0] if rows else None)
 
-    def _cas_summary(
-        self,
-        session_id: str,
-        text: str,
-        covered_seq: int,
-        meta: str,
-        expected_version: int,
-        now: float,
-        lease_owner: str | None = None,
-    ) -> bool:
-        q = self.q
+    def _cas_summary(self, write: SummaryWrite) -> bool:
+        q, sid, owner = self.q, write.session_id, write.lease_owner
+        body = (write.text, write.covered_seq, write.meta_json, write.now)
         with self._write() as conn:
-            if (
-                lease_owner is not None
-                and not conn.execute(q.lease_held, (session_id, lease_owner)).fetchone()
-            ):
+            if owner is not None and not conn.execute(q.lease_held, (sid, owner)).fetchone():
                 return False
-            if expected_version == 0:
-                cur = conn.execute(q.insert_summary, (session_id, text, covered_seq, meta, now))
+            if write.expected_version == 0:
+                cur = conn.execute(q.insert_summary, (sid, *body))
             else:
-                cur = conn.execute(
-                    q.update_summary, (text, covered_seq, meta, now, session_id, expected_version)
-                )
+                cur = conn.execute(q.update_summary, (*body, sid, write.expected_version))
             return cur.rowcount == 1
 
     def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
