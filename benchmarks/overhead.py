@@ -34,6 +34,7 @@ from benchmarks.store_turn_cost import _drop_ours
 from langchain_rolling_memory import RollingStore, RollingSummaryChatMessageHistory, open_store
 from langchain_rolling_memory.policy import count_tokens
 from langchain_rolling_memory.serde import dumps_message
+from langchain_rolling_memory.stores.backend import AppendBatch
 
 POSTGRES_URL = os.environ.get("LRM_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("LRM_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -75,7 +76,7 @@ def floor(store: RollingStore) -> Turn:
     def turn(i: int) -> None:
         sid = f"{session}-{i // (MAX_TURNS // 2)}"
         store._read(sid, 0, MAX_TURNS * 3 + 1, True)
-        store._append(sid, None, rows[i % 64], time.time())
+        store._append(AppendBatch(sid, None, rows[i % 64], time.time()))
 
     return turn
 
