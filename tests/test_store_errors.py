@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import server_unavailable
@@ -288,3 +289,42 @@ def test_a_wrong_postgres_url_fails_at_once_with_the_servers_reason(
         PostgresRollingStore(psycopg.conninfo.make_conninfo(**parts), timeout=60)
     text = str(caught.value)
     assert cause in text and "PoolTimeout" not in text and "\n" not in text
+
+
+async def _read(store: RollingStore, use_async: bool) -> list[Any]:
+    return await store.aread("s1") if use_async else store.read("s1")
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+async def test_a_paused_server_fails_the_turn_after_the_deadline_instead_of_holding_it(
+    use_async: bool,
+) -> None:
+    """A stopped backend enforces no statement_timeout of its own: the client's deadline does."""
+    import signal
+    import uuid
+
+    import psycopg
+    from conftest import disposing
+
+    name = f"lrm-paused-{uuid.uuid4().hex[:8]}"
+    store = _pg_store(statement_timeout=0.5, connect_kwargs={"application_name": name})
+    async with disposing(store):
+        await _append(store, use_async, "before")  # the pool's connection exists and is idle
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            pids = [
+                r[0]
+                for r in admin.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,)
+                )
+            ]
+        assert pids
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(StoreError, match="did not answer"):
+                await _read(store, use_async)
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        # The store recovers on a fresh connection once the server answers again.
+        assert [r.message.content for r in await _read(store, use_async)] == ["before"]

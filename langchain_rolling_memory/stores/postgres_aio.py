@@ -32,6 +32,7 @@ class AsyncPostgresPrimitives(StoreBackend):
     q: pg.Queries
     prefix: str
     search_config: str
+    statement_timeout: float | None
     _psycopg: Any
     _psycopg_pool: Any
     _conninfo: str
@@ -69,13 +70,16 @@ class AsyncPostgresPrimitives(StoreBackend):
         psycopg = self._psycopg
         pool = await self._apool_for_loop()
         for attempt in (1, 2):
-            conn = None
+            conn = watch = None
             try:
                 async with pool.connection() as conn:
-                    return await (fn if attempt == 1 else retry or fn)(conn)
+                    with pg.deadline(op, conn, self.statement_timeout) as watch:
+                        return await (fn if attempt == 1 else retry or fn)(conn)
             except (OwnershipError, SchemaVersionError):
                 raise
             except psycopg.Error as exc:
+                if watch is not None and watch.fired:
+                    raise pg.unanswered(op, self.statement_timeout) from None
                 if attempt == 2 or not pg.lost(psycopg, exc, conn):
                     raise pg.failure(op, exc, attempt == 2) from exc
                 logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)

@@ -16,6 +16,7 @@ extension (which needs a superuser to install); another configuration (``english
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
@@ -30,6 +31,7 @@ from langchain_rolling_memory.stores.backend import (
     SearchRow,
     SummaryWrite,
 )
+from langchain_rolling_memory.stores.deadlines import Deadlines, Watch, sever
 
 __all__ = [
     "MIGRATIONS",
@@ -355,6 +357,35 @@ class Erase(NamedTuple):
 def lost(psycopg: Any, exc: BaseException, conn: Any) -> bool:
     """Whether `exc` means the connection died (worth one retry on a fresh one)."""
     return isinstance(exc, psycopg.OperationalError) and (conn is None or conn.closed or conn.broken)
+
+
+# How long past statement_timeout a call may wait before the client gives up on the server: the
+# server's own timeout fires first whenever the server runs at all.
+UNANSWERED_GRACE = 5.0
+_UNWATCHED = ("migrate", "vacuum")  # may run long on purpose, with the timeout lifted
+_DEADLINES = Deadlines()
+
+
+def deadline(
+    op: str, conn: Any, statement_timeout: float | None
+) -> contextlib.AbstractContextManager[Watch | None]:
+    """A client-side deadline on one call on `conn`: past statement_timeout plus a grace, its
+    socket is severed, so a paused server (which enforces no timeout of its own) cannot hold the
+    turn. None when there is no statement timeout, or for the calls that lift it."""
+    if statement_timeout is None or op in _UNWATCHED:
+        return contextlib.nullcontext(None)
+    return _DEADLINES.watch(statement_timeout + UNANSWERED_GRACE, lambda: sever(conn.pgconn.socket))
+
+
+def unanswered(op: str, statement_timeout: float | None) -> StoreError:
+    """The `StoreError` of a call the server did not answer in time (not retried: a paused
+    server would not answer the retry either)."""
+    waited = (statement_timeout or 0) + UNANSWERED_GRACE
+    msg = (
+        f"PostgreSQL did not answer {op} within {waited:g} s (statement_timeout={statement_timeout:g} s "
+        "plus a grace): the server is paused, frozen or unreachable; nothing was retried"
+    )
+    return StoreError(msg)
 
 
 def failure(op: str, exc: BaseException, retried: bool) -> StoreError:

@@ -30,6 +30,7 @@ class SyncPostgresPrimitives(StoreBackend):
     q: pg.Queries
     prefix: str
     search_config: str
+    statement_timeout: float | None
     _psycopg: Any
     _sync_pool: Callable[[], Any]
 
@@ -42,13 +43,15 @@ class SyncPostgresPrimitives(StoreBackend):
         """Run `fn(conn)`; if the connection was lost, run `retry` (default `fn`) once more."""
         psycopg, pool = self._psycopg, self._sync_pool()
         for attempt in (1, 2):
-            conn = None
+            conn = watch = None
             try:
-                with pool.connection() as conn:
+                with pool.connection() as conn, pg.deadline(op, conn, self.statement_timeout) as watch:
                     return (fn if attempt == 1 else retry or fn)(conn)
             except (OwnershipError, SchemaVersionError):
                 raise
             except psycopg.Error as exc:
+                if watch is not None and watch.fired:
+                    raise pg.unanswered(op, self.statement_timeout) from None
                 if attempt == 2 or not pg.lost(psycopg, exc, conn):
                     raise pg.failure(op, exc, attempt == 2) from exc
                 logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)
