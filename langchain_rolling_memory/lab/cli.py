@@ -343,10 +343,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     category, with memory tokens (mean, p95) and search time per question. Offline, no key.
 
     With a key, --answer-model openai|gemini has that model answer each question from each
-    strategy's memory, and --judge has a judge model (the same provider unless --judge-model
-    says otherwise) grade every answer against the gold one, CORRECT or WRONG, as in the mem0
-    paper: J is the share judged correct, per strategy and category, with the input and output
-    tokens of answers and judge. --questions N draws N questions for a cheap run. Keys come
+    strategy's memory, and --judge has a judge model (the same one unless --judge-provider
+    or --judge-model says otherwise) grade every answer against the gold one, CORRECT or
+    WRONG, as in the mem0 paper: J is the share judged correct, per strategy and category,
+    with the input and output tokens of answers and judge. --questions N draws N questions for a cheap run. Keys come
     from OPENAI_API_KEY or GOOGLE_API_KEY; $ROLLING_MEMORY_BASE_URL points at another endpoint.
     """
     from langchain_rolling_memory.lab.eval import (
