@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_rolling_memory.errors import (
     ConfigurationError,
@@ -26,6 +26,9 @@ from langchain_rolling_memory.errors import (
     require,
 )
 from langchain_rolling_memory.stores import RollingStore, open_store
+
+if TYPE_CHECKING:
+    from langchain_rolling_memory.lab.judge import AnswerGrader
 
 __all__ = ["default_store_url", "main", "provider_models"]
 
@@ -338,26 +341,74 @@ def cmd_eval(args: argparse.Namespace) -> int:
     recall at 500/1,000/2,000 tokens, summary + recall) gives the memory the model would be
     sent; the table shows how often every content word of the gold answer is in it, per
     category, with memory tokens (mean, p95) and search time per question. Offline, no key.
+
+    With a key, --answer-model openai|gemini has that model answer each question from each
+    strategy's memory, and --judge has a judge model (the same one unless --judge-provider
+    or --judge-model says otherwise) grade every answer against the gold one, CORRECT or
+    WRONG, as in the mem0 paper: J is the share judged correct, per strategy and category,
+    with the input and output tokens of answers and judge. --questions N draws N questions for a cheap run. Keys come
+    from OPENAI_API_KEY or GOOGLE_API_KEY; $ROLLING_MEMORY_BASE_URL points at another endpoint.
     """
-    from langchain_rolling_memory.lab.eval import DEFAULT_STRATEGIES, format_table, read_locomo, run_eval
+    from langchain_rolling_memory.lab.eval import (
+        CATEGORIES,
+        DEFAULT_STRATEGIES,
+        STRATEGIES,
+        format_table,
+        read_locomo,
+        run_eval,
+        sample_questions,
+    )
 
     if args.plot:
         require("matplotlib", "cli", feature="eval --plot")
+    if args.judge and not args.answer_model:
+        msg = "--judge grades the answers of --answer-model; add --answer-model openai or gemini"
+        raise ConfigurationError(msg)
     names = args.strategies.split(",") if args.strategies else list(DEFAULT_STRATEGIES)
+    grader = _grader(args) if args.answer_model else None
     conversations = read_locomo(args.file)
     if args.conversations:
         conversations = conversations[: args.conversations]
-    report = run_eval(conversations, strategies=names, source=Path(args.file).name)
+    if args.questions is not None:
+        conversations = sample_questions(conversations, args.questions)
+    report = run_eval(conversations, strategies=names, source=Path(args.file).name, on_answer=grader)
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        data = report.to_json()
+        if grader is not None:
+            data["answers"] = grader.to_json(CATEGORIES)
+        print(json.dumps(data, indent=2))
     else:
         print(format_table(report))
+        if grader is not None:
+            from langchain_rolling_memory.lab.judge import format_judged
+
+            labels = {name: STRATEGIES[name].label for name in names}
+            print("\n" + format_judged(grader, labels, CATEGORIES))
     if args.plot:
         from langchain_rolling_memory.lab.eval import plot_eval
 
         plot_eval(report, path=args.plot)
         print(f"plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def _grader(args: argparse.Namespace) -> AnswerGrader:
+    """The answer model and, with --judge, the judge model; keys checked before any work."""
+    from langchain_rolling_memory.lab.judge import PROVIDERS, AnswerGrader, provider_chat
+
+    answer_model = args.model or PROVIDERS[args.answer_model][3]
+    grader = AnswerGrader(
+        provider_chat(args.answer_model, answer_model), answer_name=f"{args.answer_model} {answer_model}"
+    )
+    if args.judge:
+        provider = args.judge_provider or args.answer_model
+        same = provider == args.answer_model
+        judge_model = args.judge_model or (answer_model if same else PROVIDERS[provider][3])
+        grader.judge = provider_chat(
+            provider, judge_model, flag="--judge-provider" if not same else "--judge"
+        )
+        grader.judge_name = f"{provider} {judge_model}"
+    return grader
 
 
 # ---------------------------------------------------------------------------------- parser
@@ -454,6 +505,22 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--conversations", type=int, metavar="N", help="only the first N conversations")
     ev.add_argument("--plot", metavar="FILE.png", help="write answer in context against tokens to this PNG")
     ev.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ev.add_argument(
+        "--answer-model", choices=list(_PROVIDERS), help="a real model answers each question (needs its key)"
+    )
+    ev.add_argument(
+        "--model", metavar="NAME", help="the answer model's name (default: gpt-4o-mini / gemini-2.5-flash)"
+    )
+    ev.add_argument("--judge", action="store_true", help="grade the answers CORRECT/WRONG (the J score)")
+    ev.add_argument(
+        "--judge-provider",
+        choices=list(_PROVIDERS),
+        help="the judge's provider (default: the answer model's)",
+    )
+    ev.add_argument("--judge-model", metavar="NAME", help="the judge's model (default: the answer model)")
+    ev.add_argument(
+        "--questions", type=int, metavar="N", help="draw N questions at random (same draw each run)"
+    )
     return parser
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import re
 import statistics
 import time
@@ -52,6 +53,7 @@ __all__ = [
     "format_table",
     "read_locomo",
     "run_eval",
+    "sample_questions",
 ]
 
 CATEGORIES: dict[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -421,8 +423,12 @@ def run_eval(
     strategies: Sequence[str] = DEFAULT_STRATEGIES,
     source: str = "",
     on_progress: Callable[[str, str], None] | None = None,
+    on_answer: Callable[[str, EvalQuestion, list[BaseMessage]], None] | None = None,
 ) -> EvalReport:
     """Score every question of every conversation under each strategy.
+
+    `on_answer` sees each (strategy name, question, memory) once it is scored: the keyed path
+    (`judge.AnswerGrader`) asks a real model there, outside the timed search.
 
     Example:
         >>> turns = [EvalTurn(1, 1, HumanMessage("I adopted a cat named Oscar"), 0.0)]
@@ -451,7 +457,27 @@ def run_eval(
                 used = count_tokens(memory) if memory else 0
                 overall[strategy.name].add(covered, used, seconds)
                 by_category[strategy.name].setdefault(question.category, _Tally()).add(covered, used, seconds)
+                if on_answer is not None:
+                    on_answer(strategy.name, question, memory)
     return EvalReport(source, len(conversations), chosen, overall, by_category)
+
+
+def sample_questions(
+    conversations: Sequence[EvalConversation], count: int, *, seed: int = 0
+) -> list[EvalConversation]:
+    """The conversations with `count` of their questions drawn at random over all of them
+    (the same draw for a seed), in their original order; the conversations left with none dropped."""
+    if count < 1:
+        msg = f"the number of questions must be at least 1, got {count!r}; pass --questions N with N >= 1"
+        raise ConfigurationError(msg)
+    every = [(i, j) for i, c in enumerate(conversations) for j in range(len(c.questions))]
+    chosen = set(random.Random(seed).sample(every, min(count, len(every))))
+    out = []
+    for i, c in enumerate(conversations):
+        kept = [q for j, q in enumerate(c.questions) if (i, j) in chosen]
+        if kept:
+            out.append(EvalConversation(c.name, c.turns, kept))
+    return out
 
 
 def format_table(report: EvalReport) -> str:
