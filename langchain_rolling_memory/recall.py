@@ -44,6 +44,23 @@ _MONTHS = (
 _SAFE_NAME = re.compile(r"[^\W_][\w .'-]{0,39}")
 
 
+# What `framing.quote_fact` drops or folds to one space (white space, control and invisible
+# characters): every other character of a body is in its line, so a body without them gives
+# a length no rendered line is shorter than (`_shortest_line`).
+_FOLDED = dict.fromkeys(
+    [c for c in range(0x3001) if chr(c).isspace()]
+    + [*range(0x00, 0x20), *range(0x7F, 0xA0), *range(0x200B, 0x2010), *range(0x202A, 0x202F)]
+    + [*range(0x2060, 0x206A), 0xFEFF]
+)
+# `- undated, x: ""`: the shortest date, a one-letter speaker, no session and empty quotes.
+_SHORTEST_FRAME = 16
+
+
+def _shortest_line(hit: SearchHit) -> int:
+    """A length the rendered line of `hit` is at least, without rendering it."""
+    return _SHORTEST_FRAME + len(_body(hit).translate(_FOLDED))
+
+
 def _date(created_at: float | None) -> str:
     if created_at is None:
         return "undated"
@@ -148,7 +165,7 @@ def recall_block(
     A hit that does not fit is passed over and a shorter, less relevant one may still be
     shown: each excerpt stands alone, unlike facts, whose block promises an order.
 
-    Linear in the hits: each is rendered once and counted at most once (see `_Fit`).
+    Linear in the hits: each is rendered at most once and counted at most once (see `_Fit`).
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -172,6 +189,8 @@ def recall_block(
         follow = neighbours.get(hit.key) if neighbours and is_question(hit) else None
         if follow is not None and follow.key not in seen and follow.key != hit.key:
             group.append(follow)
+        if size + sum(_shortest_line(member) + 1 for member in group) >= fit.overflows_from:
+            continue  # too long to fit, known without rendering it
         rendered = [render_hit(member) for member in group]
         grown = size + sum(len(line) + 1 for line in rendered)
         if not fit(grown, lines, rendered):

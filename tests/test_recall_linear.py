@@ -15,6 +15,7 @@ from langchain_rolling_memory.recall import (
     Recalled,
     _assemble,
     _chronological,
+    _shortest_line,
     _tokens,
     is_question,
     recall_block,
@@ -97,6 +98,22 @@ def test_the_linear_block_chooses_what_the_quadratic_one_did(
     new, old = recall_block(hits, **kwargs), quadratic_recall_block(hits, **kwargs)  # type: ignore[arg-type]
     assert new == old
     assert new.tokens <= budget
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(),
+    st.one_of(st.none(), st.text(max_size=3)),
+    st.sampled_from(["s1", "bad\nid", "x"]),
+    st.one_of(st.none(), st.floats(0, 4e9)),
+    st.booleans(),
+)
+def test_no_rendered_line_is_shorter_than_its_bound(
+    text: str, name: str | None, session: str, created: float | None, ai: bool
+) -> None:
+    message: BaseMessage = AIMessage(text, name=name) if ai else HumanMessage(text, name=name)
+    h = SearchHit("message", session, 1, created, 1.0, message, text=text)
+    assert _shortest_line(h) <= len(render_hit(h))
 
 
 def _reversed_words(messages: Sequence[BaseMessage]) -> int:
