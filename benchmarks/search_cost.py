@@ -15,8 +15,9 @@ documented fallback, BM25 in Python over the scope's entries) it times:
 
 - ``search``: ``store.search(question, client_id=...)``, limit 10;
 - ``search + injection``: the recall step of a turn, ``Recaller(store, 2000).recall(...)``
-  from `langchain_rolling_memory.recalling` (search with limit 100, the answers that follow
-  recalled questions, the quoted and dated block rendered within 2,000 tokens);
+  from `langchain_rolling_memory.recalling` (search with the limit sized to the budget by
+  `recalling.recall_limit`, the answers that follow recalled questions, the quoted and dated
+  block rendered within 2,000 tokens);
 - ``full scan``: every message of the client read back and ranked in Python with `Bm25Index`,
   what recall would cost without an index (fewer questions: it is slow).
 
@@ -45,7 +46,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from benchmarks._shared import locomo_path, markdown_table, percentile
 from langchain_rolling_memory import open_store
 from langchain_rolling_memory.lab.eval import EvalConversation, read_locomo
-from langchain_rolling_memory.recalling import Recaller
+from langchain_rolling_memory.recalling import Recaller, recall_limit
 from langchain_rolling_memory.search import Bm25Index, message_index_text, query_terms
 from langchain_rolling_memory.stores import RollingStore
 
@@ -332,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     note = (
         f"Milliseconds per question (wall clock), questions per size ({counts}); full scan: the first "
         f"{SCANS}. search: limit 10. search + injection: `Recaller(store, {RECALL_TOKENS}).recall` "
-        f"(limit 100, neighbours, rendering). {elapsed:.0f} s in all."
+        f"(limit {recall_limit(RECALL_TOKENS)}, neighbours, rendering). {elapsed:.0f} s in all."
     )
     print(text)
     print(note)

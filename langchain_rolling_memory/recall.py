@@ -10,6 +10,7 @@ prompt (the adapters do).
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -41,6 +42,23 @@ _MONTHS = (
 )
 # A speaker name shown outside the quotes: letters, digits, spaces and `._'-`, short.
 _SAFE_NAME = re.compile(r"[^\W_][\w .'-]{0,39}")
+
+
+# What `framing.quote_fact` drops or folds to one space (white space, control and invisible
+# characters): every other character of a body is in its line, so a body without them gives
+# a length no rendered line is shorter than (`_shortest_line`).
+_FOLDED = dict.fromkeys(
+    [c for c in range(0x3001) if chr(c).isspace()]
+    + [*range(0x00, 0x20), *range(0x7F, 0xA0), *range(0x200B, 0x2010), *range(0x202A, 0x202F)]
+    + [*range(0x2060, 0x206A), 0xFEFF]
+)
+# `- undated, x: ""`: the shortest date, a one-letter speaker, no session and empty quotes.
+_SHORTEST_FRAME = 16
+
+
+def _shortest_line(hit: SearchHit) -> int:
+    """A length the rendered line of `hit` is at least, without rendering it."""
+    return _SHORTEST_FRAME + len(_body(hit).translate(_FOLDED))
 
 
 def _date(created_at: float | None) -> str:
@@ -147,6 +165,8 @@ def recall_block(
     A hit that does not fit is passed over and a shorter, less relevant one may still be
     shown: each excerpt stands alone, unlike facts, whose block promises an order.
 
+    Linear in the hits: each is rendered at most once and counted at most once (see `_Fit`).
+
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> hit = SearchHit("message", "s1", 1, 0.0, 2.0, HumanMessage("My cat is Oscar"))
@@ -156,29 +176,74 @@ def recall_block(
     if max_tokens < 0:
         msg = f"max_tokens must be >= 0, got max_tokens={max_tokens!r}"
         raise ConfigurationError(msg)
-    envelope, counter = token_counter([HumanMessage("")]), token_counter
+    fit = _Fit(max_tokens, token_counter)
     seen: set[Hashable] = set(skip)
-    chosen: list[SearchHit] = []
-    lines: dict[Hashable, str] = {}
+    # Accepted excerpts in the order they were accepted (best first), with their lines.
+    groups: list[list[tuple[SearchHit, str]]] = []
+    lines: list[str] = [header] if header else []
+    size = len(header) if header else -1  # characters of "\n".join(lines); -1 for no line
     for hit in hits:
         if hit.key in seen:
             continue
         group = [hit]
         follow = neighbours.get(hit.key) if neighbours and is_question(hit) else None
-        if follow is not None and follow.key not in seen:
+        if follow is not None and follow.key not in seen and follow.key != hit.key:
             group.append(follow)
-        candidate = sorted([*chosen, *group], key=_chronological)
-        text = _assemble(header, [lines.get(h.key) or render_hit(h) for h in candidate])
-        if _tokens(text, envelope, counter) > max_tokens:
+        if size + sum(_shortest_line(member) + 1 for member in group) >= fit.overflows_from:
+            continue  # too long to fit, known without rendering it
+        rendered = [render_hit(member) for member in group]
+        grown = size + sum(len(line) + 1 for line in rendered)
+        if not fit(grown, lines, rendered):
             continue
-        for member in group:
-            seen.add(member.key)
-            lines[member.key] = render_hit(member)
-        chosen = candidate
-    if not chosen:
-        return Recalled("", (), 0)
-    text = _assemble(header, [lines[h.key] for h in chosen])
-    return Recalled(text, tuple(chosen), _tokens(text, envelope, counter))
+        seen.update(member.key for member in group)
+        groups.append(list(zip(group, rendered, strict=True)))
+        lines.extend(rendered)
+        size = grown
+    return _finish(groups, header, fit)
+
+
+class _Fit:
+    """Whether a block fits the budget, counting as few blocks as it can.
+
+    The blocks tried only grow by appended lines, and a counter prices more text no lower
+    (`count_tokens_approximately` prices the length only), so a block no shorter than one
+    that overflowed overflows without being counted: once the budget is nearly spent, only
+    the short excerpts are. The lines' order changes no length, so a block is tried in the
+    order its lines were accepted and sorted once at the end (`_finish` checks the result).
+    """
+
+    def __init__(self, max_tokens: int, token_counter: TokenCounter) -> None:
+        self.max_tokens = max_tokens
+        self.token_counter = token_counter
+        self.envelope = token_counter([HumanMessage("")])
+        self.overflows_from = sys.maxsize  # characters known to overflow
+
+    def tokens(self, text: str) -> int:
+        return _tokens(text, self.envelope, self.token_counter)
+
+    def __call__(self, size: int, lines: list[str], more: list[str]) -> bool:
+        """Whether the block of `lines` then `more`, `size` characters long, fits."""
+        if size >= self.overflows_from:
+            return False
+        if self.tokens("\n".join([*lines, *more])) <= self.max_tokens:
+            return True
+        self.overflows_from = size
+        return False
+
+
+def _finish(groups: list[list[tuple[SearchHit, str]]], header: str | None, fit: _Fit) -> Recalled:
+    while groups:
+        chosen = sorted(
+            (pair for group in groups for pair in group), key=lambda pair: _chronological(pair[0])
+        )
+        text = _assemble(header, [line for _, line in chosen])
+        tokens = fit.tokens(text)
+        if tokens <= fit.max_tokens:
+            return Recalled(text, tuple(h for h, _ in chosen), tokens)
+        # Only a counter that prices the same characters differently in another order (or
+        # more text lower) gets here: the least relevant excerpt goes, the budget holds.
+        groups.pop()
+    return Recalled("", (), 0)
 
 
 def _assemble(header: str | None, lines: list[str]) -> str:

@@ -32,6 +32,7 @@ __all__ = [
     "Recaller",
     "document_block",
     "latest_user_text",
+    "recall_limit",
 ]
 
 DEFAULT_RECALL_TOKENS = 2000
@@ -40,6 +41,28 @@ DEFAULT_RECALL_TOKENS = 2000
 target (1,000: 55.5%, 2,000: 61.2%; `benchmarks/results/recall_eval.md`)."""
 
 NOTHING = Recalled("", (), 0)
+
+TOKENS_PER_HIT = 25
+"""What one recalled line is assumed to cost when sizing the search (`recall_limit`). Hits past
+what the budget can show are decoded only to be passed over, and decoding is most of a
+search's cost. On LoCoMo (`benchmarks.recall_eval`, SQLite, 2,000 and 1,944 tokens) 25 (80 hits)
+keeps the answer-in-context of 100 hits exactly (61.2%, 61.0%); 30 (67 hits) loses 0.2 point
+at 1,944 and 40 (50 hits) 0.5 point at both."""
+
+_LIMITS = (10, 100)
+
+
+def recall_limit(max_tokens: int) -> int:
+    """Hits asked of the search for a block of `max_tokens`: as many as can fit at
+    `TOKENS_PER_HIT` each, at least 10 and at most 100.
+
+    Example:
+        >>> recall_limit(2000), recall_limit(100), recall_limit(10_000)
+        (80, 10, 100)
+    """
+    lowest, highest = _LIMITS
+    return max(lowest, min(highest, -(-max_tokens // TOKENS_PER_HIT)))
+
 
 _SAFE_SOURCE = re.compile(r"[^\W_][\w .:/'-]{0,59}")
 
@@ -148,7 +171,8 @@ class Recaller:
         max_tokens: the budget of the recalled block, header included.
         retriever: searched instead of the store when given.
         token_counter: counts the block's tokens.
-        limit: hits asked of the search.
+        limit: hits asked of the search; None (the default) sizes it to the budget
+            (`recall_limit`).
         max_neighbours: recalled questions whose answer is read (one read each).
     """
 
@@ -156,7 +180,7 @@ class Recaller:
     max_tokens: int
     retriever: BaseRetriever | None = None
     token_counter: TokenCounter = count_tokens
-    limit: int = 100
+    limit: int | None = None
     max_neighbours: int = 8
 
     @classmethod
@@ -188,6 +212,9 @@ class Recaller:
         if not budget:
             return None
         return cls(store, budget, recall, token_counter)
+
+    def _limit(self) -> int:
+        return self.limit if self.limit is not None else recall_limit(self.max_tokens)
 
     def _scope(self, client_id: str | None, session_id: str | None) -> dict[str, Any]:
         # A client sees all its sessions and facts; without one, only the run's own session.
@@ -230,7 +257,7 @@ class Recaller:
         if self.retriever is not None:
             docs = self.retriever.invoke(query)
             return document_block(docs, max_tokens=self.max_tokens, token_counter=self.token_counter)
-        hits = self.store.search(query, limit=self.limit, **self._scope(client_id, session_id))
+        hits = self.store.search(query, limit=self._limit(), **self._scope(client_id, session_id))
         skip = _view_keys(hits, session_id, view_seqs, view)
         neighbours: dict[Hashable, SearchHit] = {}
         for hit in _wanted_neighbours(hits, skip, self.max_neighbours):
@@ -258,7 +285,7 @@ class Recaller:
         if self.retriever is not None:
             docs = await self.retriever.ainvoke(query)
             return document_block(docs, max_tokens=self.max_tokens, token_counter=self.token_counter)
-        hits = await self.store.asearch(query, limit=self.limit, **self._scope(client_id, session_id))
+        hits = await self.store.asearch(query, limit=self._limit(), **self._scope(client_id, session_id))
         skip = _view_keys(hits, session_id, view_seqs, view)
         neighbours: dict[Hashable, SearchHit] = {}
         for hit in _wanted_neighbours(hits, skip, self.max_neighbours):

@@ -21,8 +21,15 @@ from langchain_rolling_memory.agents import RollingMemoryMiddleware
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.framing import MEMORY_MESSAGE_ID, render_facts, select_facts
 from langchain_rolling_memory.recall import RECALL_HEADER
-from langchain_rolling_memory.recalling import DEFAULT_RECALL_TOKENS, Recaller, latest_user_text
+from langchain_rolling_memory.recalling import (
+    DEFAULT_RECALL_TOKENS,
+    TOKENS_PER_HIT,
+    Recaller,
+    latest_user_text,
+    recall_limit,
+)
 from langchain_rolling_memory.records import Fact
+from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.tools import TOOL_BUILDERS, search_memory_tool
 
 MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
@@ -367,3 +374,28 @@ async def test_no_adapter_recalls_another_clients_messages(store: RollingStore) 
         assert "red bicycle" in text
         assert "blue" not in text
         assert "9911" not in text
+
+
+class _LimitRecordingStore(InMemoryRollingStore):
+    """The in-memory store, remembering the limit each search was asked for."""
+
+    limits: list[int]
+
+    def _search(self, terms: Any, client_id: str | None, session_id: str | None, limit: int) -> Any:
+        self.limits = [*getattr(self, "limits", []), limit]
+        return super()._search(terms, client_id, session_id, limit)
+
+
+@pytest.mark.parametrize(
+    ("budget", "limit", "asked"),
+    [(2000, None, recall_limit(2000)), (100, None, 10), (50_000, None, 100), (2000, 7, 7)],
+    ids=["sized-to-the-budget", "at-least-10", "at-most-100", "explicit-limit-wins"],
+)
+def test_the_search_asks_for_as_many_hits_as_the_budget_can_show(
+    budget: int, limit: int | None, asked: int
+) -> None:
+    store = _LimitRecordingStore()
+    seed(store)
+    Recaller(store, budget, limit=limit).recall("Where did Ana go?", client_id="ana", session_id="new")
+    assert store.limits == [asked]
+    assert recall_limit(2000) == -(-2000 // TOKENS_PER_HIT)

@@ -4,6 +4,8 @@ An erase drops the objects at once; nothing is written anywhere, so `vacuum()` h
 
 Search ranks with one `search.Bm25Index` over every message and fact of the process (so its
 statistics span clients, as SQLite's FTS5 table does); a search keeps only its scope's entries.
+The index is caught up at the first search after writes, so a turn without recall does not pay
+for indexing.
 """
 
 from __future__ import annotations
@@ -50,6 +52,24 @@ class InMemoryRollingStore(RollingStore):
         self._facts: dict[str, dict[str, Fact]] = {}
         # Entries ("m", session_id, seq) and ("f", client_id, fact_id); already folded text.
         self._index = Bm25Index()
+        # Written but not yet indexed, in write order: the index breaks ties by the order of
+        # its additions, so catching up in this order ranks as indexing at each write did.
+        self._pending: dict[tuple[str, str, Any], str] = {}
+
+    def _to_index(self, doc: tuple[str, str, Any], text: str) -> None:
+        self._pending.pop(doc, None)  # a rewrite goes to the end, as `Bm25Index.add` moves it
+        self._pending[doc] = text
+
+    def _unindex(self, doc: tuple[str, str, Any]) -> None:
+        # Both: a rewritten fact can be pending while its old text is still indexed.
+        self._pending.pop(doc, None)
+        self._index.remove(doc)
+
+    def _catch_up(self) -> None:
+        """Index what was written since the last search (called under the lock)."""
+        for doc, text in self._pending.items():
+            self._index.add(doc, text)
+        self._pending.clear()
 
     def _session(self, session_id: str, client_id: str | None, now: float) -> _Session:
         session = self._sessions.get(session_id)
@@ -73,7 +93,7 @@ class InMemoryRollingStore(RollingStore):
             )
             session.dates.extend(entry.created_at for entry in entries)
             for seq, entry in zip(seqs, entries, strict=True):
-                self._index.add(("m", session_id, seq), entry.text)
+                self._to_index(("m", session_id, seq), entry.text)
             session.updated_at = now
             return seqs
 
@@ -81,6 +101,7 @@ class InMemoryRollingStore(RollingStore):
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
         with self._lock:
+            self._catch_up()
             if session_id is not None:
                 sessions = {session_id}
             else:
@@ -101,7 +122,7 @@ class InMemoryRollingStore(RollingStore):
     def _forget_entries(self, session_id: str) -> None:
         session = self._sessions.get(session_id)
         for seq in range(1, len(session.rows) + 1) if session else ():
-            self._index.remove(("m", session_id, seq))
+            self._unindex(("m", session_id, seq))
 
     def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
         with self._lock:
@@ -189,7 +210,7 @@ class InMemoryRollingStore(RollingStore):
     def _put_fact(self, fact: Fact) -> None:
         with self._lock:
             self._facts.setdefault(fact.client_id, {})[fact.id] = replace(fact)
-            self._index.add(("f", fact.client_id, fact.id), index_text(fact.text))
+            self._to_index(("f", fact.client_id, fact.id), index_text(fact.text))
 
     def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
         with self._lock:
@@ -197,13 +218,13 @@ class InMemoryRollingStore(RollingStore):
 
     def _delete_fact(self, client_id: str, fact_id: str) -> bool:
         with self._lock:
-            self._index.remove(("f", client_id, fact_id))
+            self._unindex(("f", client_id, fact_id))
             return self._facts.get(client_id, {}).pop(fact_id, None) is not None
 
     def _delete_client(self, client_id: str) -> None:
         with self._lock:
             for fact_id in self._facts.pop(client_id, {}):
-                self._index.remove(("f", client_id, fact_id))
+                self._unindex(("f", client_id, fact_id))
             for session_id in self._list_sessions(client_id):
                 self._forget_entries(session_id)
                 del self._sessions[session_id]
