@@ -13,7 +13,7 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -93,7 +93,16 @@ def test_erase_racing_append_leaves_nothing_of_the_client_and_no_wedged_session(
             other.close()
 
 
-def test_clear_racing_append_never_leaves_rows_without_their_session(store: RollingStore) -> None:
+ERASES: dict[str, Callable[[RollingStore], object]] = {
+    "clear": lambda store: store.clear_session("s"),
+    "purge": lambda store: store.purge(older_than=0),
+}
+
+
+@pytest.mark.parametrize("erase", sorted(ERASES))
+def test_an_erase_racing_append_never_leaves_rows_without_their_session(
+    store: RollingStore, erase: str
+) -> None:
     other = _second(store)
     tries = bad = stored = 0
     deadline = time.monotonic() + RACE_SECONDS
@@ -110,7 +119,7 @@ def test_clear_racing_append_never_leaves_rows_without_their_session(store: Roll
             thread = threading.Thread(target=append)
             thread.start()
             go.wait()
-            store.clear_session("s")
+            ERASES[erase](store)
             thread.join()
             rows = store.read("s")
             stored += len(rows)
@@ -118,41 +127,10 @@ def test_clear_racing_append_never_leaves_rows_without_their_session(store: Roll
                 bad += 1
             store.clear_session("s")
         left = raw_contents(store)
-        figures = _report("clear-vs-append", store, tries=tries, stored=stored, orphans=bad, left=len(left))
-        assert bad == 0, f"{bad} of {tries} tries left messages of a deleted session ({figures})"
-        assert left == [], figures
-    finally:
-        if other is not store:
-            other.close()
-
-
-def test_purge_racing_append_never_leaves_rows_without_their_session(store: RollingStore) -> None:
-    other = _second(store)
-    tries = bad = stored = 0
-    deadline = time.monotonic() + RACE_SECONDS
-    try:
-        while time.monotonic() < deadline:
-            tries += 1
-            store.append("s", [HumanMessage("one")], client_id="ana")
-            go = threading.Barrier(2)
-
-            def append(go: threading.Barrier = go) -> None:
-                go.wait()
-                other.append("s", [HumanMessage("two")], client_id="ana")
-
-            thread = threading.Thread(target=append)
-            thread.start()
-            go.wait()
-            store.purge(older_than=0)
-            thread.join()
-            rows = store.read("s")
-            stored += len(rows)
-            if rows and store.session_info("s") is None:
-                bad += 1
-            store.clear_session("s")
-        left = raw_contents(store)
-        figures = _report("purge-vs-append", store, tries=tries, stored=stored, orphans=bad, left=len(left))
-        assert bad == 0, f"{bad} of {tries} tries left messages of a purged session ({figures})"
+        figures = _report(
+            f"{erase}-vs-append", store, tries=tries, stored=stored, orphans=bad, left=len(left)
+        )
+        assert bad == 0, f"{bad} of {tries} tries left messages of an erased session ({figures})"
         assert left == [], figures
     finally:
         if other is not store:
