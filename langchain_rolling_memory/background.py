@@ -1,11 +1,13 @@
 """Where background work runs: worker threads drained at exit, per-session jobs, calls in a thread.
 
-Owns the threads (a small pool of daemon workers, a daemon thread per call run aside) and
-the promise made at interpreter exit: pending work gets a bounded grace period to finish, so
-a compaction scheduled just before exit lands, and a hung one cannot keep the process alive.
-Owns too the per-store bookkeeping of which session has a job in flight (a worker's, or an
-event-loop task's) and of its failures. It takes callables and knows nothing of compaction
-itself (that is `engine`, which imports this module, never the reverse).
+Owns the threads (a small pool of daemon workers, a daemon thread per call run aside), which
+run work in the context of the code that handed it over (so a summary made in the background
+is traced as a child of the chain that scheduled it), and the promise made at interpreter exit:
+pending work gets a bounded grace period to finish, so a compaction scheduled just before exit
+lands, and a hung one cannot keep the process alive. Owns too the per-store bookkeeping of
+which session has a job in flight (a worker's, or an event-loop task's) and of its failures.
+It takes callables and knows nothing of compaction itself (that is `engine`, which imports
+this module, never the reverse).
 
 Why not `concurrent.futures.ThreadPoolExecutor`: its workers are joined without a time limit
 at exit (a hung summarizer would hang the process), and work submitted to it from one of its
@@ -19,6 +21,7 @@ import atexit
 import concurrent.futures
 import contextlib
 import contextvars
+import functools
 import logging
 import queue
 import threading
@@ -63,7 +66,13 @@ class Workers:
         self._pending: dict[concurrent.futures.Future[Any], float] = {}
 
     def submit(self, fn: Callable[[], _T], *, exit_timeout: float = 30.0) -> concurrent.futures.Future[_T]:
-        """Run `fn` on a worker; the process waits up to `exit_timeout` seconds for it at exit."""
+        """Run `fn` on a worker, in a copy of the caller's context; the process waits up to
+        `exit_timeout` seconds for it at exit.
+
+        The context carries the caller's run config (callbacks, tags): a model call made by `fn`
+        is traced as a child of the chain or agent run that submitted it, not as an orphan root.
+        """
+        call = functools.partial(contextvars.copy_context().run, fn)
         future: concurrent.futures.Future[_T] = concurrent.futures.Future()
         with self._lock:
             self._pending[future] = exit_timeout
@@ -75,7 +84,7 @@ class Workers:
                 self._threads.append(thread)
                 thread.start()
         future.add_done_callback(self._forget)
-        self._queue.put((future, fn))
+        self._queue.put((future, call))
         return future
 
     def _forget(self, future: concurrent.futures.Future[Any]) -> None:
@@ -280,6 +289,9 @@ class SessionJobs:
                 return False
             mirror: concurrent.futures.Future[Any] = concurrent.futures.Future()
             mirror.set_running_or_notify_cancel()
+            # The task runs in a copy of this context (asyncio's default), so its model calls are
+            # children of the caller's run; the fallback, submitted from the task's done callback,
+            # runs in the context that callback was added in: this one too.
             task = loop.create_task(job(), name=name)
             self._pending[session_id] = mirror
             self._tasks[session_id] = task
