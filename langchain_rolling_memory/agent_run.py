@@ -2,15 +2,14 @@
 
 Owns the plumbing between a LangGraph run and our store: where `session_id` and `client_id`
 come from (context, config, thread), which of the state's messages are not stored yet, the
-ownership check, the ``nostream`` tag of memory's own model calls, and where the memory text
-goes in the request. The hooks that use them are `agents`; the tools bound to a run are
-`tools`, the tool-pair repair `policy`; memory logic stays in the engine and stores.
+ownership check, and where the memory text goes in the request. The hooks that use them are
+`agents`; the tools bound to a run are `tools`, the tool-pair repair `policy`, the ``nostream``
+mark of memory's own model calls `tracing`; memory logic stays in the engine and stores.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +29,6 @@ __all__ = [
     "resolve_ids",
     "run_ids",
     "unpersisted",
-    "unstreamed",
     "with_memory",
 ]
 
@@ -149,26 +147,6 @@ def refuse_other_owner(ids: MemoryIds, info: SessionInfo | None) -> None:
     # a run with a guessed session id would show one client another's conversation.
     if info is not None and info.client_id is not None and info.client_id != ids.client_id:
         raise OwnershipError.for_session(ids.session_id, ids.client_id)
-
-
-@contextmanager
-def unstreamed() -> Iterator[None]:
-    """Inside: model calls (summarizer, extractor) carry LangGraph's ``nostream`` tag.
-
-    They inherit the hook's run config through a context variable, and with it the stream
-    handler of ``stream_mode="messages"``, which would show the summary as if the agent said
-    it. Tagged, they are still traced as child runs but not streamed. Tasks started inside
-    (background compaction) copy the tagged context.
-    """
-    from langchain_core.runnables.config import var_child_runnable_config
-    from langgraph.constants import TAG_NOSTREAM
-
-    current = var_child_runnable_config.get() or {}
-    token = var_child_runnable_config.set({**current, "tags": [*current.get("tags", []), TAG_NOSTREAM]})
-    try:
-        yield
-    finally:
-        var_child_runnable_config.reset(token)
 
 
 def with_memory(system: SystemMessage | None, block: str) -> SystemMessage | None:

@@ -41,7 +41,6 @@ from langchain_rolling_memory.agent_run import (  # noqa: E402
     resolve_ids,
     run_ids,
     unpersisted,
-    unstreamed,
     with_memory,
 )
 from langchain_rolling_memory.engine import Compactor, ErrorCallback  # noqa: E402
@@ -54,6 +53,7 @@ from langchain_rolling_memory.records import Fact, SessionState  # noqa: E402
 from langchain_rolling_memory.stores.base import RollingStore  # noqa: E402
 from langchain_rolling_memory.summarizers.base import SummarizerLike  # noqa: E402
 from langchain_rolling_memory.tools import TOOL_BUILDERS, UNBOUND, refusing  # noqa: E402
+from langchain_rolling_memory.tracing import unstreamed  # noqa: E402
 from langchain_rolling_memory.usage import SummaryUsage  # noqa: E402
 
 if TYPE_CHECKING:  # where these live moved between langchain / langgraph 1.x releases

@@ -13,9 +13,11 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import Runnable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from langchain_rolling_memory.errors import ConfigurationError, FactError, InvalidIdError
@@ -25,6 +27,7 @@ from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.prompts import render_transcript
 from langchain_rolling_memory.records import CompactionResult, Fact
 from langchain_rolling_memory.stores.base import RollingStore
+from langchain_rolling_memory.tracing import EXTRACT_FACTS, traced
 
 __all__ = [
     "DEFAULT_EXTRACTION_PROMPT",
@@ -154,6 +157,8 @@ class FactExtractor:
             msg = f"FactExtractor needs a LangChain chat model, got {type(model).__name__}"
             raise ConfigurationError(msg)
         self.model = model
+        # Every call is named and tagged as the memory's (see `tracing`).
+        self._call: Runnable[Any, Any] = traced(model, EXTRACT_FACTS)
         self.store = store
         self.prompt = prompt or DEFAULT_EXTRACTION_PROMPT
 
@@ -220,7 +225,7 @@ class FactExtractor:
         if not messages:
             return ExtractionResult()
         existing = target.facts(client_id)
-        plan, error = self._prepare(target, existing, self.model.invoke(self.request(existing, messages)))
+        plan, error = self._prepare(target, existing, self._call.invoke(self.request(existing, messages)))
         result = ExtractionResult(error=error)
         if plan is None:
             return result
@@ -258,7 +263,7 @@ class FactExtractor:
         if not messages:
             return ExtractionResult()
         existing = await target.afacts(client_id)
-        reply = await self.model.ainvoke(self.request(existing, messages))
+        reply = await self._call.ainvoke(self.request(existing, messages))
         plan, error = self._prepare(target, existing, reply)
         result = ExtractionResult(error=error)
         if plan is None:

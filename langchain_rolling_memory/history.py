@@ -2,7 +2,7 @@
 
 Adapters only: they append to a store and ask the engine for the view; the plumbing both share
 (ids, ownership, the cached view that changes only with the object's own `add_messages`) is
-`stored_history`.
+`stored_history`. The model calls of a compaction are marked ``nostream`` (`tracing`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
 from langchain_rolling_memory.summarizers.structured import StructuredSummary
 from langchain_rolling_memory.topics import TopicDetector, topic_labels
+from langchain_rolling_memory.tracing import unstreamed
 from langchain_rolling_memory.usage import SummaryUsage
 
 __all__ = ["RollingSummaryChatMessageHistory", "WindowedChatMessageHistory"]
@@ -295,18 +296,22 @@ class RollingSummaryChatMessageHistory(StoredHistory):
 
     # After a write the engine extends the known state with the rows just written, and after
     # an inline compaction folds the installed result in: one summary read per turn instead
-    # of re-reading and re-decoding the tail twice (see `Compactor.advance`).
+    # of re-reading and re-decoding the tail twice (see `Compactor.advance`). Its model calls
+    # (and those of a compaction it hands to the background) are never streamed as the
+    # chain's answer: `RunnableWithMessageHistory` writes from inside the chain's run.
 
     def _after_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
-        self._state = self.compactor.advance(
-            self.session_id, self._state, appended=appended, background=self.background
-        )
+        with unstreamed():
+            self._state = self.compactor.advance(
+                self.session_id, self._state, appended=appended, background=self.background
+            )
         return self.compactor.view(self._state)
 
     async def _aafter_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
-        self._state = await self.compactor.aadvance(
-            self.session_id, self._state, appended=appended, background=self.background
-        )
+        with unstreamed():
+            self._state = await self.compactor.aadvance(
+                self.session_id, self._state, appended=appended, background=self.background
+            )
         return self.compactor.view(self._state)
 
     def _forget_rows(self) -> None:
@@ -316,13 +321,15 @@ class RollingSummaryChatMessageHistory(StoredHistory):
         """Compact now if due (or, with `force`, fold every unsummarized message); True if a
         summary was installed. The cached view is refreshed."""
         self._check_owner()
-        done = self.compactor.compact(self.session_id, force=force) is not None
+        with unstreamed():
+            done = self.compactor.compact(self.session_id, force=force) is not None
         self._view = self._load_view()
         return done
 
     async def acompact(self, *, force: bool = False) -> bool:
         await self._acheck_owner()
-        done = await self.compactor.acompact(self.session_id, force=force) is not None
+        with unstreamed():
+            done = await self.compactor.acompact(self.session_id, force=force) is not None
         self._view = await self._aload_view()
         return done
 

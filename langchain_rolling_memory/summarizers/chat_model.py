@@ -27,6 +27,7 @@ from langchain_rolling_memory.summarizers.structured import (
     parse_structured_summary,
     render_structured_summary,
 )
+from langchain_rolling_memory.tracing import SUMMARIZE, traced
 
 __all__ = ["ChatModelSummarizer", "chat_model_summarizer", "is_transient_error"]
 
@@ -157,6 +158,8 @@ class ChatModelSummarizer:
             )
             raise ConfigurationError(msg)
         self.model = model
+        # Every call is named and tagged as the memory's (see `tracing`): here, once.
+        self._call: Runnable[Any, Any] = traced(model, SUMMARIZE)
         self.prompt = prompt
         self.max_words = max_words
         self.min_words = min_words
@@ -171,7 +174,8 @@ class ChatModelSummarizer:
         self._structured_model: Runnable[Any, Any] | None = None
         if structured:
             try:
-                self._structured_model = model.with_structured_output(StructuredSummary, include_raw=True)
+                structured_model = model.with_structured_output(StructuredSummary, include_raw=True)
+                self._structured_model = traced(structured_model, SUMMARIZE)
             except NotImplementedError:
                 self._structured_model = None  # the prompt asks for JSON, parsed from the text
 
@@ -253,7 +257,7 @@ class ChatModelSummarizer:
             except Exception as exc:
                 if not _is_parse_failure(exc):
                     raise
-        output = self._retrying(lambda: self.model.invoke(request))
+        output = self._retrying(lambda: self._call.invoke(request))
         return self._finish(request, self._reply(output, self.structured and not strict))
 
     def summarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
@@ -288,7 +292,7 @@ class ChatModelSummarizer:
             except Exception as exc:
                 if not _is_parse_failure(exc):
                     raise
-        output = await self._aretrying(lambda: self.model.ainvoke(request))
+        output = await self._aretrying(lambda: self._call.ainvoke(request))
         return self._finish(request, self._reply(output, self.structured and not strict))
 
     async def asummarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
