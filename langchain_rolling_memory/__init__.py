@@ -11,6 +11,9 @@ Any chain, with the client's facts and state in the prompt::
 
     chat = with_rolling_memory(chain, store=store, summarizer=model)
     chat.invoke(messages, config={"configurable": {"client_id": "c-1", "session_id": "s-1"}})
+
+Every module logs to the ``"langchain_rolling_memory"`` logger; memory's own model calls are
+named ``rolling_memory.summarize`` / ``rolling_memory.extract_facts`` in traces (see `tracing`).
 """
 
 from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
