@@ -23,6 +23,7 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_core.tracers.base import BaseTracer
 from langchain_core.tracers.schemas import Run
@@ -262,20 +263,36 @@ def test_summarizer_and_extractor_calls_carry_their_run_name_tags_and_metadata(b
     assert all(TAG_NOSTREAM not in (r.tags or []) and r.name == "GenericFakeChatModel" for r in answers)
 
 
-def test_a_structured_summarizer_call_is_named_too() -> None:
+class StructuredFakeChatModel(GenericFakeChatModel):
+    """A fake model with `with_structured_output`: itself, then a parse of its JSON reply."""
+
+    def with_structured_output(self, schema: Any, *, include_raw: bool = False, **kwargs: Any) -> Any:
+        return self | RunnableLambda(lambda raw: {"raw": raw, "parsed": schema.model_validate_json(raw.text)})
+
+
+def test_a_structured_summarizer_call_is_named_and_its_model_call_tagged() -> None:
     from langchain_rolling_memory.summarizers import chat_model_summarizer
 
     collector = RunCollector()
-    model = summary_model()
-    summarizer = chat_model_summarizer(model, structured=True)
+    reply = AIMessage('{"topic": "tea", "key_facts": ["Ana drinks tea"]}')
+    model = StructuredFakeChatModel(messages=itertools.repeat(reply), tags=[SUMMARY_MODEL])
     history = RollingSummaryChatMessageHistory(
-        "s1", summarizer=summarizer, max_turns=3, keep_last=1, store=open_store("memory://")
+        "s1",
+        summarizer=chat_model_summarizer(model, structured=True),
+        max_turns=3,
+        keep_last=1,
+        store=open_store("memory://"),
     )
     chain = RunnableWithMessageHistory(answer_model(), lambda session_id: history)
     for i in range(3):
         chain.invoke([HumanMessage(f"q{i}")], config=_history_config(collector))
-    runs = assert_children_of_a_turn(collector)
-    assert {r.name for r in runs} == {SUMMARIZE}
+    assert "Ana drinks tea" in history.summary
+    for run in assert_children_of_a_turn(collector):
+        # The structured call (model, then parser) is the named run; the model call inside it
+        # inherits the tags and metadata.
+        assert SUMMARIZE in [r.name for r in collector.lineage(run)]
+        assert TAG_NOSTREAM in (run.tags or [])
+        assert run.extra["metadata"]["lc_source"] == TAG
 
 
 # ---------------------------------------------------------------- streams show the answer only
@@ -328,6 +345,26 @@ async def test_astream_events_excluding_nostream_stream_the_answer_only() -> Non
     events = [e async for e in stream]
     assert (await store.asummary("s1")) is not None
     assert _streamed_text(events) == ANSWER
+
+
+def test_a_compacting_chain_in_a_langgraph_node_streams_only_its_answer_in_messages_mode() -> None:
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    store = open_store("memory://")
+    _prefilled(store)
+    chat = _chat(store)
+
+    def answer(state: MessagesState) -> dict[str, Any]:
+        config = {"configurable": {"client_id": "ana", "session_id": "s1"}}
+        return {"messages": [chat.invoke(state["messages"][-1:], config=config)]}
+
+    graph = StateGraph(MessagesState).add_node("answer", answer).add_edge(START, "answer").compile()
+    streamed = [
+        chunk.text
+        for chunk, _ in graph.stream({"messages": [HumanMessage("and now?")]}, stream_mode="messages")
+    ]
+    assert store.summary("s1") is not None  # it compacted during the node
+    assert "".join(streamed) == ANSWER
 
 
 async def test_a_users_summarizer_function_calling_a_model_is_not_streamed_as_the_answer() -> None:
