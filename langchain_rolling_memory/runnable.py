@@ -36,6 +36,7 @@ from langchain_rolling_memory.policy import TokenCounter, count_tokens
 from langchain_rolling_memory.recalling import Recaller, latest_user_text
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
+from langchain_rolling_memory.summarizers.coerce import as_summarizer
 
 __all__ = [
     "MEMORY_VARIABLES",
@@ -103,6 +104,10 @@ def session_history_factory(
     listener = compaction_listener(extractor, store, options.pop("on_compaction", None))
     if listener is not None:
         options["on_compaction"] = listener
+    # Built once (a model string is a client), not at every turn's history.
+    summarizer = as_summarizer(
+        summarizer, language=options.get("language", "en"), max_words=options.get("max_words", 120)
+    )
     # Building a history does no I/O: a bad option fails here, once, not at the first turn.
     RollingSummaryChatMessageHistory("settings-check", store=store, summarizer=summarizer, **options)
 
