@@ -23,6 +23,7 @@ from langchain_rolling_memory.errors import ConfigurationError
 
 __all__ = [
     "FoldPolicy",
+    "KeepBy",
     "StartOn",
     "TokenCounter",
     "WindowPolicy",
@@ -139,6 +140,32 @@ def _pending(messages: Sequence[BaseMessage]) -> int:
     return len(messages)
 
 
+def _kept_from(
+    n: int,
+    due: tuple[bool, bool],
+    *,
+    keep_by: KeepBy | None,
+    keep_last: int,
+    budget: int | None,
+    token_counts: Sequence[int] | None,
+) -> int:
+    """Where the kept part starts once a limit is exceeded (``due``: by count, by tokens).
+
+    With `keep_by` the same measure is kept whatever limit was exceeded; without, each
+    limit keeps its own (`keep_last` after the count, `budget` tokens after the tokens)."""
+    by_count, by_tokens = due
+    if not (by_count or by_tokens):
+        return 0
+    if keep_by == "messages":
+        return n - keep_last
+    if keep_by == "tokens":
+        return _suffix_within(token_counts or [], budget or 0)
+    target = n - keep_last if by_count else 0
+    if by_tokens and token_counts is not None and budget is not None:
+        target = max(target, _suffix_within(token_counts, budget))
+    return target
+
+
 def fold_cut(
     messages: Sequence[BaseMessage],
     *,
@@ -147,12 +174,15 @@ def fold_cut(
     max_tokens: int | None = None,
     keep_tokens: int | None = None,
     token_counts: Sequence[int] | None = None,
+    keep_by: KeepBy | None = None,
 ) -> int:
     """How many leading unsummarized messages to fold now (0: no compaction is due).
 
     Hysteresis: nothing happens until the messages exceed `max_turns` (or `max_tokens`);
     then all but the last `keep_last` (or the last `keep_tokens` worth) are folded, so a
     summary call happens about once every ``max_turns - keep_last + 1`` messages.
+    `keep_by` (``"messages"`` or ``"tokens"``) keeps that measure whichever limit was
+    exceeded, as `SummarizationMiddleware`'s ``keep=`` does.
     The cut is tool-safe and never folds the latest `HumanMessage`.
 
     Example:
@@ -163,25 +193,37 @@ def fold_cut(
         3
     """
     n = len(messages)
-    target = 0
-    if max_turns is not None and n > max_turns:
-        target = n - keep_last
-    if max_tokens is not None:
-        if token_counts is None or len(token_counts) != n:
-            msg = (
-                f"token_counts must give one count per message, got "
-                f"{None if token_counts is None else len(token_counts)} for {n} messages"
-            )
-            raise ConfigurationError(msg)
-        if sum(token_counts) > max_tokens:
-            budget = keep_tokens if keep_tokens is not None else max_tokens // 2
-            target = max(target, _suffix_within(token_counts, budget))
+    if (max_tokens is not None or keep_by == "tokens") and (token_counts is None or len(token_counts) != n):
+        msg = (
+            f"token_counts must give one count per message, got "
+            f"{None if token_counts is None else len(token_counts)} for {n} messages"
+        )
+        raise ConfigurationError(msg)
+    due = (
+        max_turns is not None and n > max_turns,
+        max_tokens is not None and token_counts is not None and sum(token_counts) > max_tokens,
+    )
+    target = _kept_from(
+        n,
+        due,
+        keep_by=keep_by,
+        keep_last=keep_last,
+        budget=_budget(max_tokens, keep_tokens),
+        token_counts=token_counts,
+    )
     if target <= 0:
         return 0
     human = _last_human(messages)
     if human is not None:
         target = min(target, human)
     return tool_safe_cut(messages, min(target, _pending(messages)), keep_more=True)
+
+
+def _budget(max_tokens: int | None, keep_tokens: int | None) -> int | None:
+    """Tokens kept after a compaction by tokens (default: half the limit)."""
+    if keep_tokens is not None:
+        return keep_tokens
+    return None if max_tokens is None else max_tokens // 2
 
 
 def question_fold_cut(
@@ -192,6 +234,7 @@ def question_fold_cut(
     max_tokens: int | None = None,
     keep_tokens: int | None = None,
     token_counts: Sequence[int] | None = None,
+    keep_by: KeepBy | None = None,
 ) -> int:
     """The cut past the latest `HumanMessage` when what starts there alone exceeds the limits
     (0: it does not, or nothing after the question would be folded).
@@ -212,18 +255,21 @@ def question_fold_cut(
     if human is None:
         return 0
     n = len(messages)
-    target = 0
-    if max_turns is not None and n - human > max_turns:
-        target = n - keep_last
-    over_tokens = (
-        max_tokens is not None
-        and token_counts is not None
-        and len(token_counts) == n
-        and sum(token_counts[human:]) > max_tokens
+    counts = token_counts if token_counts is not None and len(token_counts) == n else None
+    due = (
+        max_turns is not None and n - human > max_turns,
+        max_tokens is not None and counts is not None and sum(counts[human:]) > max_tokens,
     )
-    if over_tokens and max_tokens is not None and token_counts is not None:
-        budget = keep_tokens if keep_tokens is not None else max_tokens // 2
-        target = max(target, _suffix_within(token_counts, budget))
+    if keep_by == "tokens" and counts is None:
+        return 0
+    target = _kept_from(
+        n,
+        due,
+        keep_by=keep_by,
+        keep_last=keep_last,
+        budget=_budget(max_tokens, keep_tokens),
+        token_counts=counts,
+    )
     target = min(target, _pending(messages))
     cut = tool_safe_cut(messages, target, keep_more=True) if target > human + 1 else 0
     # Folding the question alone (or less) gains nothing: it is sent either way.
@@ -269,6 +315,9 @@ def shorten_message(
             return shorter
     return message.model_copy(update={"content": _MARKER.format(n=len(content)).strip()})
 
+
+KeepBy = Literal["messages", "tokens"]
+"""What a compaction keeps whichever limit was exceeded (`FoldPolicy.keep_by`)."""
 
 StartOn = Literal["human"]
 """Where a window may start, as in `trim_messages`'s ``start_on``: ``"human"`` (a user message)."""
@@ -342,6 +391,10 @@ class FoldPolicy:
             messages, the view falls back to a plain window of `max_turns` messages.
         start_on: where that fallback window starts (``"human"``: on a user message, the
             latest one at least; None: wherever the limits put it).
+        keep_by: ``"messages"`` (the last `keep_last`) or ``"tokens"`` (the last `keep_tokens`
+            worth) kept whichever limit was exceeded, as `SummarizationMiddleware`'s
+            ``keep=``; None: each limit keeps its own (`keep_last` after `max_turns`,
+            `keep_tokens` after `max_tokens`). See `limits` for ``trigger=`` / ``keep=``.
     """
 
     max_turns: int | None = 12
@@ -350,17 +403,27 @@ class FoldPolicy:
     keep_tokens: int | None = None
     hard_cap: int | None = None
     start_on: StartOn | None = "human"
+    keep_by: KeepBy | None = None
 
     def __post_init__(self) -> None:
         _check_start_on(self.start_on)
+        if self.keep_by not in (None, "messages", "tokens"):
+            msg = f'keep_by must be "messages", "tokens" or None, got keep_by={self.keep_by!r}'
+            raise ConfigurationError(msg)
         if self.max_turns is None and self.max_tokens is None:
             msg = "set max_turns or max_tokens (or both), got neither"
+            raise ConfigurationError(msg)
+        if self.keep_last < 1:
+            msg = f"keep_last must be at least 1, got keep_last={self.keep_last!r}"
+            raise ConfigurationError(msg)
+        if self.keep_by == "tokens" and self.keep_tokens is None:
+            msg = 'keep_by="tokens" needs keep_tokens'
             raise ConfigurationError(msg)
         if self.max_turns is not None:
             if self.max_turns < 2:
                 msg = f"max_turns must be at least 2, got max_turns={self.max_turns!r}"
                 raise ConfigurationError(msg)
-            if not 1 <= self.keep_last < self.max_turns:
+            if self.keep_by != "tokens" and not 1 <= self.keep_last < self.max_turns:
                 msg = (
                     "keep_last must be at least 1 and smaller than max_turns, got "
                     f"keep_last={self.keep_last!r}, max_turns={self.max_turns!r}"
@@ -376,8 +439,11 @@ class FoldPolicy:
                     f"keep_tokens={self.keep_tokens!r}, max_tokens={self.max_tokens!r}"
                 )
                 raise ConfigurationError(msg)
-        elif self.keep_tokens is not None:
+        elif self.keep_tokens is not None and self.keep_by != "tokens":
             msg = f"keep_tokens needs max_tokens, got keep_tokens={self.keep_tokens!r}"
+            raise ConfigurationError(msg)
+        elif self.keep_tokens is not None and self.keep_tokens < 1:
+            msg = f"keep_tokens must be positive, got keep_tokens={self.keep_tokens!r}"
             raise ConfigurationError(msg)
         if self.hard_cap is not None and self.max_turns is not None and self.hard_cap <= self.max_turns:
             msg = (
@@ -388,7 +454,7 @@ class FoldPolicy:
 
     @property
     def uses_tokens(self) -> bool:
-        return self.max_tokens is not None
+        return self.max_tokens is not None or self.keep_by == "tokens"
 
     @property
     def cap(self) -> int:
@@ -409,6 +475,7 @@ class FoldPolicy:
                 max_tokens=self.max_tokens,
                 keep_tokens=self.keep_tokens,
                 token_counts=token_counts,
+                keep_by=self.keep_by,
             ),
             question_fold_cut(
                 messages,
@@ -417,6 +484,7 @@ class FoldPolicy:
                 max_tokens=self.max_tokens,
                 keep_tokens=self.keep_tokens,
                 token_counts=token_counts,
+                keep_by=self.keep_by,
             ),
         )
 

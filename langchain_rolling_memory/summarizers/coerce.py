@@ -11,7 +11,7 @@ import asyncio
 import functools
 import inspect
 import types
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -30,7 +30,14 @@ from langchain_rolling_memory.summarizers.base import (
 )
 from langchain_rolling_memory.summarizers.chat_model import chat_model_summarizer
 
-__all__ = ["FunctionSummarizer", "RunnableSummarizer", "as_summarizer", "chat_model_of", "init_chat_model"]
+__all__ = [
+    "FunctionSummarizer",
+    "RunnableSummarizer",
+    "as_summarizer",
+    "chat_model_of",
+    "context_window",
+    "init_chat_model",
+]
 
 
 class FunctionSummarizer:
@@ -164,6 +171,33 @@ def chat_model_of(obj: object) -> BaseChatModel | None:
             if found is not None:
                 return found
     return None
+
+
+def context_window(summarizer: object) -> int:
+    """The ``max_input_tokens`` of the summarizer's chat model profile (see `chat_model_of`):
+    what a ``("fraction", f)`` limit is a fraction of.
+
+    Raises:
+        ConfigurationError: the summarizer has no chat model, or its model no such profile.
+    """
+    model = chat_model_of(summarizer)
+    if model is None:
+        msg = (
+            "a ('fraction', f) limit is a fraction of the summarizer model's context window, and "
+            f"this summarizer ({type(summarizer).__name__}) has no chat model: pass ('tokens', N), "
+            "or a chat model or model string as summarizer="
+        )
+        raise ConfigurationError(msg)
+    profile = getattr(model, "profile", None)
+    limit = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        msg = (
+            f"a ('fraction', f) limit needs the context window of the summarizer model "
+            f"({type(model).__name__}), and its profile gives no max_input_tokens: pass ('tokens', N), "
+            "or build the model with profile={'max_input_tokens': ...}"
+        )
+        raise ConfigurationError(msg)
+    return limit
 
 
 _PLAIN_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)

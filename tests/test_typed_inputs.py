@@ -1,8 +1,9 @@
-"""Summarizers typed as users write them pass ``mypy --strict`` where the library takes them.
+"""Inputs typed as users write them pass ``mypy --strict`` where the library takes them.
 
-This module is in mypy's files (pyproject ``[tool.mypy]``): a function typed with
-``list[BaseMessage]`` must be accepted by every ``summarizer=``. At run time the tests check
-that the promise holds: the messages do arrive as a `list`.
+This module is in mypy's files (pyproject ``[tool.mypy]``): a summarizer function typed with
+``list[BaseMessage]`` must be accepted by every ``summarizer=``, and ``trigger=`` / ``keep=``
+written as in `SummarizationMiddleware` must type-check. At run time the tests check that the
+promises hold: the messages do arrive as a `list`, the limits are the ones written.
 """
 
 from __future__ import annotations
@@ -64,3 +65,14 @@ def test_every_entry_point_takes_list_and_sequence_typed_functions() -> None:
         RollingSummaryChatMessageHistory("s1", summarizer=fn, store=store)
         RollingMemoryMiddleware(store=store, summarizer=fn)
         with_rolling_memory(GenericFakeChatModel(messages=iter([])), store=store, summarizer=fn)
+
+
+def test_the_limit_forms_type_check_as_written() -> None:
+    one = RollingSummaryChatMessageHistory(
+        "s1", summarizer=summarize_list, trigger=("messages", 12), keep=("tokens", 500)
+    )
+    assert (one.compactor.policy.max_turns, one.compactor.policy.keep_tokens) == (11, 500)
+    several = RollingSummaryChatMessageHistory(
+        "s1", summarizer=summarize_list, trigger=[("messages", 50), {"tokens": 3000}], keep=("messages", 4)
+    )
+    assert (several.compactor.policy.max_turns, several.compactor.policy.max_tokens) == (49, 2999)
