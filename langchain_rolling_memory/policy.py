@@ -1,8 +1,9 @@
 """Where to cut a message list: pure functions, no I/O, no clock.
 
-Owns the count and token policies and the tool-pair rule (cuts that keep pairs together,
-and `pair_tool_calls`, the repair of a list whose pairs were broken before it reached us); it
-does not store, summarize or decide *when* to run (that is the engine's job).
+Owns the count and token policies (the limits of a rolling summary and of a window, and where
+they cut); the tool-pair rule they obey is `tool_pairs` (its names re-exported here), the
+``trigger=`` / ``keep=`` forms that map onto them `limits`. It does not store, summarize or
+decide *when* to run (that is the engine's job).
 
 A *cut* is an index ``c`` into a list of messages: ``messages[:c]`` is folded (or dropped
 from a window) and ``messages[c:]`` is kept. A cut is *tool-safe* when the kept part does
@@ -16,10 +17,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.tool_pairs import (
+    _unsafe_suffix,
+    is_tool_safe,
+    pair_tool_calls,
+    pending_calls,
+    tool_safe_cut,
+)
 
 __all__ = [
     "FoldPolicy",
@@ -48,59 +56,6 @@ def count_tokens(messages: Sequence[BaseMessage]) -> int:
     return count_tokens_approximately(messages)
 
 
-def _unsafe_suffix(messages: Sequence[BaseMessage]) -> list[int]:
-    """For each cut c, the smallest index of an AIMessage answered by a ToolMessage at >= c."""
-    owner: dict[str, int] = {}
-    for i, message in enumerate(messages):
-        if isinstance(message, AIMessage):
-            for call in message.tool_calls:
-                if call.get("id"):
-                    owner[str(call["id"])] = i
-    n = len(messages)
-    lowest = [n] * (n + 1)
-    for i in range(n - 1, -1, -1):
-        lowest[i] = lowest[i + 1]
-        message = messages[i]
-        if isinstance(message, ToolMessage) and message.tool_call_id in owner:
-            lowest[i] = min(lowest[i], owner[message.tool_call_id])
-    return lowest
-
-
-def is_tool_safe(messages: Sequence[BaseMessage], cut: int) -> bool:
-    """True if cutting at `cut` keeps every tool call with its results."""
-    if cut <= 0 or cut >= len(messages):
-        return True
-    if isinstance(messages[cut], ToolMessage):
-        return False
-    return _unsafe_suffix(messages)[cut] >= cut
-
-
-def tool_safe_cut(messages: Sequence[BaseMessage], cut: int, *, keep_more: bool = True) -> int:
-    """Move `cut` to the nearest tool-safe cut.
-
-    Args:
-        messages: the list being cut.
-        cut: the wanted cut, clamped to ``[0, len(messages)]``.
-        keep_more: move towards the start (keep more messages) if True, towards the end
-            (keep fewer, so a hard limit holds) if False.
-    """
-    n = len(messages)
-    cut = max(0, min(cut, n))
-    lowest = _unsafe_suffix(messages)
-
-    def safe(c: int) -> bool:
-        if c >= n or (c <= 0 and keep_more):
-            return True
-        # Moving forward also skips tool results at the very start of a partial list
-        # (a window read from the end of a transcript), whose call is not in the list.
-        return not isinstance(messages[c], ToolMessage) and lowest[c] >= c
-
-    step = -1 if keep_more else 1
-    while not safe(cut):
-        cut += step
-    return cut
-
-
 def _suffix_within(token_counts: Sequence[int], budget: int) -> int:
     """Smallest cut whose kept suffix fits in `budget` tokens."""
     total = 0
@@ -120,24 +75,6 @@ def latest_human(messages: Sequence[BaseMessage]) -> int | None:
 
 
 _last_human = latest_human
-
-
-def _pending(messages: Sequence[BaseMessage]) -> int:
-    """Index of a trailing `AIMessage` whose tool calls still wait for results (a turn in
-    progress: the results will be appended after it), else ``len(messages)``. Folding it now
-    would leave those results orphans in every later view."""
-    answered: set[str] = set()
-    for i in range(len(messages) - 1, -1, -1):
-        message = messages[i]
-        if isinstance(message, ToolMessage):
-            answered.add(message.tool_call_id)
-            continue
-        if isinstance(message, AIMessage) and any(
-            str(c.get("id")) not in answered for c in message.tool_calls
-        ):
-            return i
-        break
-    return len(messages)
 
 
 def _kept_from(
@@ -216,7 +153,7 @@ def fold_cut(
     human = _last_human(messages)
     if human is not None:
         target = min(target, human)
-    return tool_safe_cut(messages, min(target, _pending(messages)), keep_more=True)
+    return tool_safe_cut(messages, min(target, pending_calls(messages)), keep_more=True)
 
 
 def _budget(max_tokens: int | None, keep_tokens: int | None) -> int | None:
@@ -270,7 +207,7 @@ def question_fold_cut(
         budget=_budget(max_tokens, keep_tokens),
         token_counts=counts,
     )
-    target = min(target, _pending(messages))
+    target = min(target, pending_calls(messages))
     cut = tool_safe_cut(messages, target, keep_more=True) if target > human + 1 else 0
     # Folding the question alone (or less) gains nothing: it is sent either way.
     return cut if cut > human + 1 else 0
@@ -551,44 +488,3 @@ class WindowPolicy:
             token_counts=token_counts,
             start_on=self.start_on,
         )
-
-
-_NO_RESULT = "No result was recorded for this tool call (it was interrupted or its arguments were malformed)."
-
-
-def _call_ids(message: AIMessage) -> dict[str, str]:
-    # Providers send invalid tool calls as calls too (OpenAI requires an answer to each).
-    calls = [*message.tool_calls, *message.invalid_tool_calls]
-    return {str(c["id"]): str(c.get("name") or "unknown") for c in calls if c.get("id")}
-
-
-def pair_tool_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """`messages` with every tool call answered right after its `AIMessage`, and no orphan
-    tool result, so that providers accept the request.
-
-    A call left without a result (a run interrupted between the call and its result, or a
-    call whose arguments were malformed) gets an error result; a tool result that does not
-    follow its call (LangChain's own answer to a malformed call, stored after the next user
-    message) is left out. Well-formed lists come back unchanged.
-    """
-    out: list[BaseMessage] = []
-    pending: dict[str, str] = {}
-
-    def close() -> None:
-        out.extend(
-            ToolMessage(_NO_RESULT, tool_call_id=call_id, name=name, status="error")
-            for call_id, name in pending.items()
-        )
-        pending.clear()
-
-    for message in messages:
-        if isinstance(message, ToolMessage):
-            if pending.pop(message.tool_call_id, None) is not None:
-                out.append(message)
-            continue
-        close()
-        out.append(message)
-        if isinstance(message, AIMessage):
-            pending.update(_call_ids(message))
-    close()
-    return out
