@@ -91,7 +91,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     Args:
         store: the `RollingStore` shared with the histories.
         summarizer: ``(previous_summary, messages) -> str`` (sync or async), a chat model,
-            or a `Summarizer`.
+            a model string (``"openai:gpt-4o-mini"``), any Runnable, or a `Summarizer`
+            (see `as_summarizer`).
         max_turns, keep_last: the count policy (hysteresis).
         max_tokens, keep_tokens: the token policy (trigger and kept budget).
         trigger, keep: instead of those four, `SummarizationMiddleware`'s forms:

@@ -168,7 +168,8 @@ class RollingSummaryChatMessageHistory(StoredHistory):
     Args:
         session_id: the conversation (a new uuid if omitted).
         summarizer: ``(previous_summary, messages) -> str`` (sync or async), a chat model,
-            or a `Summarizer`.
+            a model string (``"openai:gpt-4o-mini"``), any Runnable, or a `Summarizer`
+            (see `as_summarizer`).
         store: a `RollingStore` (default: a fresh in-memory store).
         client_id: the person the session belongs to (optional).
         max_turns, keep_last: the count policy (hysteresis).

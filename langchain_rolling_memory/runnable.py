@@ -112,7 +112,7 @@ def session_history_factory(
 
     Args:
         store: where transcripts, summaries and facts live.
-        summarizer: a function, chat model or `Summarizer` (see `as_summarizer`).
+        summarizer: a function, chat model, model string, Runnable or `Summarizer` (see `as_summarizer`).
         extractor: a `FactExtractor` (or a chat model to build one) run after each
             compaction on the folded messages, writing the client's facts.
         **history_options: passed to `RollingSummaryChatMessageHistory` (``max_turns``,
@@ -322,7 +322,7 @@ def with_rolling_memory(
     Args:
         runnable: the chain; what it takes and returns is as for `RunnableWithMessageHistory`.
         store: where transcripts, summaries, facts and state live.
-        summarizer: a function, chat model or `Summarizer`.
+        summarizer: a function, chat model, model string, Runnable or `Summarizer`.
         input_messages_key, history_messages_key, output_messages_key: as for
             `RunnableWithMessageHistory`.
         extractor: a `FactExtractor` (or a chat model) run after each compaction.
