@@ -77,7 +77,7 @@ _THREAD_SPEC = ConfigurableFieldSpec(
     annotation=str,
     name="Thread ID",
     description="The session, when session_id is not given (as for the agent middleware).",
-    default="",
+    default=None,
     is_shared=True,
 )
 
