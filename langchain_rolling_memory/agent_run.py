@@ -75,9 +75,9 @@ def resolve_ids(
     session = session or thread_id
     if session is None:
         msg = (
-            "RollingMemoryMiddleware needs a session id, found none in the run: pass "
-            "context={'session_id': ...} (with context_schema) or "
-            "config={'configurable': {'thread_id': ...}}"
+            "rolling memory needs a session id, found none in the run: pass "
+            "config={'configurable': {'session_id': ...}} or {'thread_id': ...} "
+            "(an agent may also pass context={'session_id': ...} with context_schema)"
         )
         raise ConfigurationError(msg)
     client = _field(context, "client_id") or configurable.get("client_id") or default_client_id

@@ -47,6 +47,7 @@ from langchain_rolling_memory.engine import Compactor, ErrorCallback  # noqa: E4
 from langchain_rolling_memory.extractor import FactExtractor, compaction_listener  # noqa: E402
 from langchain_rolling_memory.framing import memory_block  # noqa: E402
 from langchain_rolling_memory.ids import validate_id  # noqa: E402
+from langchain_rolling_memory.limits import DEFAULT_KEEP_LAST, DEFAULT_MAX_TURNS, ContextSize, Trigger  # noqa: E402
 from langchain_rolling_memory.policy import TokenCounter, count_tokens, pair_tool_calls  # noqa: E402
 from langchain_rolling_memory.recalling import Recaller, latest_user_text  # noqa: E402
 from langchain_rolling_memory.records import Fact, SessionState  # noqa: E402
@@ -90,9 +91,15 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     Args:
         store: the `RollingStore` shared with the histories.
         summarizer: ``(previous_summary, messages) -> str`` (sync or async), a chat model,
-            or a `Summarizer`.
+            a model string (``"openai:gpt-4o-mini"``), any Runnable, or a `Summarizer`
+            (see `as_summarizer`).
         max_turns, keep_last: the count policy (hysteresis).
         max_tokens, keep_tokens: the token policy (trigger and kept budget).
+        trigger, keep: instead of those four, `SummarizationMiddleware`'s forms:
+            ``trigger=("messages", 12)`` (compact when 12 are unsummarized), ``("tokens", 4000)``,
+            ``("fraction", 0.5)`` (of the summarizer model's context window, from its profile)
+            or a list of them (the first reached); ``keep=("messages", 6)``, ``("tokens", 1500)``
+            or ``("fraction", 0.2)``, kept whichever trigger fired (see `limits.fold_policy`).
         hard_cap: unsummarized messages allowed before the view falls back to a window.
         background: compact in a worker thread (or a task of the running loop in async
             runs), off the turn; `flush` / `aflush` wait for it.
@@ -127,11 +134,13 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         *,
         store: RollingStore,
         summarizer: SummarizerLike | None = None,
-        max_turns: int | None = 12,
-        keep_last: int = 6,
+        max_turns: int | None = DEFAULT_MAX_TURNS,
+        keep_last: int = DEFAULT_KEEP_LAST,
         max_tokens: int | None = None,
         keep_tokens: int | None = None,
         hard_cap: int | None = None,
+        trigger: Trigger | None = None,
+        keep: ContextSize | None = None,
         background: bool = False,
         client_id: str | None = None,
         extractor: FactExtractor | BaseChatModel | None = None,
@@ -168,6 +177,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
                 max_tokens=max_tokens,
                 keep_tokens=keep_tokens,
                 hard_cap=hard_cap,
+                trigger=trigger,
+                keep=keep,
                 language=language,
                 max_words=max_words,
                 token_counter=token_counter,

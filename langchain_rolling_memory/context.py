@@ -16,7 +16,7 @@ from langchain_rolling_memory.stores.base import RollingStore
 __all__ = ["aload_memory", "load_memory"]
 
 
-def _refuse_other_owner(info: SessionInfo | None, session_id: str, client_id: str) -> None:
+def _refuse_other_owner(info: SessionInfo | None, session_id: str, client_id: str | None) -> None:
     # The session's state and summary are another client's if it owns the session.
     if info is not None and info.client_id is not None and info.client_id != client_id:
         raise OwnershipError.for_session(session_id, client_id)
@@ -24,7 +24,7 @@ def _refuse_other_owner(info: SessionInfo | None, session_id: str, client_id: st
 
 def load_memory(
     store: RollingStore,
-    client_id: str,
+    client_id: str | None,
     session_id: str | None = None,
     *,
     summary: str | None = None,
@@ -36,7 +36,7 @@ def load_memory(
 
     Args:
         store: where the memory lives.
-        client_id: whose facts to show.
+        client_id: whose facts to show (None: no client, no facts; an owned session is refused).
         session_id: whose state (and summary) to show; None for facts only.
         summary: the summary text if the caller already has it (a history's view); None
             reads it from the store, '' leaves it out.
@@ -54,10 +54,11 @@ def load_memory(
         >>> load_memory(store, "client-1").facts
         '- "Delivers on Saturdays"'
     """
-    validate_id(client_id, kind="client_id")
+    if client_id is not None:
+        validate_id(client_id, kind="client_id")
     if session_id is not None:
         _refuse_other_owner(store.session_info(session_id), session_id, client_id)
-    facts = store.facts(client_id)
+    facts = store.facts(client_id) if client_id is not None else []
     state = store.get_state(session_id) if session_id is not None else None
     if summary is None:
         record = store.summary(session_id) if session_id is not None else None
@@ -74,7 +75,7 @@ def load_memory(
 
 async def aload_memory(
     store: RollingStore,
-    client_id: str,
+    client_id: str | None,
     session_id: str | None = None,
     *,
     summary: str | None = None,
@@ -83,10 +84,11 @@ async def aload_memory(
     query: str | None = None,
 ) -> MemoryBlock:
     """Async twin of `load_memory`."""
-    validate_id(client_id, kind="client_id")
+    if client_id is not None:
+        validate_id(client_id, kind="client_id")
     if session_id is not None:
         _refuse_other_owner(await store.asession_info(session_id), session_id, client_id)
-    facts = await store.afacts(client_id)
+    facts = await store.afacts(client_id) if client_id is not None else []
     state = await store.aget_state(session_id) if session_id is not None else None
     if summary is None:
         record = await store.asummary(session_id) if session_id is not None else None

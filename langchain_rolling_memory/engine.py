@@ -26,12 +26,19 @@ from typing import Any, Protocol, runtime_checkable
 from langchain_core.messages import BaseMessage
 
 from langchain_rolling_memory.background import call_with_timeout, jobs_of, run_coroutine_sync
+from langchain_rolling_memory.limits import (
+    DEFAULT_KEEP_LAST,
+    DEFAULT_MAX_TURNS,
+    ContextSize,
+    Trigger,
+    fold_policy,
+)
 from langchain_rolling_memory.planning import Planner
 from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens
 from langchain_rolling_memory.records import CompactionResult, SessionState, StoredMessage
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike
-from langchain_rolling_memory.summarizers.coerce import as_summarizer
+from langchain_rolling_memory.summarizers.coerce import as_summarizer, context_window
 from langchain_rolling_memory.topics import TopicDetector, TopicLabels
 from langchain_rolling_memory.topics import topic_labels as labels_for
 
@@ -187,11 +194,13 @@ class Compactor:
         store: RollingStore,
         summarizer: SummarizerLike,
         *,
-        max_turns: int | None = 12,
-        keep_last: int = 6,
+        max_turns: int | None = DEFAULT_MAX_TURNS,
+        keep_last: int = DEFAULT_KEEP_LAST,
         max_tokens: int | None = None,
         keep_tokens: int | None = None,
         hard_cap: int | None = None,
+        trigger: Trigger | None = None,
+        keep: ContextSize | None = None,
         language: str = "en",
         max_words: int = 120,
         **options: Any,
@@ -200,16 +209,21 @@ class Compactor:
 
         `summarizer` is anything `as_summarizer` accepts; `language` and `max_words` shape its
         prompt (for chat models), the cleaning of every summary and the frame it is sent under;
+        `trigger` / `keep` are `SummarizationMiddleware`'s forms (see `limits.fold_policy`), a
+        ``("fraction", f)`` of the summarizer model's context window;
         `options` go to `Compactor` (``max_summary_tokens``, ``today``, ``topic_detector``...).
         """
-        policy = FoldPolicy(
+        chosen = as_summarizer(summarizer, language=language, max_words=max_words)
+        policy = fold_policy(
+            trigger=trigger,
+            keep=keep,
             max_turns=max_turns,
             keep_last=keep_last,
             max_tokens=max_tokens,
             keep_tokens=keep_tokens,
             hard_cap=hard_cap,
+            context_window=lambda: context_window(chosen),
         )
-        chosen = as_summarizer(summarizer, language=language, max_words=max_words)
         return cls(store, chosen, policy, max_words=max_words, language=language, **options)
 
     @property

@@ -13,6 +13,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from langchain_rolling_memory.engine import Compactor, ErrorCallback
+from langchain_rolling_memory.limits import DEFAULT_KEEP_LAST, DEFAULT_MAX_TURNS, ContextSize, Trigger
 from langchain_rolling_memory.planning import structured_summary
 from langchain_rolling_memory.policy import StartOn, TokenCounter, WindowPolicy, count_tokens
 from langchain_rolling_memory.records import SessionState, StoredMessage
@@ -168,11 +169,17 @@ class RollingSummaryChatMessageHistory(StoredHistory):
     Args:
         session_id: the conversation (a new uuid if omitted).
         summarizer: ``(previous_summary, messages) -> str`` (sync or async), a chat model,
-            or a `Summarizer`.
+            a model string (``"openai:gpt-4o-mini"``), any Runnable, or a `Summarizer`
+            (see `as_summarizer`).
         store: a `RollingStore` (default: a fresh in-memory store).
         client_id: the person the session belongs to (optional).
         max_turns, keep_last: the count policy (hysteresis).
         max_tokens, keep_tokens: the token policy (trigger and kept budget).
+        trigger, keep: instead of those four, `SummarizationMiddleware`'s forms:
+            ``trigger=("messages", 12)`` (compact when 12 are unsummarized), ``("tokens", 4000)``,
+            ``("fraction", 0.5)`` (of the summarizer model's context window, from its profile)
+            or a list of them (the first reached); ``keep=("messages", 6)``, ``("tokens", 1500)``
+            or ``("fraction", 0.2)``, kept whichever trigger fired (see `limits.fold_policy`).
         hard_cap: unsummarized messages allowed before the view falls back to a window
             (default ``3 * max_turns``), while compaction is failing.
         token_counter: counts a message's tokens when it is stored.
@@ -208,11 +215,13 @@ class RollingSummaryChatMessageHistory(StoredHistory):
         summarizer: SummarizerLike | None = None,
         store: RollingStore | None = None,
         client_id: str | None = None,
-        max_turns: int | None = 12,
-        keep_last: int = 6,
+        max_turns: int | None = DEFAULT_MAX_TURNS,
+        keep_last: int = DEFAULT_KEEP_LAST,
         max_tokens: int | None = None,
         keep_tokens: int | None = None,
         hard_cap: int | None = None,
+        trigger: Trigger | None = None,
+        keep: ContextSize | None = None,
         token_counter: TokenCounter = count_tokens,
         language: str = "en",
         max_words: int = 120,
@@ -236,6 +245,8 @@ class RollingSummaryChatMessageHistory(StoredHistory):
                 max_tokens=max_tokens,
                 keep_tokens=keep_tokens,
                 hard_cap=hard_cap,
+                trigger=trigger,
+                keep=keep,
                 language=language,
                 max_words=max_words,
                 token_counter=token_counter,

@@ -1,8 +1,9 @@
 """Where to cut a message list: pure functions, no I/O, no clock.
 
-Owns the count and token policies and the tool-pair rule (cuts that keep pairs together,
-and `pair_tool_calls`, the repair of a list whose pairs were broken before it reached us); it
-does not store, summarize or decide *when* to run (that is the engine's job).
+Owns the count and token policies (the limits of a rolling summary and of a window, and where
+they cut); the tool-pair rule they obey is `tool_pairs` (its names re-exported here), the
+``trigger=`` / ``keep=`` forms that map onto them `limits`. It does not store, summarize or
+decide *when* to run (that is the engine's job).
 
 A *cut* is an index ``c`` into a list of messages: ``messages[:c]`` is folded (or dropped
 from a window) and ``messages[c:]`` is kept. A cut is *tool-safe* when the kept part does
@@ -16,13 +17,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.tool_pairs import (
+    _unsafe_suffix,
+    is_tool_safe,
+    pair_tool_calls,
+    pending_calls,
+    tool_safe_cut,
+)
 
 __all__ = [
     "FoldPolicy",
+    "KeepBy",
     "StartOn",
     "TokenCounter",
     "WindowPolicy",
@@ -47,59 +56,6 @@ def count_tokens(messages: Sequence[BaseMessage]) -> int:
     return count_tokens_approximately(messages)
 
 
-def _unsafe_suffix(messages: Sequence[BaseMessage]) -> list[int]:
-    """For each cut c, the smallest index of an AIMessage answered by a ToolMessage at >= c."""
-    owner: dict[str, int] = {}
-    for i, message in enumerate(messages):
-        if isinstance(message, AIMessage):
-            for call in message.tool_calls:
-                if call.get("id"):
-                    owner[str(call["id"])] = i
-    n = len(messages)
-    lowest = [n] * (n + 1)
-    for i in range(n - 1, -1, -1):
-        lowest[i] = lowest[i + 1]
-        message = messages[i]
-        if isinstance(message, ToolMessage) and message.tool_call_id in owner:
-            lowest[i] = min(lowest[i], owner[message.tool_call_id])
-    return lowest
-
-
-def is_tool_safe(messages: Sequence[BaseMessage], cut: int) -> bool:
-    """True if cutting at `cut` keeps every tool call with its results."""
-    if cut <= 0 or cut >= len(messages):
-        return True
-    if isinstance(messages[cut], ToolMessage):
-        return False
-    return _unsafe_suffix(messages)[cut] >= cut
-
-
-def tool_safe_cut(messages: Sequence[BaseMessage], cut: int, *, keep_more: bool = True) -> int:
-    """Move `cut` to the nearest tool-safe cut.
-
-    Args:
-        messages: the list being cut.
-        cut: the wanted cut, clamped to ``[0, len(messages)]``.
-        keep_more: move towards the start (keep more messages) if True, towards the end
-            (keep fewer, so a hard limit holds) if False.
-    """
-    n = len(messages)
-    cut = max(0, min(cut, n))
-    lowest = _unsafe_suffix(messages)
-
-    def safe(c: int) -> bool:
-        if c >= n or (c <= 0 and keep_more):
-            return True
-        # Moving forward also skips tool results at the very start of a partial list
-        # (a window read from the end of a transcript), whose call is not in the list.
-        return not isinstance(messages[c], ToolMessage) and lowest[c] >= c
-
-    step = -1 if keep_more else 1
-    while not safe(cut):
-        cut += step
-    return cut
-
-
 def _suffix_within(token_counts: Sequence[int], budget: int) -> int:
     """Smallest cut whose kept suffix fits in `budget` tokens."""
     total = 0
@@ -121,22 +77,30 @@ def latest_human(messages: Sequence[BaseMessage]) -> int | None:
 _last_human = latest_human
 
 
-def _pending(messages: Sequence[BaseMessage]) -> int:
-    """Index of a trailing `AIMessage` whose tool calls still wait for results (a turn in
-    progress: the results will be appended after it), else ``len(messages)``. Folding it now
-    would leave those results orphans in every later view."""
-    answered: set[str] = set()
-    for i in range(len(messages) - 1, -1, -1):
-        message = messages[i]
-        if isinstance(message, ToolMessage):
-            answered.add(message.tool_call_id)
-            continue
-        if isinstance(message, AIMessage) and any(
-            str(c.get("id")) not in answered for c in message.tool_calls
-        ):
-            return i
-        break
-    return len(messages)
+def _kept_from(
+    n: int,
+    due: tuple[bool, bool],
+    *,
+    keep_by: KeepBy | None,
+    keep_last: int,
+    budget: int | None,
+    token_counts: Sequence[int] | None,
+) -> int:
+    """Where the kept part starts once a limit is exceeded (``due``: by count, by tokens).
+
+    With `keep_by` the same measure is kept whatever limit was exceeded; without, each
+    limit keeps its own (`keep_last` after the count, `budget` tokens after the tokens)."""
+    by_count, by_tokens = due
+    if not (by_count or by_tokens):
+        return 0
+    if keep_by == "messages":
+        return n - keep_last
+    if keep_by == "tokens":
+        return _suffix_within(token_counts or [], budget or 0)
+    target = n - keep_last if by_count else 0
+    if by_tokens and token_counts is not None and budget is not None:
+        target = max(target, _suffix_within(token_counts, budget))
+    return target
 
 
 def fold_cut(
@@ -147,12 +111,15 @@ def fold_cut(
     max_tokens: int | None = None,
     keep_tokens: int | None = None,
     token_counts: Sequence[int] | None = None,
+    keep_by: KeepBy | None = None,
 ) -> int:
     """How many leading unsummarized messages to fold now (0: no compaction is due).
 
     Hysteresis: nothing happens until the messages exceed `max_turns` (or `max_tokens`);
     then all but the last `keep_last` (or the last `keep_tokens` worth) are folded, so a
     summary call happens about once every ``max_turns - keep_last + 1`` messages.
+    `keep_by` (``"messages"`` or ``"tokens"``) keeps that measure whichever limit was
+    exceeded, as `SummarizationMiddleware`'s ``keep=`` does.
     The cut is tool-safe and never folds the latest `HumanMessage`.
 
     Example:
@@ -163,25 +130,37 @@ def fold_cut(
         3
     """
     n = len(messages)
-    target = 0
-    if max_turns is not None and n > max_turns:
-        target = n - keep_last
-    if max_tokens is not None:
-        if token_counts is None or len(token_counts) != n:
-            msg = (
-                f"token_counts must give one count per message, got "
-                f"{None if token_counts is None else len(token_counts)} for {n} messages"
-            )
-            raise ConfigurationError(msg)
-        if sum(token_counts) > max_tokens:
-            budget = keep_tokens if keep_tokens is not None else max_tokens // 2
-            target = max(target, _suffix_within(token_counts, budget))
+    if (max_tokens is not None or keep_by == "tokens") and (token_counts is None or len(token_counts) != n):
+        msg = (
+            f"token_counts must give one count per message, got "
+            f"{None if token_counts is None else len(token_counts)} for {n} messages"
+        )
+        raise ConfigurationError(msg)
+    due = (
+        max_turns is not None and n > max_turns,
+        max_tokens is not None and token_counts is not None and sum(token_counts) > max_tokens,
+    )
+    target = _kept_from(
+        n,
+        due,
+        keep_by=keep_by,
+        keep_last=keep_last,
+        budget=_budget(max_tokens, keep_tokens),
+        token_counts=token_counts,
+    )
     if target <= 0:
         return 0
     human = _last_human(messages)
     if human is not None:
         target = min(target, human)
-    return tool_safe_cut(messages, min(target, _pending(messages)), keep_more=True)
+    return tool_safe_cut(messages, min(target, pending_calls(messages)), keep_more=True)
+
+
+def _budget(max_tokens: int | None, keep_tokens: int | None) -> int | None:
+    """Tokens kept after a compaction by tokens (default: half the limit)."""
+    if keep_tokens is not None:
+        return keep_tokens
+    return None if max_tokens is None else max_tokens // 2
 
 
 def question_fold_cut(
@@ -192,6 +171,7 @@ def question_fold_cut(
     max_tokens: int | None = None,
     keep_tokens: int | None = None,
     token_counts: Sequence[int] | None = None,
+    keep_by: KeepBy | None = None,
 ) -> int:
     """The cut past the latest `HumanMessage` when what starts there alone exceeds the limits
     (0: it does not, or nothing after the question would be folded).
@@ -212,19 +192,22 @@ def question_fold_cut(
     if human is None:
         return 0
     n = len(messages)
-    target = 0
-    if max_turns is not None and n - human > max_turns:
-        target = n - keep_last
-    over_tokens = (
-        max_tokens is not None
-        and token_counts is not None
-        and len(token_counts) == n
-        and sum(token_counts[human:]) > max_tokens
+    counts = token_counts if token_counts is not None and len(token_counts) == n else None
+    due = (
+        max_turns is not None and n - human > max_turns,
+        max_tokens is not None and counts is not None and sum(counts[human:]) > max_tokens,
     )
-    if over_tokens and max_tokens is not None and token_counts is not None:
-        budget = keep_tokens if keep_tokens is not None else max_tokens // 2
-        target = max(target, _suffix_within(token_counts, budget))
-    target = min(target, _pending(messages))
+    if keep_by == "tokens" and counts is None:
+        return 0
+    target = _kept_from(
+        n,
+        due,
+        keep_by=keep_by,
+        keep_last=keep_last,
+        budget=_budget(max_tokens, keep_tokens),
+        token_counts=counts,
+    )
+    target = min(target, pending_calls(messages))
     cut = tool_safe_cut(messages, target, keep_more=True) if target > human + 1 else 0
     # Folding the question alone (or less) gains nothing: it is sent either way.
     return cut if cut > human + 1 else 0
@@ -269,6 +252,9 @@ def shorten_message(
             return shorter
     return message.model_copy(update={"content": _MARKER.format(n=len(content)).strip()})
 
+
+KeepBy = Literal["messages", "tokens"]
+"""What a compaction keeps whichever limit was exceeded (`FoldPolicy.keep_by`)."""
 
 StartOn = Literal["human"]
 """Where a window may start, as in `trim_messages`'s ``start_on``: ``"human"`` (a user message)."""
@@ -342,6 +328,10 @@ class FoldPolicy:
             messages, the view falls back to a plain window of `max_turns` messages.
         start_on: where that fallback window starts (``"human"``: on a user message, the
             latest one at least; None: wherever the limits put it).
+        keep_by: ``"messages"`` (the last `keep_last`) or ``"tokens"`` (the last `keep_tokens`
+            worth) kept whichever limit was exceeded, as `SummarizationMiddleware`'s
+            ``keep=``; None: each limit keeps its own (`keep_last` after `max_turns`,
+            `keep_tokens` after `max_tokens`). See `limits` for ``trigger=`` / ``keep=``.
     """
 
     max_turns: int | None = 12
@@ -350,17 +340,27 @@ class FoldPolicy:
     keep_tokens: int | None = None
     hard_cap: int | None = None
     start_on: StartOn | None = "human"
+    keep_by: KeepBy | None = None
 
     def __post_init__(self) -> None:
         _check_start_on(self.start_on)
+        if self.keep_by not in (None, "messages", "tokens"):
+            msg = f'keep_by must be "messages", "tokens" or None, got keep_by={self.keep_by!r}'
+            raise ConfigurationError(msg)
         if self.max_turns is None and self.max_tokens is None:
             msg = "set max_turns or max_tokens (or both), got neither"
+            raise ConfigurationError(msg)
+        if self.keep_last < 1:
+            msg = f"keep_last must be at least 1, got keep_last={self.keep_last!r}"
+            raise ConfigurationError(msg)
+        if self.keep_by == "tokens" and self.keep_tokens is None:
+            msg = 'keep_by="tokens" needs keep_tokens'
             raise ConfigurationError(msg)
         if self.max_turns is not None:
             if self.max_turns < 2:
                 msg = f"max_turns must be at least 2, got max_turns={self.max_turns!r}"
                 raise ConfigurationError(msg)
-            if not 1 <= self.keep_last < self.max_turns:
+            if self.keep_by != "tokens" and not 1 <= self.keep_last < self.max_turns:
                 msg = (
                     "keep_last must be at least 1 and smaller than max_turns, got "
                     f"keep_last={self.keep_last!r}, max_turns={self.max_turns!r}"
@@ -376,8 +376,11 @@ class FoldPolicy:
                     f"keep_tokens={self.keep_tokens!r}, max_tokens={self.max_tokens!r}"
                 )
                 raise ConfigurationError(msg)
-        elif self.keep_tokens is not None:
+        elif self.keep_tokens is not None and self.keep_by != "tokens":
             msg = f"keep_tokens needs max_tokens, got keep_tokens={self.keep_tokens!r}"
+            raise ConfigurationError(msg)
+        elif self.keep_tokens is not None and self.keep_tokens < 1:
+            msg = f"keep_tokens must be positive, got keep_tokens={self.keep_tokens!r}"
             raise ConfigurationError(msg)
         if self.hard_cap is not None and self.max_turns is not None and self.hard_cap <= self.max_turns:
             msg = (
@@ -388,7 +391,7 @@ class FoldPolicy:
 
     @property
     def uses_tokens(self) -> bool:
-        return self.max_tokens is not None
+        return self.max_tokens is not None or self.keep_by == "tokens"
 
     @property
     def cap(self) -> int:
@@ -409,6 +412,7 @@ class FoldPolicy:
                 max_tokens=self.max_tokens,
                 keep_tokens=self.keep_tokens,
                 token_counts=token_counts,
+                keep_by=self.keep_by,
             ),
             question_fold_cut(
                 messages,
@@ -417,6 +421,7 @@ class FoldPolicy:
                 max_tokens=self.max_tokens,
                 keep_tokens=self.keep_tokens,
                 token_counts=token_counts,
+                keep_by=self.keep_by,
             ),
         )
 
@@ -483,44 +488,3 @@ class WindowPolicy:
             token_counts=token_counts,
             start_on=self.start_on,
         )
-
-
-_NO_RESULT = "No result was recorded for this tool call (it was interrupted or its arguments were malformed)."
-
-
-def _call_ids(message: AIMessage) -> dict[str, str]:
-    # Providers send invalid tool calls as calls too (OpenAI requires an answer to each).
-    calls = [*message.tool_calls, *message.invalid_tool_calls]
-    return {str(c["id"]): str(c.get("name") or "unknown") for c in calls if c.get("id")}
-
-
-def pair_tool_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """`messages` with every tool call answered right after its `AIMessage`, and no orphan
-    tool result, so that providers accept the request.
-
-    A call left without a result (a run interrupted between the call and its result, or a
-    call whose arguments were malformed) gets an error result; a tool result that does not
-    follow its call (LangChain's own answer to a malformed call, stored after the next user
-    message) is left out. Well-formed lists come back unchanged.
-    """
-    out: list[BaseMessage] = []
-    pending: dict[str, str] = {}
-
-    def close() -> None:
-        out.extend(
-            ToolMessage(_NO_RESULT, tool_call_id=call_id, name=name, status="error")
-            for call_id, name in pending.items()
-        )
-        pending.clear()
-
-    for message in messages:
-        if isinstance(message, ToolMessage):
-            if pending.pop(message.tool_call_id, None) is not None:
-                out.append(message)
-            continue
-        close()
-        out.append(message)
-        if isinstance(message, AIMessage):
-            pending.update(_call_ids(message))
-    close()
-    return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core._api.deprecation import LangChainDeprecationWarning
@@ -21,6 +21,7 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, R
 from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_core.runnables.utils import ConfigurableFieldSpec
 
+from langchain_rolling_memory.agent_run import MemoryIds, resolve_ids
 from langchain_rolling_memory.context import aload_memory, load_memory
 from langchain_rolling_memory.extractor import FactExtractor, compaction_listener
 from langchain_rolling_memory.framing import (
@@ -36,6 +37,7 @@ from langchain_rolling_memory.policy import TokenCounter, count_tokens
 from langchain_rolling_memory.recalling import Recaller, latest_user_text
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
+from langchain_rolling_memory.summarizers.coerce import as_summarizer
 
 __all__ = [
     "MEMORY_VARIABLES",
@@ -70,6 +72,29 @@ def client_session_config_specs() -> list[ConfigurableFieldSpec]:
     ]
 
 
+_THREAD_SPEC = ConfigurableFieldSpec(
+    id="thread_id",
+    annotation=str,
+    name="Thread ID",
+    description="The session, when session_id is not given (as for the agent middleware).",
+    default=None,
+    is_shared=True,
+)
+
+_ID_DEFAULTS = {"client_id": None, "session_id": None, "thread_id": None}
+"""`with_rolling_memory`'s config defaults: `RunnableWithMessageHistory` wants every key of its
+factory, a call gives only those it has (the session as ``session_id`` or ``thread_id``)."""
+
+
+def _config_ids(configurable: Mapping[str, Any], default_client_id: str | None) -> MemoryIds:
+    """The ids of one call, as the agent middleware finds them (`resolve_ids`); an id the
+    config gives is checked as it is, so an empty or malformed one is refused, not ignored."""
+    for key in ("client_id", "session_id"):
+        if configurable.get(key) is not None:
+            validate_id(configurable[key], kind=key)
+    return resolve_ids(None, configurable, default_client_id=default_client_id)
+
+
 def session_history_factory(
     store: RollingStore,
     summarizer: SummarizerLike,
@@ -87,7 +112,7 @@ def session_history_factory(
 
     Args:
         store: where transcripts, summaries and facts live.
-        summarizer: a function, chat model or `Summarizer` (see `as_summarizer`).
+        summarizer: a function, chat model, model string, Runnable or `Summarizer` (see `as_summarizer`).
         extractor: a `FactExtractor` (or a chat model to build one) run after each
             compaction on the folded messages, writing the client's facts.
         **history_options: passed to `RollingSummaryChatMessageHistory` (``max_turns``,
@@ -103,6 +128,10 @@ def session_history_factory(
     listener = compaction_listener(extractor, store, options.pop("on_compaction", None))
     if listener is not None:
         options["on_compaction"] = listener
+    # Built once (a model string is a client), not at every turn's history.
+    summarizer = as_summarizer(
+        summarizer, language=options.get("language", "en"), max_words=options.get("max_words", 120)
+    )
     # Building a history does no I/O: a bad option fails here, once, not at the first turn.
     RollingSummaryChatMessageHistory("settings-check", store=store, summarizer=summarizer, **options)
 
@@ -167,7 +196,9 @@ class _Injector:
         token_counter: TokenCounter,
         recaller: Recaller | None = None,
         input_key: str | None = None,
+        client_id: str | None = None,
     ) -> None:
+        self.client_id = client_id
         self.recaller = recaller
         self.input_key = input_key
         self.store = store
@@ -177,13 +208,9 @@ class _Injector:
         self.max_fact_tokens = max_fact_tokens
         self.token_counter = token_counter
 
-    @staticmethod
-    def _ids(config: RunnableConfig) -> tuple[str, str]:
-        configurable = config.get("configurable") or {}
-        return (
-            validate_id(configurable.get("client_id"), kind="client_id"),
-            validate_id(configurable.get("session_id")),
-        )
+    def _ids(self, config: RunnableConfig) -> tuple[str | None, str]:
+        ids = _config_ids(config.get("configurable") or {}, self.client_id)
+        return ids.client_id, ids.session_id
 
     def _messages(self, value: Any) -> list[BaseMessage]:
         if isinstance(value, dict):
@@ -272,11 +299,15 @@ def with_rolling_memory(
     token_counter: TokenCounter = count_tokens,
     recall_tokens: int | None = None,
     recall: BaseRetriever | None = None,
+    client_id: str | None = None,
     **history_options: Any,
 ) -> RunnableWithMessageHistory:
     """Wrap a chain like `RunnableWithMessageHistory`, adding the client's facts and state.
 
-    Call it with ``config={"configurable": {"client_id": ..., "session_id": ...}}``. Each
+    Call it with ``config={"configurable": {"client_id": ..., "session_id": ...}}``; as for the
+    agent middleware, ``thread_id`` names the session when ``session_id`` is not given, and
+    `client_id` given here is the client of every call that names none (without either, the
+    session is anonymous: no facts, and a session owned by a client is refused). Each
     turn the history gives the summary (framed as a record) and the recent messages, and
     the client's facts and the session's state are put where the model sees them:
 
@@ -291,7 +322,7 @@ def with_rolling_memory(
     Args:
         runnable: the chain; what it takes and returns is as for `RunnableWithMessageHistory`.
         store: where transcripts, summaries, facts and state live.
-        summarizer: a function, chat model or `Summarizer`.
+        summarizer: a function, chat model, model string, Runnable or `Summarizer`.
         input_messages_key, history_messages_key, output_messages_key: as for
             `RunnableWithMessageHistory`.
         extractor: a `FactExtractor` (or a chat model) run after each compaction.
@@ -306,6 +337,7 @@ def with_rolling_memory(
             ``recall`` variable). None or 0 (the default): off, nothing more is read.
         recall: a LangChain `BaseRetriever` searched instead of the store (its documents
             quoted the same way); without `recall_tokens` it gets `DEFAULT_RECALL_TOKENS`.
+        client_id: the client of every call whose config names none.
         **history_options: passed to `RollingSummaryChatMessageHistory` (``max_turns``,
             ``keep_last``, ``max_tokens``, ``keep_tokens``, ``background``...).
 
@@ -321,9 +353,18 @@ def with_rolling_memory(
         ...             config={"configurable": {"client_id": "client-1", "session_id": "s1"}}).content
         'Noted.'
     """
-    get_session_history = session_history_factory(
+    default_client = None if client_id is None else validate_id(client_id, kind="client_id")
+    by_client = session_history_factory(
         store, summarizer, extractor=extractor, token_counter=token_counter, **history_options
     )
+
+    def get_session_history(
+        client_id: str | None, session_id: str | None, thread_id: str | None
+    ) -> RollingSummaryChatMessageHistory:
+        configurable = {"client_id": client_id, "session_id": session_id, "thread_id": thread_id}
+        ids = _config_ids(configurable, default_client)
+        return by_client(ids.client_id or "", ids.session_id)
+
     wanted = _prompt_variables(runnable)
     add_message = memory_message if memory_message is not None else not (wanted & {"facts", "memory"})
     if add_message:
@@ -337,6 +378,7 @@ def with_rolling_memory(
         token_counter=token_counter,
         recaller=Recaller.build(store, recall_tokens, recall, token_counter=token_counter),
         input_key=input_messages_key,
+        client_id=default_client,
     )
     inject: Runnable[Any, Any] = RunnableLambda(injector.inject, injector.ainject, name="inject_memory")
     with warnings.catch_warnings():
@@ -349,5 +391,6 @@ def with_rolling_memory(
             input_messages_key=input_messages_key,
             history_messages_key=history_messages_key,
             output_messages_key=output_messages_key,
-            history_factory_config=client_session_config_specs(),
+            history_factory_config=[*client_session_config_specs(), _THREAD_SPEC],
+            config={"configurable": dict(_ID_DEFAULTS)},
         )

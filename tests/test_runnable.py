@@ -213,10 +213,15 @@ def test_bad_ids_raise_value_error_and_write_nothing(store: RollingStore, bad: s
     assert [f.text for f in store.facts("client-a")] == ["Delivers on Saturdays"]
 
 
-def test_missing_client_id_is_a_clear_error(store: RollingStore) -> None:
-    chat = with_rolling_memory(recording_model(replies()), store=store, summarizer=summarize)
-    with pytest.raises(ValueError, match="client_id"):
-        chat.invoke([HumanMessage("hi")], config={"configurable": {"session_id": "s1"}})
+def test_no_client_id_and_no_default_is_an_anonymous_session(store: RollingStore) -> None:
+    # Issue 14: a client is no longer demanded; naming none (and no default) is anonymous.
+    store.add_fact("client-a", "Delivers on Saturdays")
+    model = recording_model(replies())
+    chat = with_rolling_memory(model, store=store, summarizer=summarize)
+    chat.invoke([HumanMessage("hi")], config={"configurable": {"session_id": "s1"}})
+    assert "Saturdays" not in " ".join(m.text for m in model.received[0])
+    info = store.session_info("s1")
+    assert info is not None and info.client_id is None
 
 
 async def test_ainvoke_injects_the_same_memory(store: RollingStore) -> None:

@@ -6,7 +6,7 @@ from langchain_rolling_memory.summarizers.chat_model import (
     chat_model_summarizer,
     is_transient_error,
 )
-from langchain_rolling_memory.summarizers.coerce import FunctionSummarizer, as_summarizer
+from langchain_rolling_memory.summarizers.coerce import FunctionSummarizer, RunnableSummarizer, as_summarizer
 from langchain_rolling_memory.summarizers.extractive import ExtractiveSummarizer, extractive_summarizer
 from langchain_rolling_memory.summarizers.providers import gemini_summarizer, openai_summarizer
 from langchain_rolling_memory.summarizers.structured import (
@@ -19,6 +19,7 @@ __all__ = [
     "ChatModelSummarizer",
     "ExtractiveSummarizer",
     "FunctionSummarizer",
+    "RunnableSummarizer",
     "StructuredSummary",
     "Summarizer",
     "SummarizerLike",

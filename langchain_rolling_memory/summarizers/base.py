@@ -12,6 +12,7 @@ from typing import Any, Protocol, Union, runtime_checkable
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable
 
 __all__ = [
     "Summarizer",
@@ -50,9 +51,14 @@ class Summarizer(Protocol):
     async def asummarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult: ...
 
 
-SummaryFunction = Callable[[str, Sequence[BaseMessage]], str | SummaryResult]
-AsyncSummaryFunction = Callable[[str, Sequence[BaseMessage]], Awaitable[str | SummaryResult]]
-SummarizerLike = Union[Summarizer, BaseChatModel, SummaryFunction, AsyncSummaryFunction]
+# The messages are passed as a `list`: a function typed with ``list[BaseMessage]`` (or
+# ``Sequence[BaseMessage]``) is accepted by mypy --strict.
+SummaryFunction = Callable[[str, list[BaseMessage]], str | SummaryResult]
+AsyncSummaryFunction = Callable[[str, list[BaseMessage]], Awaitable[str | SummaryResult]]
+SummarizerLike = Union[
+    Summarizer, BaseChatModel, str, Runnable[Any, Any], SummaryFunction, AsyncSummaryFunction
+]
+"""What ``summarizer=`` takes: see `as_summarizer`."""
 
 
 def as_result(value: object) -> SummaryResult:

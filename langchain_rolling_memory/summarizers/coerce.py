@@ -1,4 +1,6 @@
-"""Turning what a user passes as `summarizer=` (a function, an async one, a chat model) into a `Summarizer`.
+"""Turning what a user passes as `summarizer=` into a `Summarizer`: a function (sync or async), a
+chat model, a model string (``"openai:gpt-4o-mini"``, through LangChain's `init_chat_model`) or
+any other Runnable (an LCEL chain).
 
 Owns the coercion only; the interface is `base`, the chat-model summarizer is `chat_model`.
 """
@@ -9,13 +11,15 @@ import asyncio
 import functools
 import inspect
 import types
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import Runnable
 
 from langchain_rolling_memory.background import run_coroutine_sync
-from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, require
 from langchain_rolling_memory.summarizers.base import (
     AsyncSummaryFunction,
     Summarizer,
@@ -26,11 +30,21 @@ from langchain_rolling_memory.summarizers.base import (
 )
 from langchain_rolling_memory.summarizers.chat_model import chat_model_summarizer
 
-__all__ = ["FunctionSummarizer", "as_summarizer"]
+__all__ = [
+    "FunctionSummarizer",
+    "RunnableSummarizer",
+    "as_summarizer",
+    "chat_model_of",
+    "context_window",
+    "init_chat_model",
+]
 
 
 class FunctionSummarizer:
-    """Adapts a plain function, sync or async, to the `Summarizer` interface."""
+    """Adapts a plain function, sync or async, to the `Summarizer` interface.
+
+    The function is called as ``fn(previous_summary, messages)`` with `messages` a `list`.
+    """
 
     def __init__(self, fn: SummaryFunction | AsyncSummaryFunction) -> None:
         self.fn = fn
@@ -39,28 +53,166 @@ class FunctionSummarizer:
         )
 
     def summarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
+        batch = list(messages)
         if self.is_async:
-            return as_result(run_coroutine_sync(lambda: self.fn(previous, messages)))  # type: ignore[arg-type, return-value]
-        return as_result(self.fn(previous, messages))
+            return as_result(run_coroutine_sync(lambda: self.fn(previous, batch)))  # type: ignore[arg-type, return-value]
+        return as_result(self.fn(previous, batch))
 
     async def asummarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
+        batch = list(messages)
         if self.is_async:
-            return as_result(await self.fn(previous, messages))  # type: ignore[misc]
-        return as_result(await asyncio.to_thread(self.fn, previous, messages))
+            return as_result(await self.fn(previous, batch))  # type: ignore[misc]
+        return as_result(await asyncio.to_thread(self.fn, previous, batch))
 
     def __repr__(self) -> str:
         return f"FunctionSummarizer({getattr(self.fn, '__name__', self.fn)!r})"
+
+
+SUMMARY_PREFIX = "Here is a summary of the conversation to date:\n\n"
+"""How the previous summary leads a Runnable summarizer's input: the message
+`SummarizationMiddleware` leaves in an agent's state, so a chain written for it works here."""
+
+
+def _runnable_result(output: object) -> SummaryResult:
+    if isinstance(output, BaseMessage):
+        usage = output.usage_metadata if isinstance(output, AIMessage) else None
+        if usage:
+            return SummaryResult(output.text, usage.get("input_tokens"), usage.get("output_tokens"))
+        return SummaryResult(output.text)
+    if isinstance(output, (str, SummaryResult)):
+        return as_result(output)
+    msg = f"a Runnable summarizer must return a str or a message, got {type(output).__name__}"
+    raise TypeError(msg)
+
+
+class RunnableSummarizer:
+    """Adapts any Runnable (an LCEL chain, a `RunnableLambda`...) to the `Summarizer` interface.
+
+    As with `SummarizationMiddleware`'s ``summarizer=``, the Runnable gets the messages to
+    summarize, as a list, led by the previous summary (a `HumanMessage` starting with
+    `SUMMARY_PREFIX`) when there is one, and returns the summary: a `str` (a chain ending
+    in `StrOutputParser`) or a message (a chain ending in a chat model; its token usage is
+    kept). It holds its own prompt: a ``ChatPromptTemplate`` with one ``MessagesPlaceholder``
+    takes the list as is.
+
+    Example:
+        >>> from langchain_core.runnables import RunnableLambda
+        >>> s = RunnableSummarizer(RunnableLambda(lambda messages: f"{len(messages)} messages"))
+        >>> s.summarize("Ana likes tea.", []).text
+        '1 messages'
+    """
+
+    def __init__(self, runnable: Runnable[Any, Any]) -> None:
+        self.runnable = runnable
+
+    @staticmethod
+    def _input(previous: str, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        head: list[BaseMessage] = []
+        if previous.strip():
+            head.append(
+                HumanMessage(SUMMARY_PREFIX + previous, additional_kwargs={"lc_source": "summarization"})
+            )
+        return [*head, *messages]
+
+    def summarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
+        return _runnable_result(self.runnable.invoke(self._input(previous, messages)))
+
+    async def asummarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
+        return _runnable_result(await self.runnable.ainvoke(self._input(previous, messages)))
+
+    def __repr__(self) -> str:
+        return f"RunnableSummarizer({self.runnable.get_name()!r})"
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's message on one line, without pydantic's and LangChain's trailers."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    kept = [line for line in lines if line and not line.startswith(("For help", "For further information"))]
+    text = " ".join(kept).split(" [type=")[0]
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def init_chat_model(name: str) -> BaseChatModel:
+    """The chat model a ``"provider:model"`` string names, built by LangChain's `init_chat_model`
+    (the ``agents`` extra), with the provider's own defaults and environment (keys, base URL).
+
+    Raises:
+        MissingExtraError: `langchain`, or the provider's integration package, is not installed.
+        ConfigurationError: the string names no known provider, or the model cannot be built
+            (a missing key...); the cause in one line.
+    """
+    require("langchain", "agents", feature=f"summarizer={name!r} (a model string)")
+    from langchain.chat_models import init_chat_model as init
+
+    try:
+        return init(name)
+    except ImportError as exc:
+        msg = f"summarizer={name!r} needs the provider's package: {_one_line(exc)}"
+        raise MissingExtraError(msg) from exc
+    except Exception as exc:  # unknown provider, missing key: whatever the integration raises
+        msg = f"summarizer={name!r}: LangChain's init_chat_model could not build it: {_one_line(exc)}"
+        raise ConfigurationError(msg) from exc
+
+
+def chat_model_of(obj: object) -> BaseChatModel | None:
+    """The chat model inside a summarizer, as far as one can be found: the model itself, the
+    model of a `ChatModelSummarizer`, the first chat model of an LCEL chain, or the model a
+    binding (``model.bind(...)``, ``.with_retry()``) wraps. None: there is none."""
+    if isinstance(obj, BaseChatModel):
+        return obj
+    for attribute in ("model", "runnable", "bound"):
+        inner = getattr(obj, attribute, None)
+        if isinstance(inner, Runnable):
+            return chat_model_of(inner)
+    steps = getattr(obj, "steps", None)
+    if isinstance(obj, Runnable) and isinstance(steps, list):
+        for step in steps:
+            found = chat_model_of(step)
+            if found is not None:
+                return found
+    return None
+
+
+def context_window(summarizer: object) -> int:
+    """The ``max_input_tokens`` of the summarizer's chat model profile (see `chat_model_of`):
+    what a ``("fraction", f)`` limit is a fraction of.
+
+    Raises:
+        ConfigurationError: the summarizer has no chat model, or its model no such profile.
+    """
+    model = chat_model_of(summarizer)
+    if model is None:
+        msg = (
+            "a ('fraction', f) limit is a fraction of the summarizer model's context window, and "
+            f"this summarizer ({type(summarizer).__name__}) has no chat model: pass ('tokens', N), "
+            "or a chat model or model string as summarizer="
+        )
+        raise ConfigurationError(msg)
+    profile = getattr(model, "profile", None)
+    limit = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        msg = (
+            f"a ('fraction', f) limit needs the context window of the summarizer model "
+            f"({type(model).__name__}), and its profile gives no max_input_tokens: pass ('tokens', N), "
+            "or build the model with profile={'max_input_tokens': ...}"
+        )
+        raise ConfigurationError(msg)
+    return limit
 
 
 _PLAIN_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
 
 
 def as_summarizer(obj: SummarizerLike, *, language: str = "en", max_words: int = 120) -> Summarizer:
-    """Turn a function, an async function, a chat model or a `Summarizer` into a `Summarizer`.
+    """Turn a function, an async function, a chat model, a model string, a Runnable or a
+    `Summarizer` into a `Summarizer`.
 
     Args:
-        obj: ``(previous_summary, messages) -> str`` (sync or async), any LangChain
-            `BaseChatModel` (prompted with the default summary prompt), or a `Summarizer`.
+        obj: ``(previous_summary, messages) -> str`` (sync or async; `messages` is a list),
+            any LangChain `BaseChatModel` (prompted with the default summary prompt), a model
+            string such as ``"openai:gpt-4o-mini"`` (built with LangChain's `init_chat_model`,
+            then prompted the same way; needs the ``agents`` extra and the provider's),
+            any other Runnable (see `RunnableSummarizer`), or a `Summarizer`.
         language: language of the default prompt for chat models (``"en"``, ``"fr"``).
         max_words: word cap of the default prompt for chat models.
 
@@ -71,15 +223,20 @@ def as_summarizer(obj: SummarizerLike, *, language: str = "en", max_words: int =
     """
     if isinstance(obj, BaseChatModel):
         return chat_model_summarizer(obj, language=language, max_words=max_words)
+    if isinstance(obj, str):
+        return chat_model_summarizer(init_chat_model(obj), language=language, max_words=max_words)
     if isinstance(obj, _PLAIN_FUNCTIONS):
         # Histories are built at every call of a chain: skip the slow protocol check.
         return FunctionSummarizer(obj)
     if isinstance(obj, Summarizer):
         return obj
+    if isinstance(obj, Runnable):
+        return RunnableSummarizer(obj)
     if callable(obj):
         return FunctionSummarizer(obj)
     msg = (
         "summarizer must be a function (previous_summary, messages) -> str, an async one, "
-        f"a BaseChatModel or a Summarizer, got {type(obj).__name__}"
+        "a chat model, a model string ('openai:gpt-4o-mini'), a Runnable or a Summarizer, "
+        f"got {type(obj).__name__}"
     )
     raise ConfigurationError(msg)
