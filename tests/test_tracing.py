@@ -295,6 +295,27 @@ def test_a_structured_summarizer_call_is_named_and_its_model_call_tagged() -> No
         assert run.extra["metadata"]["lc_source"] == TAG
 
 
+def test_an_lcel_summarizer_call_is_named_and_tagged_like_the_chat_model_ones() -> None:
+    from langchain_core.output_parsers import StrOutputParser
+
+    collector = RunCollector()
+    history = RollingSummaryChatMessageHistory(
+        "s1",
+        summarizer=summary_model() | StrOutputParser(),
+        max_turns=3,
+        keep_last=1,
+        store=open_store("memory://"),
+    )
+    chain = RunnableWithMessageHistory(answer_model(), lambda session_id: history)
+    for i in range(3):
+        chain.invoke([HumanMessage(f"q{i}")], config=_history_config(collector))
+    assert "point0" in history.summary
+    for run in assert_children_of_a_turn(collector):
+        assert SUMMARIZE in [r.name for r in collector.lineage(run)]
+        assert TAG_NOSTREAM in (run.tags or [])
+        assert run.extra["metadata"]["lc_source"] == TAG
+
+
 # ---------------------------------------------------------------- streams show the answer only
 
 

@@ -29,6 +29,7 @@ from langchain_rolling_memory.summarizers.base import (
     as_result,
 )
 from langchain_rolling_memory.summarizers.chat_model import chat_model_summarizer
+from langchain_rolling_memory.tracing import SUMMARIZE, traced
 
 __all__ = [
     "FunctionSummarizer",
@@ -104,6 +105,8 @@ class RunnableSummarizer:
 
     def __init__(self, runnable: Runnable[Any, Any]) -> None:
         self.runnable = runnable
+        # Named and tagged like the chat-model summarizer's calls (tracing, nostream).
+        self._call = traced(runnable, SUMMARIZE)
 
     @staticmethod
     def _input(previous: str, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -115,10 +118,10 @@ class RunnableSummarizer:
         return [*head, *messages]
 
     def summarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
-        return _runnable_result(self.runnable.invoke(self._input(previous, messages)))
+        return _runnable_result(self._call.invoke(self._input(previous, messages)))
 
     async def asummarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
-        return _runnable_result(await self.runnable.ainvoke(self._input(previous, messages)))
+        return _runnable_result(await self._call.ainvoke(self._input(previous, messages)))
 
     def __repr__(self) -> str:
         return f"RunnableSummarizer({self.runnable.get_name()!r})"
