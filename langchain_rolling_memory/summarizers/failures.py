@@ -19,7 +19,7 @@ from langchain_core.exceptions import (
     ModelPermissionDeniedError,
 )
 
-__all__ = ["describe_error", "is_permanent_error", "is_transient_error", "status_of"]
+__all__ = ["describe_error", "is_permanent_error", "is_provider_error", "is_transient_error", "status_of"]
 
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 """Statuses a retry of the same request may get past (the SDKs retry the same ones)."""
@@ -92,6 +92,11 @@ def is_permanent_error(exc: BaseException) -> bool:
     return status_of(exc) in PERMANENT_STATUS
 
 
+def is_provider_error(exc: BaseException) -> bool:
+    """True if `exc` came from a model provider's client (not from our code or a store)."""
+    return any(isinstance(current, ModelError) for current in _chain(exc)) or _provider(exc) is not None
+
+
 def _provider(exc: BaseException) -> str | None:
     for current in _chain(exc):
         root = type(current).__module__.split(".", 1)[0]
@@ -101,24 +106,28 @@ def _provider(exc: BaseException) -> str | None:
 
 
 def _message(exc: BaseException) -> str:
-    """The provider's own words: the error body's message when the SDK kept it."""
-    for current in _chain(exc):
+    """The provider's own words: the error body's message when the SDK kept it, else the
+    SDK's message with the deepest cause ("Connection error. ([Errno 111] Connection refused)")."""
+    chain = list(_chain(exc))
+    for current in chain:
         body: Any = getattr(current, "body", None)
         if isinstance(body, dict):
             inner = body.get("error", body)
             if isinstance(inner, dict) and isinstance(inner.get("message"), str):
                 return str(inner["message"])
-        message = getattr(current, "message", None)
-        if isinstance(message, str) and message and current is not exc:
-            return message
-    # The deepest cause usually says it plainly ("[Errno 111] Connection refused").
-    causes = list(_chain(exc))
-    text = str(causes[-1]) or str(exc) or type(exc).__name__
-    return text
+    said = next(
+        (m for c in chain[1:] if isinstance(m := getattr(c, "message", None), str) and m),
+        str(exc),
+    )
+    deepest = str(chain[-1])
+    if deepest and deepest not in said:
+        said = f"{said} ({deepest})" if said else deepest
+    return said or type(exc).__name__
 
 
-def describe_error(exc: BaseException) -> str:
-    """One line that names the provider, the HTTP status and the cause.
+def describe_error(exc: BaseException, *, hint: bool = True) -> str:
+    """One line that names the provider, the HTTP status and the cause (and, with `hint`,
+    what to check for a 401, 403 or 404).
 
     Example:
         ``"OpenAI: HTTP 401: Incorrect API key provided (check the API key)"``
@@ -133,5 +142,5 @@ def describe_error(exc: BaseException) -> str:
         message = message[:297] + "..."
     parts.append(message)
     line = ": ".join(parts)
-    hint = _HINTS.get(status or 0)
-    return f"{line} ({hint})" if hint else line
+    advice = _HINTS.get(status or 0) if hint else None
+    return f"{line} ({advice})" if advice else line
