@@ -156,3 +156,59 @@ def test_a_store_from_the_environment_names_the_variable(
     assert _one_line(capsys.readouterr().err).startswith(
         "error: $ROLLING_MEMORY_STORE: cannot connect to Redis"
     )
+
+
+def _locomo(tmp_path: Path) -> Path:
+    turns = [
+        {"speaker": "Ana" if i % 2 == 0 else "Ben", "text": f"we talked about item {i}"} for i in range(30)
+    ]
+    data = {
+        "speaker_a": "Ana",
+        "speaker_b": "Ben",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "Ben", "text": "My cat is called Marmalade."}, *turns],
+        "qa": [{"question": "What is Ben's cat called?", "answer": "Marmalade", "category": 4}],
+    }
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("failure", "said"),
+    [
+        pytest.param(Failure(404, "The model `gpt-9` does not exist"), "check --model", id="unknown-model"),
+        pytest.param(
+            Failure(400, "Invalid value for temperature"), "Invalid value for temperature", id="bad-request"
+        ),
+    ],
+)
+def test_eval_with_a_model_the_provider_refuses_fails_in_one_line_naming_the_flag(
+    failure: Failure,
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with serve("openai", lambda request: failure) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("ROLLING_MEMORY_BASE_URL", server.base_url)
+        argv = ["eval", str(_locomo(tmp_path)), "--strategies", "transcript", "--answer-model", "openai"]
+        assert main([*argv, "--model", "gpt-9"]) == 1
+    captured = capsys.readouterr()
+    err = _one_line(captured.err)
+    assert err.startswith(f"error: --answer-model openai: OpenAI: HTTP {failure.status}: ") and said in err
+    assert captured.out == ""
+    assert len(server.requests) == 1
+
+
+def test_eval_with_an_unreachable_endpoint_fails_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("ROLLING_MEMORY_BASE_URL", "http://127.0.0.1:1/v1")
+    assert (
+        main(["eval", str(_locomo(tmp_path)), "--strategies", "transcript", "--answer-model", "openai"]) == 1
+    )
+    err = _one_line(capsys.readouterr().err)
+    assert err.startswith("error: --answer-model openai: OpenAI: ") and "Connection refused" in err

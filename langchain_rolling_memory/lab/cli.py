@@ -125,8 +125,9 @@ def _open(args: argparse.Namespace) -> RollingStore:
         raise type(exc)(f"{where}: {exc}") from None
 
 
-def _provider_flag(args: argparse.Namespace) -> tuple[str, tuple[str, ...]]:
-    """The flag that chose the provider of this run, as typed, and its key variables."""
+def _provider_flag(args: argparse.Namespace) -> tuple[str, tuple[str, ...], str]:
+    """The flag that chose the provider of this run, as typed, its key variables, and where
+    the model name came from."""
     for attribute, flag in (
         ("provider", "--provider"),
         ("summarizer", "--summarizer"),
@@ -134,8 +135,9 @@ def _provider_flag(args: argparse.Namespace) -> tuple[str, tuple[str, ...]]:
     ):
         name = getattr(args, attribute, None)
         if name in _PROVIDERS:
-            return f"{flag} {name}", _PROVIDERS[name][2]
-    return "the provider", ()
+            model = "--model" if attribute == "answer_model" else "$ROLLING_MEMORY_MODEL"
+            return f"{flag} {name}", _PROVIDERS[name][2], model
+    return "the provider", (), "$ROLLING_MEMORY_MODEL"
 
 
 def _when(timestamp: float) -> str:

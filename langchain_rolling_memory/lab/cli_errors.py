@@ -74,13 +74,14 @@ class FirstCallGuard:
         return result
 
 
-def provider_line(exc: BaseException, flag: str, keys: Sequence[str]) -> str:
-    """``"<flag>: <provider: HTTP status: reason>; <what to fix>"`` for a provider failure."""
+def provider_line(exc: BaseException, flag: str, keys: Sequence[str], model: str = f"${MODEL_ENV}") -> str:
+    """``"<flag>: <provider: HTTP status: reason>; <what to fix>"`` for a provider failure;
+    `model` is where the run's model name came from (an unknown model is a 404)."""
     status = status_of(exc)
     if status in (401, 403):
         fix = f"set a valid {' or '.join(keys)} for {flag}"
     elif status == 404:
-        fix = f"check ${MODEL_ENV} and ${BASE_URL_ENV} for {flag}"
+        fix = f"check {model} (the model name) and ${BASE_URL_ENV} for {flag}"
     elif status is None:
         endpoint = os.environ.get(BASE_URL_ENV)
         where = f"${BASE_URL_ENV}={endpoint}" if endpoint else "the network"
