@@ -164,3 +164,29 @@ def test_the_fallback_window_is_warned_once_per_session_by_name(caplog: pytest.L
     assert len(warned) == 2
     assert "'ana-s1'" in warned[0] and "'ana-s2'" in warned[1]
     assert all("falls back to a plain window" in w for w in warned)
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "task"])
+async def test_async_a_bad_key_is_tried_once_and_reported_once(
+    background: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock, errors = Clock(), []
+    with serve("openai", replies(Failure(401, "Incorrect API key provided"))) as provider:
+        history = RollingSummaryChatMessageHistory(
+            "ana-s2",
+            summarizer=summarizer_for(provider),
+            max_turns=4,
+            keep_last=2,
+            background=background,
+            clock=clock,
+            on_error=lambda sid, exc: errors.append(exc),
+        )
+        with caplog.at_level(logging.WARNING, logger="langchain_rolling_memory"):
+            for i in range(8):
+                await history.aadd_messages(turn(i))
+                await history.aflush()
+                clock.now += 30.0
+    assert len(provider.requests) == 1 and len(errors) == 1
+    [record] = errors_logged(caplog)
+    assert "'ana-s2'" in record.getMessage() and "OpenAI: HTTP 401" in record.getMessage()
+    assert len(await history.atranscript()) == 16  # nothing lost
