@@ -1,9 +1,10 @@
 """A summarizer on top of any LangChain chat model: prompt, call with retries, read usage, clean.
 
-Owns the request/reply cycle of one summary: the prompt, which provider errors are retried
-(through `Runnable.with_retry`; the waits are tenacity's, the classification `failures`'), the structured (opt-in) answer, one stricter retry after an unusable
-(empty, title-only, too short or too long) reply, and the token usage. Sync and async share every step but the model call. It does not
-decide when to summarize nor enforce the overall timeout (that is the engine's).
+Owns the request/reply cycle of one summary: the prompt, the retries of transient provider
+errors (through `Runnable.with_retry`; which errors, `failures` says), the structured (opt-in)
+answer, one stricter retry after an unusable (empty, title-only, too short or too long) reply,
+and the token usage. Sync and async share every step but the model call. It does not decide
+when to summarize nor enforce the overall timeout (that is the engine's).
 """
 
 from __future__ import annotations
