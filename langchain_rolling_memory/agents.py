@@ -231,12 +231,16 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         )
         return dataclasses.replace(block, recall=recall).render(summary=False)
 
-    def _request(self, request: ModelRequest[Any], session: SessionState, memory: str) -> ModelRequest[Any]:
+    def _request(
+        self, request: ModelRequest[Any], session: SessionState, memory: str, session_id: str
+    ) -> ModelRequest[Any]:
         done = persisted(request.state)
         # Messages an outer middleware added to the request (not from the stored state) stay.
         extra = [m for m in request.messages if m.id is None or m.id not in done]
         return request.override(
-            messages=cast("list[AnyMessage]", pair_tool_calls([*self.compactor.view(session), *extra])),
+            messages=cast(
+                "list[AnyMessage]", pair_tool_calls([*self.compactor.view(session, session_id), *extra])
+            ),
             system_message=with_memory(request.system_message, memory),
         )
 
@@ -329,7 +333,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
                 query, client_id=ids.client_id, session_id=ids.session_id, view_seqs=seqs
             ).text
         memory = self._memory(facts, self.store.get_state(ids.session_id), query, recall)
-        return handler(self._request(request, session, memory))
+        return handler(self._request(request, session, memory, ids.session_id))
 
     def wrap_tool_call(
         self,
@@ -398,7 +402,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             )
             recall = found.text
         memory = self._memory(facts, await self.store.aget_state(ids.session_id), query, recall)
-        return await handler(self._request(request, session, memory))
+        return await handler(self._request(request, session, memory, ids.session_id))
 
     async def awrap_tool_call(
         self,

@@ -28,7 +28,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 __all__ = [
@@ -206,10 +206,12 @@ def run_coroutine_sync(factory: Callable[[], Awaitable[_T]]) -> _T:
 
 @dataclass
 class _Failures:
-    """Failed attempts of one session in a row, and when the next may start (monotonic)."""
+    """Failed attempts of one session in a row, when the next may start (monotonic), and the
+    failures already logged (each is said once per session, until a compaction succeeds)."""
 
     count: int = 0
     retry_at: float = 0.0
+    said: set[str] = field(default_factory=set)
 
 
 class SessionJobs:
@@ -242,6 +244,15 @@ class SessionJobs:
             delay = min(longest, first * 2.0 ** (failures.count - 1))
             failures.retry_at = now + delay
         return delay
+
+    def first_report(self, session_id: str, line: str) -> bool:
+        """True the first time `line` is reported for the session since its last success."""
+        with self.lock:
+            said = self._failures.setdefault(session_id, _Failures()).said
+            if line in said:
+                return False
+            said.add(line)
+            return True
 
     def succeeded(self, session_id: str) -> None:
         """Forget the session's failures."""

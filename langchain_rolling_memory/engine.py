@@ -39,6 +39,7 @@ from langchain_rolling_memory.records import CompactionResult, SessionState, Sto
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike
 from langchain_rolling_memory.summarizers.coerce import as_summarizer, context_window
+from langchain_rolling_memory.summarizers.failures import describe_error, is_permanent_error
 from langchain_rolling_memory.topics import TopicDetector, TopicLabels
 from langchain_rolling_memory.topics import topic_labels as labels_for
 
@@ -268,9 +269,23 @@ class Compactor:
         """How many of the tail's messages a compaction would fold now (0: none due)."""
         return self.planner.due(state)
 
-    def view(self, state: SessionState) -> list[BaseMessage]:
-        """Summary message (if any) then the unsummarized tail, or a capped window if too long."""
-        return self.planner.view(state)
+    def view(self, state: SessionState, session_id: str | None = None) -> list[BaseMessage]:
+        """Summary message (if any) then the unsummarized tail, or a capped window if too long.
+
+        Falling back to the window is warned once per session (named by `session_id`) until
+        a compaction of it succeeds.
+        """
+        view, fell_back = self.planner.window(state)
+        if fell_back is not None and (
+            session_id is None or self._jobs.first_report(session_id, "fallback window")
+        ):
+            logger.warning(
+                "rolling memory: %s unsummarized messages in session %r (compaction failing or "
+                "behind); the view falls back to a plain window until a summary lands",
+                fell_back,
+                session_id,
+            )
+        return view
 
     # ------------------------------------------------------------------ planning
 
@@ -285,12 +300,19 @@ class Compactor:
     # ------------------------------------------------------------------ failures and listeners
 
     def _fail(self, session_id: str, exc: BaseException) -> None:
-        delay = self._jobs.failed(session_id, self.clock(), first=self.backoff, longest=self.max_backoff)
-        logger.error(
-            "rolling memory: compaction of session %r failed (%s: %s); nothing was lost, retrying in %.0fs",
+        # A bad key or model name fails the same way every time: wait the longest at once.
+        permanent = is_permanent_error(exc)
+        first = self.max_backoff if permanent else self.backoff
+        delay = self._jobs.failed(session_id, self.clock(), first=first, longest=self.max_backoff)
+        line = describe_error(exc)
+        # One line, once per session and cause (until a success); the repeats go to debug.
+        level = logging.ERROR if self._jobs.first_report(session_id, line) else logging.DEBUG
+        logger.log(
+            level,
+            "rolling memory: compaction of session %r failed: %s; nothing was lost, %s in %.0fs",
             session_id,
-            type(exc).__name__,
-            exc,
+            line,
+            "a permanent error, next attempt" if permanent else "retrying",
             delay,
         )
         if self.on_error is not None:

@@ -1,7 +1,8 @@
 """The fact extractor: asks a chat model which client facts to add, update or delete.
 
-Owns the extraction prompt, the validation of the model's JSON reply (a malformed reply
-changes nothing) and the application of the changes through the store's fact API. It runs
+Owns the extraction prompt, the request for `FactChanges` (through `with_structured_output`
+where the model has it, JSON in the text otherwise), the validation of the reply (a malformed
+reply changes nothing) and the application of the changes through the store's fact API. It runs
 on demand or after each compaction (as the engine's `on_compaction` listener); it does not
 decide when compactions happen and holds no storage of its own.
 """
@@ -10,14 +11,14 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
+from langchain_core.utils.json import parse_json_markdown
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from langchain_rolling_memory.errors import ConfigurationError, FactError, InvalidIdError
@@ -99,20 +100,6 @@ class ExtractionResult:
         return bool(self.added or self.updated or self.deleted)
 
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
-
-
-def _json_object(text: str) -> str:
-    fenced = _FENCE.search(text)
-    if fenced:
-        text = fenced.group(1)
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end < start:
-        msg = f"no JSON object in the reply: {text[:80]!r}"
-        raise ValueError(msg)
-    return text[start : end + 1]
-
-
 def _plan(changes: FactChanges, aliases: dict[str, Fact], store: RollingStore) -> ReplyPlan:
     """Check every change before any is applied: unknown ids, bad keys, empty or long texts."""
     return check_reply(
@@ -129,8 +116,9 @@ class FactExtractor:
     """Asks a chat model which facts to add, update or delete, and applies a valid answer.
 
     Args:
-        model: any LangChain chat model; it is asked for a JSON object (no tool calling or
-            structured-output support needed).
+        model: any LangChain chat model; asked for `FactChanges` through
+            `with_structured_output` when it supports it, for a JSON object in its text
+            otherwise (no tool calling or structured-output support needed).
         store: the store to read and write facts in; needed for `on_compaction` (use `bind`),
             optional for `extract`, which also takes it as an argument.
         prompt: the system instructions (default `DEFAULT_EXTRACTION_PROMPT`).
@@ -161,6 +149,13 @@ class FactExtractor:
         self._call: Runnable[Any, Any] = traced(model, EXTRACT_FACTS)
         self.store = store
         self.prompt = prompt or DEFAULT_EXTRACTION_PROMPT
+        self._structured: Runnable[Any, Any] | None
+        try:
+            self._structured = traced(
+                model.with_structured_output(FactChanges, include_raw=True), EXTRACT_FACTS
+            )
+        except NotImplementedError:
+            self._structured = None  # the prompt asks for JSON, read from the text
 
     def bind(self, store: RollingStore) -> FactExtractor:
         """This extractor writing to `store` (itself if already bound to it)."""
@@ -190,17 +185,37 @@ class FactExtractor:
         )
         return [SystemMessage(self.prompt), HumanMessage(body)]
 
-    def parse(self, reply: BaseMessage | str) -> FactChanges:
-        """The reply as `FactChanges`; raises `ValueError` if it is not valid."""
-        text = reply if isinstance(reply, str) else reply.text
+    def parse(self, reply: BaseMessage | str | dict[str, Any]) -> FactChanges:
+        """The reply as `FactChanges`; raises `ValueError` if it is not valid.
+
+        `reply` is the model's message or text (JSON, bare or in a code fence, read with
+        `parse_json_markdown`), or what `with_structured_output(..., include_raw=True)` returns.
+        """
+        if isinstance(reply, dict):
+            parsed = reply.get("parsed")
+            if isinstance(parsed, FactChanges):
+                return parsed
+            reply = reply.get("raw", "")  # the provider's parser refused it: read the text ourselves
+        text = reply.text if isinstance(reply, BaseMessage) else str(reply)
         try:
-            return FactChanges.model_validate(json.loads(_json_object(text)))
+            # Strict JSON: a reply cut short changes nothing (no partial parsing).
+            return FactChanges.model_validate(parse_json_markdown(text, parser=json.loads))
         except (json.JSONDecodeError, ValidationError) as exc:
             msg = f"the extractor reply is not a valid fact change object: {exc}"
             raise ValueError(msg) from None
 
+    def _ask(self, request: list[BaseMessage]) -> BaseMessage | dict[str, Any]:
+        if self._structured is not None:
+            return cast("dict[str, Any]", self._structured.invoke(request))
+        return cast("BaseMessage", self._call.invoke(request))
+
+    async def _aask(self, request: list[BaseMessage]) -> BaseMessage | dict[str, Any]:
+        if self._structured is not None:
+            return cast("dict[str, Any]", await self._structured.ainvoke(request))
+        return cast("BaseMessage", await self._call.ainvoke(request))
+
     def _prepare(
-        self, store: RollingStore, existing: list[Fact], reply: BaseMessage
+        self, store: RollingStore, existing: list[Fact], reply: BaseMessage | dict[str, Any]
     ) -> tuple[ReplyPlan | None, str | None]:
         try:
             return _plan(self.parse(reply), self._aliases(existing), store), None
@@ -225,7 +240,7 @@ class FactExtractor:
         if not messages:
             return ExtractionResult()
         existing = target.facts(client_id)
-        plan, error = self._prepare(target, existing, self._call.invoke(self.request(existing, messages)))
+        plan, error = self._prepare(target, existing, self._ask(self.request(existing, messages)))
         result = ExtractionResult(error=error)
         if plan is None:
             return result
@@ -263,7 +278,7 @@ class FactExtractor:
         if not messages:
             return ExtractionResult()
         existing = await target.afacts(client_id)
-        reply = await self._call.ainvoke(self.request(existing, messages))
+        reply = await self._aask(self.request(existing, messages))
         plan, error = self._prepare(target, existing, reply)
         result = ExtractionResult(error=error)
         if plan is None:

@@ -299,11 +299,11 @@ class RollingSummaryChatMessageHistory(StoredHistory):
 
     def _load_view(self) -> list[BaseMessage]:
         self._state = self.compactor.load(self.session_id)
-        return self.compactor.view(self._state)
+        return self.compactor.view(self._state, self.session_id)
 
     async def _aload_view(self) -> list[BaseMessage]:
         self._state = await self.compactor.aload(self.session_id)
-        return self.compactor.view(self._state)
+        return self.compactor.view(self._state, self.session_id)
 
     # After a write the engine extends the known state with the rows just written, and after
     # an inline compaction folds the installed result in: one summary read per turn instead
@@ -316,14 +316,14 @@ class RollingSummaryChatMessageHistory(StoredHistory):
             self._state = self.compactor.advance(
                 self.session_id, self._state, appended=appended, background=self.background
             )
-        return self.compactor.view(self._state)
+        return self.compactor.view(self._state, self.session_id)
 
     async def _aafter_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
         with unstreamed():
             self._state = await self.compactor.aadvance(
                 self.session_id, self._state, appended=appended, background=self.background
             )
-        return self.compactor.view(self._state)
+        return self.compactor.view(self._state, self.session_id)
 
     def _forget_rows(self) -> None:
         self._state = SessionState(None, [], False)

@@ -12,7 +12,6 @@ summarizer, leases, back-off and scheduling are `engine`'s; where to cut is `pol
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date as Date
@@ -48,7 +47,6 @@ from langchain_rolling_memory.usage import SummaryUsage
 
 __all__ = ["META_STRUCTURED", "FoldPlan", "Planner", "structured_summary"]
 
-logger = logging.getLogger("langchain_rolling_memory")
 
 META_QUESTION = "question"
 """Summary meta key of the latest user message once it is folded: ``{"seq", "message"}``,
@@ -292,15 +290,17 @@ class Planner:
         """Summary message (if any), the latest user message if it was folded or cut, then
         the unsummarized tail (a capped window if too long). The question is always sent,
         shortened with a visible marker only beyond `FoldPolicy.question_tokens`."""
+        return self.window(state)[0]
+
+    def window(self, state: SessionState) -> tuple[list[BaseMessage], str | None]:
+        """`view`, and how many unsummarized messages made it fall back to a plain window
+        (``"12"``, ``"more than 40"``; None: it did not)."""
         messages = state.messages
         counts = self.token_counts(state.tail) if self.policy.uses_tokens else None
         cut = self.policy.fallback_cut(messages, counts, backlog=state.truncated)
+        fell_back = None
         if cut:
-            logger.warning(
-                "rolling memory: %s unsummarized messages in session (compaction failing or "
-                "behind); the view falls back to a plain window until a summary lands",
-                f"more than {len(messages)}" if state.truncated else len(messages),
-            )
+            fell_back = f"more than {len(messages)}" if state.truncated else str(len(messages))
             messages = messages[cut:]
         latest = self.latest(state)
         question = latest.message if latest is not None else None
@@ -310,7 +310,7 @@ class Planner:
             short = shorten_message(latest.message, limit, self.token_counter)
             messages = [short if m is question else m for m in messages]
         head = [summary_message(state.summary, self.language)] if state.summary else []
-        return head + messages
+        return head + messages, fell_back
 
     # ------------------------------------------------------------------ one compaction
 

@@ -36,10 +36,11 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Failure:
-    """Answer with an HTTP error."""
+    """Answer with an HTTP error (and these response headers, e.g. ``{"retry-after": "0"}``)."""
 
     status: int
     message: str = "temporarily unavailable"
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 Reply = Text | ToolCall | Failure
@@ -163,7 +164,15 @@ def _gemini_body(request: Request, reply: Text | ToolCall) -> dict[str, Any]:
 def _error_body(kind: Kind, failure: Failure) -> dict[str, Any]:
     if kind == "openai":
         return {"error": {"message": failure.message, "type": "server_error", "code": None, "param": None}}
-    status = {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE", 400: "INVALID_ARGUMENT"}
+    status = {
+        400: "INVALID_ARGUMENT",
+        401: "UNAUTHENTICATED",
+        403: "PERMISSION_DENIED",
+        404: "NOT_FOUND",
+        429: "RESOURCE_EXHAUSTED",
+        500: "INTERNAL",
+        503: "UNAVAILABLE",
+    }
     return {
         "error": {
             "code": failure.status,
@@ -188,7 +197,10 @@ class FakeProvider:
         root = f"http://127.0.0.1:{self.port}"
         return root + "/v1" if self.kind == "openai" else root
 
-    def handle(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, Any]]:
+    def respond(
+        self, path: str, headers: dict[str, str], raw: bytes
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """Status, JSON body and extra headers of the answer to one request."""
         request = Request(path, headers, json.loads(raw or b"{}"))
         with self.lock:
             self.requests.append(request)
@@ -196,12 +208,12 @@ class FakeProvider:
         if isinstance(reply, str):
             reply = Text(reply)
         if isinstance(reply, Failure):
-            return reply.status, _error_body(self.kind, reply)
+            return reply.status, _error_body(self.kind, reply), reply.headers
         expected = "/chat/completions" if self.kind == "openai" else ":generateContent"
         if not path.endswith(expected):
-            return 404, _error_body(self.kind, Failure(404, f"unexpected path {path}"))
+            return 404, _error_body(self.kind, Failure(404, f"unexpected path {path}")), {}
         body = _openai_body(request, reply) if self.kind == "openai" else _gemini_body(request, reply)
-        return 200, body
+        return 200, body, {}
 
 
 def _handler(provider: FakeProvider) -> type[BaseHTTPRequestHandler]:
@@ -211,9 +223,13 @@ def _handler(provider: FakeProvider) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length)
-            status, body = provider.handle(self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
+            status, body, extra = provider.respond(
+                self.path, {k.lower(): v for k, v in self.headers.items()}, raw
+            )
             data = json.dumps(body).encode()
             self.send_response(status)
+            for name, value in extra.items():
+                self.send_header(name, value)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
             # No keep-alive: a client's pooled connection must not outlive the test's event loop.

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.exceptions import ModelAuthenticationError, ModelRateLimitError
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatResult
@@ -60,10 +61,6 @@ class Unavailable(Exception):
 
 class Invalid(Exception):
     status_code = 400
-
-
-def _no_wait(seconds: float) -> None:
-    return None
 
 
 # ---------------------------------------------------------------- validation retry
@@ -173,47 +170,47 @@ def test_negative_min_words_is_refused() -> None:
 
 def test_transient_errors_are_retried_then_succeed() -> None:
     model = _model(SUMMARY, failures=[Unavailable("503"), TimeoutError("slow")])
-    waits: list[float] = []
-    result = chat_model_summarizer(model, retries=2, backoff=0.25, sleep=waits.append).summarize("", FOLDED)
+    result = chat_model_summarizer(model, retries=2, backoff=0.0).summarize("", FOLDED)
     assert result.text == SUMMARY
-    assert waits == [0.25, 0.5]
     assert len(model.requests) == 3
+
+
+def test_langchains_retryable_model_errors_are_retried_and_the_others_are_not() -> None:
+    model = _model(SUMMARY, failures=[ModelRateLimitError("slow down")])
+    assert chat_model_summarizer(model, retries=1, backoff=0.0).summarize("", FOLDED).text == SUMMARY
+    assert len(model.requests) == 2
+    model = _model(SUMMARY, failures=[ModelAuthenticationError("bad key")])
+    with pytest.raises(ModelAuthenticationError):
+        chat_model_summarizer(model, retries=3, backoff=0.0).summarize("", FOLDED)
+    assert len(model.requests) == 1
 
 
 def test_transient_errors_beyond_the_bound_are_raised() -> None:
     model = _model("never sent", failures=[Unavailable("a"), Unavailable("b"), Unavailable("c")])
     with pytest.raises(Unavailable):
-        chat_model_summarizer(model, retries=2, sleep=_no_wait).summarize("", FOLDED)
+        chat_model_summarizer(model, retries=2, backoff=0.0).summarize("", FOLDED)
     assert len(model.requests) == 3
 
 
 def test_permanent_errors_are_not_retried() -> None:
     model = _model("never sent", failures=[Invalid("bad request")])
     with pytest.raises(Invalid):
-        chat_model_summarizer(model, retries=5, sleep=_no_wait).summarize("", FOLDED)
+        chat_model_summarizer(model, retries=5, backoff=0.0).summarize("", FOLDED)
     assert len(model.requests) == 1
 
 
-async def test_async_transient_errors_are_retried_with_async_waits() -> None:
+async def test_async_transient_errors_are_retried() -> None:
     model = _model(SUMMARY, failures=[ConnectionError("reset")])
-    waits: list[float] = []
-
-    async def asleep(seconds: float) -> None:
-        waits.append(seconds)
-
-    result = await chat_model_summarizer(model, backoff=1.0, asleep=asleep).asummarize("", FOLDED)
+    result = await chat_model_summarizer(model, backoff=0.0).asummarize("", FOLDED)
     assert result.text == SUMMARY
-    assert waits == [1.0]
+    assert len(model.requests) == 2
 
 
-def test_backoff_is_capped() -> None:
-    failures: list[BaseException] = [Unavailable(str(i)) for i in range(4)]
-    waits: list[float] = []
-    summarizer = chat_model_summarizer(
-        _model(SUMMARY, failures=failures), retries=4, backoff=1.0, max_backoff=3.0, sleep=waits.append
-    )
-    summarizer.summarize("", FOLDED)
-    assert waits == [1.0, 2.0, 3.0, 3.0]
+def test_no_retries_means_one_request() -> None:
+    model = _model(SUMMARY, failures=[Unavailable("503")])
+    with pytest.raises(Unavailable):
+        chat_model_summarizer(model, retries=0).summarize("", FOLDED)
+    assert len(model.requests) == 1
 
 
 @pytest.mark.parametrize(
@@ -224,6 +221,8 @@ def test_backoff_is_capped() -> None:
         pytest.param(TimeoutError(), True, id="timeout"),
         pytest.param(ConnectionResetError(), True, id="connection"),
         pytest.param(ValueError("bad"), False, id="plain-error"),
+        pytest.param(ModelRateLimitError(), True, id="langchain-rate-limit"),
+        pytest.param(ModelAuthenticationError(), False, id="langchain-auth"),
     ],
 )
 def test_transient_error_classification(error: BaseException, transient: bool) -> None:
@@ -327,7 +326,7 @@ def test_openai_summarizer_passes_options_to_the_client() -> None:
         0.1,
         "http://127.0.0.1:9/v1",
     )
-    assert model.max_retries == 0  # the summarizer owns the retries
+    assert (model.max_retries, summarizer.retries) == (2, 0)  # the SDK retries, we do not
     assert summarizer.max_words == 80
     assert summarizer.min_words == 20  # lesson 2's validation, on by default
     assert openai_summarizer(api_key="sk-test", min_words=5).min_words == 5
@@ -341,8 +340,9 @@ def test_gemini_summarizer_passes_options_to_the_client() -> None:
     assert (model.model, model.base_url, model.max_retries) == (
         "gemini-2.5-flash-lite",
         "http://127.0.0.1:9",
-        1,
+        3,  # attempts: the first and two retries, by the Google client
     )
+    assert summarizer.retries == 0
     assert "Tu tiens le résumé" in summarizer.prompt.system
     assert summarizer.min_words == 20
     assert gemini_summarizer(api_key="k", min_words=0).min_words == 0

@@ -270,3 +270,55 @@ def test_a_reply_that_would_pass_max_facts_changes_nothing(store: RollingStore) 
     result = extract_facts(model, store, "client-a", CONVERSATION)
     assert result.error is not None and "max_facts=2" in result.error
     assert [t for _, t, _ in texts(store)] == ["Works in the Sales team", "Prefers email"]
+
+
+# ---------------------------------------------------------------- structured output
+
+
+class ToolCallingFake(GenericFakeChatModel):
+    """A fake model with tool calling, so `with_structured_output` works on it (through a
+    tool call); it remembers the tools it was bound to."""
+
+    bound: list[Any] = []  # noqa: RUF012 - pydantic field, copied per instance
+
+    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        self.bound.extend(tools)
+        return self
+
+
+def _tool_reply(args: dict[str, Any]) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "FactChanges", "args": args, "id": "call-1"}])
+
+
+def test_a_model_with_structured_output_is_asked_for_the_schema(store: RollingStore) -> None:
+    from langchain_rolling_memory.extractor import FactChanges
+
+    model = ToolCallingFake(
+        messages=iter([_tool_reply({"add": [{"text": "Delivers on Saturdays", "key": "delivery_day"}]})]),
+        bound=[],
+    )
+    result = extract_facts(model, store, "client-a", CONVERSATION)
+    assert model.bound == [FactChanges]
+    assert texts(store) == [("delivery_day", "Delivers on Saturdays", "extractor")]
+    assert result.error is None
+
+
+async def test_the_async_extractor_uses_structured_output_too(store: RollingStore) -> None:
+    model = ToolCallingFake(messages=iter([_tool_reply({"add": [{"text": "Likes tea"}]})]), bound=[])
+    await aextract_facts(model, store, "client-a", CONVERSATION)
+    assert [t for _, t, _ in texts(store)] == ["Likes tea"]
+
+
+def test_a_structured_answer_of_the_wrong_shape_changes_nothing(store: RollingStore) -> None:
+    model = ToolCallingFake(messages=iter([_tool_reply({"add": ["Likes tea"]})]), bound=[])
+    result = extract_facts(model, store, "client-a", CONVERSATION)
+    assert texts(store) == []
+    assert result.error is not None and "not a valid fact change object" in result.error
+
+
+def test_a_model_without_structured_output_answers_json_in_its_text(store: RollingStore) -> None:
+    model = GenericFakeChatModel(messages=iter([AIMessage(reply(add=[{"text": "Likes tea"}]))]))
+    with pytest.raises(NotImplementedError):
+        model.with_structured_output(dict)
+    extract_facts(model, store, "client-a", CONVERSATION)
+    assert [t for _, t, _ in texts(store)] == ["Likes tea"]

@@ -100,7 +100,7 @@ def chat_model(provider: FakeProvider) -> BaseChatModel:
 
 def summarizer_for(provider: FakeProvider, **options: Any) -> Summarizer:
     factory = openai_summarizer if provider.kind == "openai" else gemini_summarizer
-    return factory(api_key="test", base_url=provider.base_url, backoff=0.0, **options)
+    return factory(api_key="test", base_url=provider.base_url, **options)
 
 
 @dataclass

@@ -10,7 +10,7 @@ import redis
 from langchain_core.messages import AIMessage, HumanMessage
 from store_kit import POSTGRES_URL, REDIS_URL, leftovers
 
-from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError
+from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, StoreError
 from langchain_rolling_memory.stores import RollingStore, open_store
 
 
@@ -63,6 +63,32 @@ def test_the_prefix_parameter_sets_the_key_prefix(redis_store: tuple[RollingStor
 def test_an_unsafe_prefix_is_refused(url: str) -> None:
     with pytest.raises(ConfigurationError, match="prefix"):
         open_store(url)
+
+
+@pytest.mark.parametrize(
+    ("url", "where", "reason"),
+    [
+        pytest.param(
+            "redis://127.0.0.1:1/0", "redis://127.0.0.1:1/0", "Connection refused", id="refused-port"
+        ),
+        pytest.param(
+            "redis://nobody:wrong-secret@127.0.0.1:6379/0",
+            "redis://nobody@127.0.0.1:6379/0",
+            "invalid username-password pair",
+            id="wrong-password",
+        ),
+    ],
+)
+def test_a_redis_server_that_cannot_be_reached_fails_once_in_one_line(
+    url: str, where: str, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(StoreError) as raised:
+        open_store(url)
+    message = str(raised.value)
+    assert message.startswith(f"cannot connect to Redis at {where}: ")
+    assert reason in message and "check the URL" in message
+    assert "\n" not in message and "wrong-secret" not in message
+    assert not [r for r in caplog.records if "retrying" in r.getMessage()]  # not retried
 
 
 class TestRedisExpiry:

@@ -23,8 +23,10 @@ from langchain_rolling_memory.errors import (
     ConfigurationError,
     MissingCredentialsError,
     RollingMemoryError,
+    StoreError,
     require,
 )
+from langchain_rolling_memory.lab.cli_errors import FirstCallGuard, StopRun, is_provider_error, provider_line
 from langchain_rolling_memory.stores import RollingStore, open_store
 
 if TYPE_CHECKING:
@@ -113,7 +115,29 @@ def _render() -> Any:
 
 
 def _open(args: argparse.Namespace) -> RollingStore:
-    return open_store(args.store or default_store_url())
+    """The store of ``--store`` (or its default); an error names where the URL came from."""
+    try:
+        return open_store(args.store or default_store_url())
+    except (StoreError, ConfigurationError) as exc:
+        where = (
+            "--store" if args.store else f"${STORE_ENV}" if os.environ.get(STORE_ENV) else "the default store"
+        )
+        raise type(exc)(f"{where}: {exc}") from None
+
+
+def _provider_flag(args: argparse.Namespace) -> tuple[str, tuple[str, ...], str]:
+    """The flag that chose the provider of this run, as typed, its key variables, and where
+    the model name came from."""
+    for attribute, flag in (
+        ("provider", "--provider"),
+        ("summarizer", "--summarizer"),
+        ("answer_model", "--answer-model"),
+    ):
+        name = getattr(args, attribute, None)
+        if name in _PROVIDERS:
+            model = "--model" if attribute == "answer_model" else "$ROLLING_MEMORY_MODEL"
+            return f"{flag} {name}", _PROVIDERS[name][2], model
+    return "the provider", (), "$ROLLING_MEMORY_MODEL"
 
 
 def _when(timestamp: float) -> str:
@@ -138,10 +162,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     model = summarizer = extractor = None
     if args.provider != "offline":
         model, summarizer = provider_models(args.provider)
+        summarizer = FirstCallGuard(summarizer)
         extractor = FactExtractor(model)
     console = _console()
     url = args.store or default_store_url()
-    store = open_store(url)
+    store = _open(args)
     try:
         if args.reset and args.client:
             store.forget(args.client)
@@ -182,7 +207,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         conversation = [
             ConversationMessage(m.role, m.content, "session-1", m.client, m.where) for m in conversation
         ]
-    summarizer = provider_models(args.summarizer)[1] if args.summarizer != "keyless" else None
+    summarizer = FirstCallGuard(provider_models(args.summarizer)[1]) if args.summarizer != "keyless" else None
     strategies = default_strategies(window=args.window, max_turns=args.max_turns, keep_last=args.keep_last)
     console = _console()
     if args.plot:
@@ -539,8 +564,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     try:
         return int(args.func(args))
+    except StopRun as stop:  # the summarizer failed before it ever succeeded
+        print(f"error: {provider_line(stop.error, *_provider_flag(args))}", file=sys.stderr)
+        return 1
     except (RollingMemoryError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        if not is_provider_error(exc):
+            raise
+        print(f"error: {provider_line(exc, *_provider_flag(args))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -25,6 +25,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from langchain_rolling_memory.errors import ConfigurationError, MissingCredentialsError, require
+from langchain_rolling_memory.summarizers.failures import describe_error, is_permanent_error, status_of
 
 __all__ = [
     "ANSWER_PROMPT",
@@ -120,22 +121,6 @@ def provider_chat(provider: str, model: str | None = None, *, flag: str = "--ans
 
     # The Google client counts attempts, not retries; it does not repeat a 401 either.
     return ChatGoogleGenerativeAI(max_retries=3, **options)
-
-
-def _auth_status(exc: BaseException) -> int | None:
-    """The HTTP status of an authentication failure along the cause chain, else None."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        for attribute in ("status_code", "code", "status"):
-            status = getattr(current, attribute, None)
-            if isinstance(status, int) and status in _AUTH_STATUS:
-                return status
-        if type(current).__name__ in ("AuthenticationError", "PermissionDeniedError"):
-            return 401
-        current = current.__cause__ or current.__context__
-    return None
 
 
 # ------------------------------------------------------------------------------ the prompts
@@ -272,12 +257,12 @@ class AnswerGrader:
         try:
             reply = model.invoke(messages)
         except Exception as exc:
-            status = _auth_status(exc)
-            if status is None:
+            status = status_of(exc) if is_permanent_error(exc) else None
+            if status not in _AUTH_STATUS:
                 raise
             # A refused key fails every later call the same way: stop at the first one.
             msg = (
-                f"{name or 'the model'} refused the API key (HTTP {status}); "
+                f"{name or 'the model'} refused the API key ({describe_error(exc, hint=False)}); "
                 "check the key in the environment and that it may use this model"
             )
             raise MissingCredentialsError(msg) from None

@@ -27,9 +27,10 @@ from __future__ import annotations
 import asyncio
 import math
 from typing import Any
+from urllib.parse import urlsplit
 
 import langchain_rolling_memory.stores.forks as forks
-from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError
+from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, StoreError
 from langchain_rolling_memory.stores import redis_scripts as lua
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, newer_schema
 from langchain_rolling_memory.stores.base import RollingStore
@@ -52,6 +53,17 @@ def _texts(items: list[Any]) -> list[str]:
     from langchain_rolling_memory.serde import loads_message
 
     return [message_index_text(loads_message(str(item).partition(" ")[2])) for item in items]
+
+
+def _where(url: str) -> str:
+    """`url` without its password, for messages."""
+    parts = urlsplit(url)
+    if not parts.hostname:  # unix:///path/to/socket
+        return f"{parts.scheme}://{parts.path}"
+    host = parts.hostname
+    user = f"{parts.username}@" if parts.username else ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{user}{host}{port}{parts.path}"
 
 
 def _driver() -> Any:
@@ -82,6 +94,9 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         ttl: optional seconds a session lives after its last write (transcript, summary,
             state); None keeps sessions until `forget`, `clear_session` or `purge`.
         client_kwargs: extra keyword arguments for the redis-py clients.
+        connect_timeout: seconds the first connection may take when the store opens; a
+            refused port, an unknown host or a wrong password fails at once with the
+            server's reason (`StoreError`), never retried.
         **options: fact limits and filter, see `RollingStore`.
 
     Example (needs a server, so not run here)::
@@ -98,6 +113,7 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         key_prefix: str = "lrm:",
         ttl: float | None = None,
         client_kwargs: dict[str, Any] | None = None,
+        connect_timeout: float = 5.0,
         **options: Any,
     ) -> None:
         super().__init__(**options)
@@ -118,6 +134,7 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         # resent that way could land twice, so retries are ours (and idempotent).
         self._kwargs: dict[str, Any] = {"decode_responses": True, **(client_kwargs or {})}
         self._akwargs: dict[str, Any] = {"retry": AsyncRetry(NoBackoff(), 0), **self._kwargs}
+        self._probe(Retry(NoBackoff(), 0), connect_timeout)
         self._r = self._redis.Redis.from_url(url, **{"retry": Retry(NoBackoff(), 0), **self._kwargs})
         self._scripts = {name: self._r.register_script(src) for name, src in lua.SCRIPTS.items()}
         self._ar: Any = None
@@ -139,6 +156,26 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         return cls(clean, **options)
 
     # ------------------------------------------------------------------ plumbing
+
+    def _probe(self, retry: Any, connect_timeout: float) -> None:
+        """Connect once, now, within `connect_timeout`: a refused port, an unknown host or a
+        wrong password is one `StoreError` with the server's reason, not a retried call."""
+        if not 0 < connect_timeout < float("inf"):
+            msg = f"connect_timeout must be a number of seconds > 0, got {connect_timeout!r}"
+            raise ConfigurationError(msg)
+        limits = {"socket_connect_timeout": connect_timeout, "socket_timeout": connect_timeout}
+        client = self._redis.Redis.from_url(self._url, **{**self._kwargs, **limits, "retry": retry})
+        try:
+            client.ping()
+        except self._redis.RedisError as exc:
+            reason = " ".join(str(exc).split()).rstrip(".") or type(exc).__name__
+            msg = (
+                f"cannot connect to Redis at {_where(self._url)}: {reason}; "
+                "check the URL (host, port, user, password, database) and that the server is running"
+            )
+            raise StoreError(msg) from None
+        finally:
+            client.close()
 
     def _migrate(self) -> None:
         self._r.setnx(self.keys.schema, "0")

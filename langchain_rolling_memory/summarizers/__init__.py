@@ -8,6 +8,7 @@ from langchain_rolling_memory.summarizers.chat_model import (
 )
 from langchain_rolling_memory.summarizers.coerce import FunctionSummarizer, RunnableSummarizer, as_summarizer
 from langchain_rolling_memory.summarizers.extractive import ExtractiveSummarizer, extractive_summarizer
+from langchain_rolling_memory.summarizers.failures import describe_error, is_permanent_error
 from langchain_rolling_memory.summarizers.providers import gemini_summarizer, openai_summarizer
 from langchain_rolling_memory.summarizers.structured import (
     StructuredSummary,
@@ -26,8 +27,10 @@ __all__ = [
     "SummaryResult",
     "as_summarizer",
     "chat_model_summarizer",
+    "describe_error",
     "extractive_summarizer",
     "gemini_summarizer",
+    "is_permanent_error",
     "is_transient_error",
     "openai_summarizer",
     "parse_structured_summary",

@@ -1,18 +1,17 @@
 """A summarizer on top of any LangChain chat model: prompt, call with retries, read usage, clean.
 
-Owns the request/reply cycle of one summary: the prompt, bounded retries of transient
-provider errors, the structured (opt-in) answer, one stricter retry after an unusable
-(empty, title-only, too short or too long) reply, and the token usage. Sync and async share every step but the model call. It does not
-decide when to summarize nor enforce the overall timeout (that is the engine's).
+Owns the request/reply cycle of one summary: the prompt, the retries of transient provider
+errors (through `Runnable.with_retry`; which errors, `failures` says), the structured (opt-in)
+answer, one stricter retry after an unusable (empty, title-only, too short or too long) reply,
+and the token usage. Sync and async share every step but the model call. It does not decide
+when to summarize nor enforce the overall timeout (that is the engine's).
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
@@ -22,6 +21,7 @@ from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.policy import count_tokens
 from langchain_rolling_memory.prompts import SummaryPrompt, clean_summary, default_prompt
 from langchain_rolling_memory.summarizers.base import SummaryResult
+from langchain_rolling_memory.summarizers.failures import is_transient_error
 from langchain_rolling_memory.summarizers.structured import (
     StructuredSummary,
     parse_structured_summary,
@@ -30,51 +30,6 @@ from langchain_rolling_memory.summarizers.structured import (
 from langchain_rolling_memory.tracing import SUMMARIZE, traced
 
 __all__ = ["ChatModelSummarizer", "chat_model_summarizer", "is_transient_error"]
-
-_T = TypeVar("_T")
-
-_TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
-_TRANSIENT_NAMES = frozenset(
-    {
-        "APIConnectionError",
-        "APITimeoutError",
-        "RateLimitError",
-        "InternalServerError",
-        "ServiceUnavailable",
-        "ResourceExhausted",
-        "DeadlineExceeded",
-        "ConnectError",
-        "ReadTimeout",
-        "ConnectTimeout",
-        "RemoteProtocolError",
-        "ServerDisconnectedError",
-    }
-)
-
-
-def is_transient_error(exc: BaseException) -> bool:
-    """True if retrying the same request may succeed (rate limit, 5xx, timeout, connection).
-
-    Reads `langchain_core`'s ``ModelError.is_retryable`` when the integration sets it, then
-    HTTP status codes and well-known exception names along the ``__cause__`` chain.
-    """
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        retryable = getattr(type(current), "is_retryable", None)
-        if retryable is True:
-            return True
-        if isinstance(current, (TimeoutError, ConnectionError)):
-            return True
-        for attribute in ("status_code", "code", "status"):
-            status = getattr(current, attribute, None)
-            if isinstance(status, int) and status in _TRANSIENT_STATUS:
-                return True
-        if type(current).__name__ in _TRANSIENT_NAMES:
-            return True
-        current = current.__cause__ or current.__context__
-    return False
 
 
 def _is_parse_failure(exc: BaseException) -> bool:
@@ -100,8 +55,11 @@ class ChatModelSummarizer:
     """Prompts a chat model for the summary; sync and async share the prepare/finish steps.
 
     * Transient provider errors (rate limits, 5xx, timeouts, dropped connections) are
-      retried up to `retries` times, waiting `backoff`, then twice as long each time (at most
-      `max_backoff` seconds); other errors are raised at once.
+      retried up to `retries` times through `Runnable.with_retry` (exponential back-off from
+      `backoff` seconds with jitter, at most `max_backoff`); permanent ones (HTTP 400, 401,
+      403, 404) are raised at once, never retried. Pass ``retries=0`` for a client that
+      retries itself (`openai_summarizer` and `gemini_summarizer` leave it to the SDK). The
+      engine's `timeout` bounds the call, retries included.
     * An unusable reply (empty, title-only, under `min_words` words once cleaned, or over
       twice the word cap; a parsed structured answer is not held to `min_words`) gets one retry with a stricter plain-text instruction; the cleaned
       best effort is returned after that (possibly empty, which the engine treats as a
@@ -121,10 +79,9 @@ class ChatModelSummarizer:
         structured: ask for a structured summary.
         language: language of the structured summary's field labels.
         retries: retries of a transient error per model call (0: none).
-        backoff: seconds before the first retry.
+        backoff: seconds before the first retry (doubling, plus up to as much jitter).
         max_backoff: longest wait between two retries.
         is_transient: decides which errors are retried (default `is_transient_error`).
-        sleep, asleep: injected waits (tests pass no-op ones).
     """
 
     def __init__(
@@ -140,8 +97,6 @@ class ChatModelSummarizer:
         backoff: float = 0.5,
         max_backoff: float = 8.0,
         is_transient: Callable[[BaseException], bool] = is_transient_error,
-        sleep: Callable[[float], None] = time.sleep,
-        asleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if max_words < 1:
             msg = f"max_words must be positive, got max_words={max_words!r}"
@@ -158,8 +113,6 @@ class ChatModelSummarizer:
             )
             raise ConfigurationError(msg)
         self.model = model
-        # Every call is named and tagged as the memory's (see `tracing`): here, once.
-        self._call: Runnable[Any, Any] = traced(model, SUMMARIZE)
         self.prompt = prompt
         self.max_words = max_words
         self.min_words = min_words
@@ -169,15 +122,34 @@ class ChatModelSummarizer:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.is_transient = is_transient
-        self.sleep = sleep
-        self.asleep = asleep
+        # Every call is retried on transient errors only, and named and tagged as the
+        # memory's (see `tracing`): each attempt is a model run of that name.
+        self._call: Runnable[Any, Any] = self._retrying(traced(model, SUMMARIZE))
         self._structured_model: Runnable[Any, Any] | None = None
         if structured:
             try:
                 structured_model = model.with_structured_output(StructuredSummary, include_raw=True)
-                self._structured_model = traced(structured_model, SUMMARIZE)
+                self._structured_model = self._retrying(traced(structured_model, SUMMARIZE))
             except NotImplementedError:
                 self._structured_model = None  # the prompt asks for JSON, parsed from the text
+
+    def _retrying(self, runnable: Runnable[Any, Any]) -> Runnable[Any, Any]:
+        """`runnable` retried on transient errors only; itself when `retries` is 0."""
+        if not self.retries:
+            return runnable
+        # `Runnable.with_retry`, not the binding's own: a binding (see `traced`) would move its
+        # run name onto the retry wrapper; here each attempt is the named model run.
+        return Runnable.with_retry(
+            runnable,
+            retry_if_exception_type=self.is_transient,
+            wait_exponential_jitter=True,
+            exponential_jitter_params={
+                "initial": self.backoff,
+                "max": self.max_backoff,
+                "jitter": self.backoff,
+            },
+            stop_after_attempt=self.retries + 1,
+        )
 
     # ------------------------------------------------------------------ shared steps
 
@@ -190,9 +162,6 @@ class ChatModelSummarizer:
             strict=strict,
             structured=self.structured and not strict,
         )
-
-    def _delay(self, attempt: int) -> float:
-        return float(min(self.max_backoff, self.backoff * 2**attempt))
 
     def _reply(self, output: Any, structured: bool) -> _Reply:
         if structured and isinstance(output, dict) and isinstance(output.get("raw"), BaseMessage):
@@ -234,17 +203,6 @@ class ChatModelSummarizer:
 
     # ------------------------------------------------------------------ sync
 
-    def _retrying(self, call: Callable[[], _T]) -> _T:
-        attempt = 0
-        while True:
-            try:
-                return call()
-            except Exception as exc:
-                if attempt >= self.retries or not self.is_transient(exc):
-                    raise
-                self.sleep(self._delay(attempt))
-                attempt += 1
-
     def _ask(
         self, previous: str, messages: Sequence[BaseMessage], strict: bool
     ) -> tuple[SummaryResult, bool]:
@@ -252,12 +210,12 @@ class ChatModelSummarizer:
         schema_model = self._structured_model if not strict else None
         if schema_model is not None:
             try:
-                output = self._retrying(lambda: schema_model.invoke(request))
+                output = schema_model.invoke(request)
                 return self._finish(request, self._reply(output, True))
             except Exception as exc:
                 if not _is_parse_failure(exc):
                     raise
-        output = self._retrying(lambda: self._call.invoke(request))
+        output = self._call.invoke(request)
         return self._finish(request, self._reply(output, self.structured and not strict))
 
     def summarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
@@ -269,17 +227,6 @@ class ChatModelSummarizer:
 
     # ------------------------------------------------------------------ async
 
-    async def _aretrying(self, call: Callable[[], Awaitable[_T]]) -> _T:
-        attempt = 0
-        while True:
-            try:
-                return await call()
-            except Exception as exc:
-                if attempt >= self.retries or not self.is_transient(exc):
-                    raise
-                await self.asleep(self._delay(attempt))
-                attempt += 1
-
     async def _aask(
         self, previous: str, messages: Sequence[BaseMessage], strict: bool
     ) -> tuple[SummaryResult, bool]:
@@ -287,12 +234,12 @@ class ChatModelSummarizer:
         schema_model = self._structured_model if not strict else None
         if schema_model is not None:
             try:
-                output = await self._aretrying(lambda: schema_model.ainvoke(request))
+                output = await schema_model.ainvoke(request)
                 return self._finish(request, self._reply(output, True))
             except Exception as exc:
                 if not _is_parse_failure(exc):
                     raise
-        output = await self._aretrying(lambda: self._call.ainvoke(request))
+        output = await self._call.ainvoke(request)
         return self._finish(request, self._reply(output, self.structured and not strict))
 
     async def asummarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
@@ -328,7 +275,8 @@ def chat_model_summarizer(
         max_words: word cap of the summary.
         min_words: a reply shorter than this gets the one stricter retry (0: no minimum).
         structured: ask for a `StructuredSummary` rendered compactly (see `ChatModelSummarizer`).
-        retries, backoff: bounded retries of transient provider errors.
+        retries, backoff: bounded retries of transient provider errors (``retries=0`` when
+            `model` retries itself, as the OpenAI and Google clients do by default).
         **options: other `ChatModelSummarizer` settings (``max_backoff``, ``is_transient``...).
 
     Example:

@@ -1,7 +1,11 @@
 """OpenAI and Gemini summarizer constructors: build the chat model, check extra and key.
 
-Owns the provider defaults (model, retries left to our layer, timeout) and the errors for a
-missing extra or key. The prompting, retries and cleaning are `ChatModelSummarizer`'s.
+Owns the provider defaults (model, the SDK's own retries, timeout) and the errors for a
+missing extra or key. The prompting and cleaning are `ChatModelSummarizer`'s.
+
+Why the SDKs retry and not our layer: they know which statuses are worth another attempt
+(408, 429, 5xx, dropped connections; never 400, 401, 403 or 404), and the OpenAI client honours
+``Retry-After``. The engine's `timeout` bounds the whole call, retries included.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from langchain_rolling_memory.errors import MissingCredentialsError, require
+from langchain_rolling_memory.errors import ConfigurationError, MissingCredentialsError, require
 from langchain_rolling_memory.prompts import SummaryPrompt
 from langchain_rolling_memory.summarizers.chat_model import ChatModelSummarizer, chat_model_summarizer
 
@@ -36,6 +40,12 @@ def _missing_key(feature: str, env: tuple[str, ...], argument: str) -> MissingCr
     return MissingCredentialsError(msg)
 
 
+def _check_retries(retries: int) -> None:
+    if retries < 0:
+        msg = f"retries must not be negative (0: a single request), got retries={retries!r}"
+        raise ConfigurationError(msg)
+
+
 def openai_summarizer(
     model: str = "gpt-4o-mini",
     *,
@@ -45,16 +55,15 @@ def openai_summarizer(
     min_words: int = 20,
     structured: bool = False,
     retries: int = 2,
-    backoff: float = 0.5,
     **kwargs: Any,
 ) -> ChatModelSummarizer:
     """A summarizer on an OpenAI chat model (``pip install 'langchain-rolling-memory[openai]'``).
 
     The key comes from ``OPENAI_API_KEY`` unless ``api_key=`` is passed. Extra keyword
     arguments go to `langchain_openai.ChatOpenAI` (``base_url``, ``temperature``,
-    ``timeout``, ``max_retries``...). Transient errors are retried by the summarizer
-    (`retries`, `backoff`), so the client's own retries default to 0. A summary under
-    `min_words` words gets one stricter retry (see `ChatModelSummarizer`).
+    ``timeout``...). Transient errors are retried `retries` times by the OpenAI client itself
+    (exponential back-off, ``Retry-After`` honoured); a 400, 401, 403 or 404 is never retried.
+    A summary under `min_words` words gets one stricter retry (see `ChatModelSummarizer`).
 
     Example:
         >>> s = openai_summarizer("gpt-4o-mini", api_key="sk-test", base_url="http://127.0.0.1:9/v1")
@@ -62,12 +71,13 @@ def openai_summarizer(
         'gpt-4o-mini'
     """
     require("langchain_openai", "openai", feature="openai_summarizer")
+    _check_retries(retries)
     env = ("OPENAI_API_KEY",)
     if not _has_key(kwargs, ("api_key", "openai_api_key"), env):
         raise _missing_key("openai_summarizer", env, "api_key")
     from langchain_openai import ChatOpenAI
 
-    kwargs.setdefault("max_retries", 0)
+    kwargs.setdefault("max_retries", retries)
     kwargs.setdefault("timeout", DEFAULT_TIMEOUT)
     chat: BaseChatModel = ChatOpenAI(model=model, **kwargs)
     return chat_model_summarizer(
@@ -77,8 +87,7 @@ def openai_summarizer(
         max_words=max_words,
         min_words=min_words,
         structured=structured,
-        retries=retries,
-        backoff=backoff,
+        retries=0,  # the client's own
     )
 
 
@@ -91,16 +100,15 @@ def gemini_summarizer(
     min_words: int = 20,
     structured: bool = False,
     retries: int = 2,
-    backoff: float = 0.5,
     **kwargs: Any,
 ) -> ChatModelSummarizer:
     """A summarizer on a Gemini model (``pip install 'langchain-rolling-memory[google]'``).
 
     The key comes from ``GOOGLE_API_KEY`` (or ``GEMINI_API_KEY``) unless ``api_key=`` is
     passed. Extra keyword arguments go to `langchain_google_genai.ChatGoogleGenerativeAI`
-    (``base_url``, ``temperature``, ``timeout``, ``max_retries``...). Transient errors are
-    retried by the summarizer (`retries`, `backoff`), so the client makes one attempt by
-    default. A summary under `min_words` words gets one stricter retry (see
+    (``base_url``, ``temperature``, ``timeout``...). Transient errors are retried `retries`
+    times by the Google client itself (exponential back-off with jitter); a 400, 401, 403 or
+    404 is never retried. A summary under `min_words` words gets one stricter retry (see
     `ChatModelSummarizer`).
 
     Example:
@@ -109,6 +117,7 @@ def gemini_summarizer(
         'gemini-2.5-flash'
     """
     require("langchain_google_genai", "google", feature="gemini_summarizer")
+    _check_retries(retries)
     env = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
     vertex = bool(kwargs.get("vertexai") or kwargs.get("credentials"))
     if not vertex and not _has_key(kwargs, ("api_key", "google_api_key"), env):
@@ -116,7 +125,7 @@ def gemini_summarizer(
     from langchain_google_genai import ChatGoogleGenerativeAI
 
     # The Google client counts attempts, not retries: 1 means a single request.
-    kwargs.setdefault("max_retries", 1)
+    kwargs.setdefault("max_retries", retries + 1)
     kwargs.setdefault("timeout", DEFAULT_TIMEOUT)
     chat: BaseChatModel = ChatGoogleGenerativeAI(model=model, **kwargs)
     return chat_model_summarizer(
@@ -126,6 +135,5 @@ def gemini_summarizer(
         max_words=max_words,
         min_words=min_words,
         structured=structured,
-        retries=retries,
-        backoff=backoff,
+        retries=0,  # the client's own
     )

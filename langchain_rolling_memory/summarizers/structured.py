@@ -8,9 +8,9 @@ the rendered text, so the view and the stores only ever see text.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
+from langchain_core.utils.json import parse_json_markdown
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 __all__ = ["StructuredSummary", "parse_structured_summary", "render_structured_summary"]
@@ -92,29 +92,21 @@ def render_structured_summary(summary: StructuredSummary, *, language: str = "en
     return "\n".join(lines)
 
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-
-
 def parse_structured_summary(value: object) -> StructuredSummary | None:
     """A `StructuredSummary` from a model's answer (object, dict or JSON text), else None.
 
-    Tolerates code fences and text around the JSON object; returns None when nothing in
-    `value` validates, so the caller can fall back to the plain text.
+    Reads JSON text with LangChain's `parse_json_markdown` (a bare object, or one in a code
+    fence with prose around it); returns None when nothing in `value` validates, so the
+    caller can fall back to the plain text.
     """
     if isinstance(value, StructuredSummary):
         return None if value.is_empty() else value
     if isinstance(value, BaseModel):
         value = value.model_dump()
     if isinstance(value, str):
-        text = value.strip()
-        fenced = _FENCE.search(text)
-        if fenced:
-            text = fenced.group(1).strip()
-        start, end = text.find("{"), text.rfind("}")
-        if start < 0 or end <= start:
-            return None
         try:
-            value = json.loads(text[start : end + 1])
+            # Strict JSON: a reply cut short is not a summary (no partial parsing).
+            value = parse_json_markdown(value, parser=json.loads)
         except json.JSONDecodeError:
             return None
     if not isinstance(value, dict):
