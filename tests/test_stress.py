@@ -21,7 +21,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from store_kit import backend_name, raw_contents, reopen
 
-from langchain_rolling_memory import Compactor
+from langchain_rolling_memory import Compactor, OwnershipError
 from langchain_rolling_memory.policy import FoldPolicy
 from langchain_rolling_memory.stores import RollingStore, SQLiteRollingStore
 from langchain_rolling_memory.summarizers import as_summarizer
@@ -137,12 +137,67 @@ def test_an_erase_racing_append_never_leaves_rows_without_their_session(
             other.close()
 
 
+def test_an_anonymous_append_racing_a_claim_never_lands_in_the_claimed_session(store: RollingStore) -> None:
+    # Defect 4: the owner check of an append naming no client is the store's own, in the same
+    # atomic write, not a check made before it. Each try, on a fresh session, an anonymous
+    # append races the first append of client ana (which makes the session hers): the anonymous
+    # message lands before the claim, or is refused; never after ana's first message.
+    other = _second(store)
+    tries = refused = before = after = 0
+    deadline = time.monotonic() + RACE_SECONDS
+    try:
+        while time.monotonic() < deadline:
+            tries += 1
+            session = f"claim{tries}"
+            go = threading.Barrier(2)
+            outcome: list[object] = []
+
+            def anonymous(
+                session: str = session, go: threading.Barrier = go, out: list[object] = outcome
+            ) -> None:
+                go.wait()
+                try:
+                    out.append(other.append(session, [HumanMessage("anonymous")]))
+                except OwnershipError as exc:
+                    out.append(exc)
+
+            thread = threading.Thread(target=anonymous)
+            thread.start()
+            go.wait()
+            store.append(session, [HumanMessage("ana's secret")], client_id="ana")
+            thread.join()
+            texts = [str(r.message.content) for r in store.read(session)]
+            if isinstance(outcome[0], OwnershipError):
+                refused += 1
+                assert texts == ["ana's secret"], texts
+            elif texts.index("anonymous") < texts.index("ana's secret"):
+                before += 1
+            else:
+                after += 1
+            info = store.session_info(session)
+            assert info is not None and info.client_id == "ana"
+        figures = _report(
+            "anonymous-vs-claim",
+            store,
+            tries=tries,
+            refused=refused,
+            landed_before=before,
+            landed_after=after,
+        )
+        assert after == 0, f"{after} of {tries} anonymous appends landed in the claimed session ({figures})"
+    finally:
+        if other is not store:
+            other.close()
+
+
 def _forked_writer(store: RollingStore, worker: int, count: int) -> None:
     # The store object was opened by the parent before the fork, as gunicorn --preload does.
     sync_part = count * 3 // 4
     for k in range(sync_part):
         if k == count // 4:
-            gc.collect()  # the child's collector meets the parent's garbage store mid-run
+            # The child's collector finalizes the parent's garbage store mid-run (the parent's
+            # collector was off from its last use to the fork, so it is still there).
+            gc.collect()
         store.append("forked", [HumanMessage(f"w{worker}:{k}")], client_id="c")
 
     async def tail() -> None:  # the async twin too, on the child's own event loop
@@ -157,17 +212,25 @@ def _forked_writer(store: RollingStore, worker: int, count: int) -> None:
 def test_forked_workers_on_a_store_opened_before_the_fork_store_every_message(
     shared_store: RollingStore,
 ) -> None:
+    # The reproduction (defect 6): 4 workers x 100 appends through a store opened in
+    # the parent, while the child's collector frees another store that became garbage in the
+    # parent (SQLite before the fix: 315 of 400 stored, and no call raised).
     assert FORK is not None
     shared_store.append("warm", [HumanMessage("opened in the parent")])  # a live connection
-    garbage = reopen(shared_store)
-    garbage.append("warm", [AIMessage("garbage store, used once")])
-    cycle: list[object] = [garbage]
-    cycle.append(cycle)  # only the cyclic collector frees it: in the child, if at all
-    del garbage, cycle
-    workers, count = 4, 100
-    procs = [FORK.Process(target=_forked_writer, args=(shared_store, w, count)) for w in range(workers)]
-    for p in procs:
-        p.start()
+    gc.collect()
+    gc.disable()  # from here to the fork, so that the garbage store reaches the children
+    try:
+        garbage = reopen(shared_store)
+        garbage.append("warm", [AIMessage("garbage store, used once")])
+        cycle: list[object] = [garbage]
+        cycle.append(cycle)  # only the cyclic collector frees it: in each child
+        del garbage, cycle
+        workers, count = 4, 100
+        procs = [FORK.Process(target=_forked_writer, args=(shared_store, w, count)) for w in range(workers)]
+        for p in procs:
+            p.start()
+    finally:
+        gc.enable()
     deadline = time.monotonic() + 60
     for p in procs:
         p.join(max(0.0, deadline - time.monotonic()))

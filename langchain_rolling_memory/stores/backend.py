@@ -13,7 +13,8 @@ Data model, per backend:
   replaced only by a compare-and-swap on ``version``.
 * lease: one row per session ``(owner, expires_at)`` so one compactor runs at a time.
 * session: ``(client_id, created_at, updated_at, state_json)``; a session belongs to at most
-  one client, fixed by the first write that names one.
+  one client, fixed by the first write that names one; from then on a write (append, state)
+  naming no client or another one is refused.
 * facts: per client ``(id, text, key, source, created_at, updated_at, pinned)``.
 * search index (schema 2): one entry per message and per fact, its `search.index_text`,
   following appends and erased with its row; `_search` ranks the entries of one scope.
@@ -127,7 +128,9 @@ class StoreBackend(ABC):
     @abstractmethod
     def _append(self, batch: AppendBatch) -> list[int]:
         """Append the batch's rows atomically and return their seqs; raise `OwnershipError`
-        (writing nothing) if the session belongs to another client. Each row is stored with
+        (writing nothing) if the session belongs to a client other than `batch.client_id`
+        (None included: an anonymous append never lands in an owned session), checked in the
+        same atomic write. Each row is stored with
         its entry of `batch.entries()` (date, indexed text)."""
 
     @abstractmethod
@@ -174,7 +177,8 @@ class StoreBackend(ABC):
     def _get_state(self, session_id: str) -> str | None: ...
 
     @abstractmethod
-    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None: ...
+    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+        """Replace the state; `OwnershipError` (writing nothing) on the terms of `_append`."""
 
     @abstractmethod
     def _delete_session(self, session_id: str) -> None:

@@ -97,6 +97,10 @@ class RollingStore(SearchApi, FactApi):
         and writes nothing. `created_at` dates the messages (seconds or a datetime, naive
         read as UTC; one for the batch or one per message) for imports and replays; None
         dates them now. Each message is indexed for `search` in the same write.
+
+        `client_id` names whose session it is: the first write naming a client makes the session
+        that client's, and from then on an append naming another client, or none, raises
+        `OwnershipError` and writes nothing (checked in the same atomic write).
         """
         batch = self._append_batch(session_id, messages, client_id, token_counts, created_at)
         return self._append(batch) if batch else []
@@ -279,7 +283,8 @@ class RollingStore(SearchApi, FactApi):
         return {} if raw is None else dict(json.loads(raw))
 
     def set_state(self, session_id: str, state: Mapping[str, Any], *, client_id: str | None = None) -> None:
-        """Replace the session's state with `state` (a JSON-serializable mapping)."""
+        """Replace the session's state with `state` (a JSON-serializable mapping); refused on
+        an owned session unless `client_id` names its client, as `append` is."""
         validate_id(session_id)
         self._set_state(session_id, checks.optional_client(client_id), checks.state_json(state), self._now())
 

@@ -71,15 +71,17 @@ class InMemoryRollingStore(RollingStore):
             self._index.add(doc, text)
         self._pending.clear()
 
-    def _session(self, session_id: str, client_id: str | None, now: float) -> _Session:
+    def _session(self, session_id: str, client_id: str | None, now: float, *, owned: bool = True) -> _Session:
+        """The session, created if missing; with `owned` (a write on a client's behalf, or an
+        anonymous one) refused unless it is `client_id`'s or nobody's, and claimed if nobody's."""
         session = self._sessions.get(session_id)
         if session is None:
-            session = self._sessions[session_id] = _Session(client_id, now, now)
-        elif client_id is not None:
+            session = self._sessions[session_id] = _Session(client_id if owned else None, now, now)
+        elif owned:
+            if session.client_id is not None and session.client_id != client_id:
+                raise OwnershipError.for_session(session_id, client_id)
             if session.client_id is None:
                 session.client_id = client_id
-            elif session.client_id != client_id:
-                raise OwnershipError.for_session(session_id, client_id)
         return session
 
     def _append(self, batch: AppendBatch) -> list[int]:
@@ -155,7 +157,7 @@ class InMemoryRollingStore(RollingStore):
                 held = self._sessions.get(write.session_id)
                 if held is None or held.lease is None or held.lease[0] != write.lease_owner:
                     return False
-            session = self._session(write.session_id, None, write.now)
+            session = self._session(write.session_id, None, write.now, owned=False)
             current = session.summary.version if session.summary else 0
             if current != write.expected_version:
                 return False
@@ -165,7 +167,7 @@ class InMemoryRollingStore(RollingStore):
 
     def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
         with self._lock:
-            session = self._session(session_id, None, now)
+            session = self._session(session_id, None, now, owned=False)
             if session.lease and session.lease[0] != owner and session.lease[1] > now:
                 return False
             session.lease = (owner, now + ttl)

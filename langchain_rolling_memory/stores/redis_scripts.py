@@ -147,10 +147,11 @@ local function touch(keys, ttl)
     for i = 1, #keys do redis.call('PEXPIRE', keys[i], ttl) end
   end
 end
--- The session's owner check and bookkeeping; false if another client owns it.
+-- The session's owner check and bookkeeping; false if a client owns it and cid ('' for none)
+-- is not that client.
 local function own(info, csessions, updated, sid, cid, now)
   local owner = redis.call('HGET', info, 'client_id')
-  if cid ~= '' and owner and owner ~= cid then return false end
+  if owner and owner ~= cid then return false end
   redis.call('HSETNX', info, 'created_at', now)
   redis.call('HSET', info, 'updated_at', now)
   if cid ~= '' and not owner then
@@ -186,7 +187,7 @@ APPEND = (
     + """
 local sid, cid, now, ttl, check, batch = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local owner = redis.call('HGET', KEYS[1], 'client_id')
-if cid ~= '' and owner and owner ~= cid then return {-1, 0} end
+if owner and owner ~= cid then return {-1, 0} end
 if check == '1' then
   for _, entry in ipairs(redis.call('LRANGE', KEYS[5], 0, -1)) do
     local b, first, n = string.match(entry, '^(%S+) (%d+) (%d+)$')

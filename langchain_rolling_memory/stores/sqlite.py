@@ -266,7 +266,7 @@ class SQLiteRollingStore(RollingStore):
         with self._write() as conn:
             row = conn.execute(q.session_head, (session_id,)).fetchone()
             owner, last = (row[0], int(row[1])) if row else (None, 0)
-            if client_id is not None and owner is not None and owner != client_id:
+            if owner is not None and owner != client_id:  # None: an anonymous write, refused too
                 raise OwnershipError.for_session(session_id, client_id)
             seqs = list(range(last + 1, last + 1 + len(rows)))
             conn.execute(q.upsert_session, (session_id, client_id, now, now, seqs[-1]))
@@ -336,7 +336,7 @@ class SQLiteRollingStore(RollingStore):
         q = self.q
         with self._write() as conn:
             row = conn.execute(q.session_client, (session_id,)).fetchone()
-            if client_id is not None and row and row[0] is not None and row[0] != client_id:
+            if row and row[0] is not None and row[0] != client_id:
                 raise OwnershipError.for_session(session_id, client_id)
             conn.execute(q.set_state, (session_id, client_id, now, now, state))
 
