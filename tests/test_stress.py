@@ -190,6 +190,51 @@ def test_an_anonymous_append_racing_a_claim_never_lands_in_the_claimed_session(s
             other.close()
 
 
+def test_a_read_racing_a_claim_never_returns_the_claimed_session(store: RollingStore) -> None:
+    # The owner check of a read naming a client (or none) is made in the read itself: a run
+    # reading a fresh session while client ana claims it sees nothing of hers, or is refused.
+    other = _second(store)
+    tries = refused = empty = leaked = 0
+    deadline = time.monotonic() + RACE_SECONDS
+    try:
+        while time.monotonic() < deadline:
+            tries += 1
+            session = f"peek{tries}"
+            go = threading.Barrier(2)
+            seen: list[object] = []
+
+            reader = None if tries % 2 else "bob"  # a run naming no client, or another client
+
+            def peek(
+                session: str = session,
+                go: threading.Barrier = go,
+                seen: list[object] = seen,
+                reader: str | None = reader,
+            ) -> None:
+                go.wait()
+                try:
+                    seen.append(other.summary_and_tail(session, limit=10, client_id=reader))
+                except OwnershipError as exc:
+                    seen.append(exc)
+
+            thread = threading.Thread(target=peek)
+            thread.start()
+            go.wait()
+            store.append(session, [HumanMessage("ana's secret")], client_id="ana")
+            thread.join()
+            if isinstance(seen[0], OwnershipError):
+                refused += 1
+            elif any("secret" in str(row.message.content) for row in seen[0][1]):  # type: ignore[index]
+                leaked += 1
+            else:
+                empty += 1
+        figures = _report("read-vs-claim", store, tries=tries, refused=refused, empty=empty, leaked=leaked)
+        assert leaked == 0, f"{leaked} of {tries} reads returned the claimed session ({figures})"
+    finally:
+        if other is not store:
+            other.close()
+
+
 def _forked_writer(store: RollingStore, worker: int, count: int) -> None:
     # The store object was opened by the parent before the fork, as gunicorn --preload does.
     sync_part = count * 3 // 4

@@ -23,19 +23,23 @@ Data model, per backend:
 from __future__ import annotations
 
 import asyncio
+import enum
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Final, Literal, NamedTuple, TypeVar
 
-from langchain_rolling_memory.errors import SchemaVersionError
+from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 
 __all__ = [
+    "OPERATOR",
     "SCHEMA_VERSION",
     "AppendBatch",
     "IndexedRow",
+    "ReadAs",
+    "Reader",
     "SearchRow",
     "StoreBackend",
     "SummaryWrite",
@@ -54,6 +58,32 @@ def newer_schema(where: str, found: int) -> SchemaVersionError:
         f"this one knows {SCHEMA_VERSION}); upgrade the package"
     )
     return SchemaVersionError(msg)
+
+
+class _Unchecked(enum.Enum):
+    OPERATOR = "operator"
+
+
+OPERATOR: Final = _Unchecked.OPERATOR
+"""The default `client_id` of the session reads: the operator's read (the CLI, admin scripts),
+with no owner check. An adapter always names its run's client, None included."""
+
+ReadAs = str | None | Literal[_Unchecked.OPERATOR]
+"""Whose read it is: a client id, None for a run that names no client, or `OPERATOR`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reader:
+    """The run a session read is made for, checked by the backend in the read itself: the
+    session must be nobody's or `client_id`'s (None: a run naming no client reads only
+    sessions that are nobody's)."""
+
+    client_id: str | None
+
+    def check(self, session_id: str, owner: str | None) -> None:
+        """Raise `OwnershipError` unless `owner` (the session's, read with the data) allows it."""
+        if owner is not None and owner != self.client_id:
+            raise OwnershipError.for_session(session_id, self.client_id)
 
 
 class IndexedRow(NamedTuple):
@@ -142,16 +172,22 @@ class StoreBackend(ABC):
         facts of `client_id` if given. The caller has checked that the session is the
         client's; no entry of another client may come back."""
 
+    # The session reads take a `reader` (None: the operator's, unchecked): with one, the
+    # session's owner is read in the same atomic step as the data (one statement, script or
+    # transaction: one round trip on server backends) and `reader.check` refuses another's.
+
     @abstractmethod
-    def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
+    def _read(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
         """Rows with seq > after_seq in ascending order: the last `limit` if `newest`,
         else the first `limit` (all if limit is None)."""
 
     @abstractmethod
-    def _last_seq(self, session_id: str) -> int: ...
+    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int: ...
 
     @abstractmethod
-    def _get_summary(self, session_id: str) -> SummaryRecord | None: ...
+    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None: ...
 
     @abstractmethod
     def _cas_summary(self, write: SummaryWrite) -> bool:
@@ -174,7 +210,7 @@ class StoreBackend(ABC):
     def _list_sessions(self, client_id: str) -> list[str]: ...
 
     @abstractmethod
-    def _get_state(self, session_id: str) -> str | None: ...
+    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None: ...
 
     @abstractmethod
     def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
@@ -236,19 +272,24 @@ class StoreBackend(ABC):
     async def _thread(self, fn: Callable[..., _T], *args: Any) -> _T:
         return await asyncio.to_thread(fn, *args)
 
-    def _summary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
+    def _summary_and_tail(
+        self, session_id: str, limit: int, reader: Reader | None = None
+    ) -> tuple[SummaryRecord | None, list[Row]]:
         """The summary and the newest `limit` rows after it, seen at one instant.
 
         The default reads them one after the other (still consistent: the tail starts after
-        the record it read); server backends override it with one round trip, because that
-        is most of what a turn costs.
+        the record it read), each checked for `reader`; backends override it to read both
+        (and the owner) in one step: server backends in one round trip, because that is most
+        of what a turn costs.
         """
-        record = self._get_summary(session_id)
+        record = self._get_summary(session_id, reader)
         covered = record.covered_seq if record else 0
-        return record, self._read(session_id, covered, limit, True)
+        return record, self._read(session_id, covered, limit, True, reader)
 
-    async def _asummary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
-        return await self._thread(self._summary_and_tail, session_id, limit)
+    async def _asummary_and_tail(
+        self, session_id: str, limit: int, reader: Reader | None = None
+    ) -> tuple[SummaryRecord | None, list[Row]]:
+        return await self._thread(self._summary_and_tail, session_id, limit, reader)
 
     async def _aappend(self, batch: AppendBatch) -> list[int]:
         return await self._thread(self._append, batch)
@@ -258,14 +299,16 @@ class StoreBackend(ABC):
     ) -> list[SearchRow]:
         return await self._thread(self._search, terms, client_id, session_id, limit)
 
-    async def _aread(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
-        return await self._thread(self._read, session_id, after_seq, limit, newest)
+    async def _aread(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
+        return await self._thread(self._read, session_id, after_seq, limit, newest, reader)
 
-    async def _alast_seq(self, session_id: str) -> int:
-        return await self._thread(self._last_seq, session_id)
+    async def _alast_seq(self, session_id: str, reader: Reader | None = None) -> int:
+        return await self._thread(self._last_seq, session_id, reader)
 
-    async def _aget_summary(self, session_id: str) -> SummaryRecord | None:
-        return await self._thread(self._get_summary, session_id)
+    async def _aget_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
+        return await self._thread(self._get_summary, session_id, reader)
 
     async def _acas_summary(self, write: SummaryWrite) -> bool:
         return await self._thread(self._cas_summary, write)
@@ -282,8 +325,8 @@ class StoreBackend(ABC):
     async def _alist_sessions(self, client_id: str) -> list[str]:
         return await self._thread(self._list_sessions, client_id)
 
-    async def _aget_state(self, session_id: str) -> str | None:
-        return await self._thread(self._get_state, session_id)
+    async def _aget_state(self, session_id: str, reader: Reader | None = None) -> str | None:
+        return await self._thread(self._get_state, session_id, reader)
 
     async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
         await self._thread(self._set_state, session_id, client_id, state, now)

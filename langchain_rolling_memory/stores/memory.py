@@ -19,7 +19,7 @@ from typing import Any, cast
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.search import Bm25Index, index_text
-from langchain_rolling_memory.stores.backend import AppendBatch, SearchRow, SummaryWrite
+from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, SummaryWrite
 from langchain_rolling_memory.stores.base import RollingStore
 
 __all__ = ["InMemoryRollingStore"]
@@ -126,9 +126,18 @@ class InMemoryRollingStore(RollingStore):
         for seq in range(1, len(session.rows) + 1) if session else ():
             self._unindex(("m", session_id, seq))
 
-    def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
+    def _seen(self, session_id: str, reader: Reader | None) -> _Session | None:
+        """The session, for a read (call with the lock held); `reader` checked against its owner."""
+        session = self._sessions.get(session_id)
+        if reader is not None:
+            reader.check(session_id, session.client_id if session else None)
+        return session
+
+    def _read(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
         with self._lock:
-            session = self._sessions.get(session_id)
+            session = self._seen(session_id, reader)
             if session is None:
                 return []
             rows = session.rows
@@ -139,15 +148,21 @@ class InMemoryRollingStore(RollingStore):
                 return rows[max(start, len(rows) - limit) :]
             return rows[start : start + limit]
 
-    def _last_seq(self, session_id: str) -> int:
+    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
         with self._lock:
-            session = self._sessions.get(session_id)
+            session = self._seen(session_id, reader)
             return session.rows[-1][0] if session and session.rows else 0
 
-    def _get_summary(self, session_id: str) -> SummaryRecord | None:
+    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
         with self._lock:
-            session = self._sessions.get(session_id)
+            session = self._seen(session_id, reader)
             return session.summary if session else None
+
+    def _summary_and_tail(
+        self, session_id: str, limit: int, reader: Reader | None = None
+    ) -> tuple[SummaryRecord | None, list[Row]]:
+        with self._lock:  # both reads (and the owner check) at one instant
+            return super()._summary_and_tail(session_id, limit, reader)
 
     def _cas_summary(self, write: SummaryWrite) -> bool:
         import json
@@ -188,9 +203,9 @@ class InMemoryRollingStore(RollingStore):
         with self._lock:
             return sorted(sid for sid, s in self._sessions.items() if s.client_id == client_id)
 
-    def _get_state(self, session_id: str) -> str | None:
+    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
         with self._lock:
-            session = self._sessions.get(session_id)
+            session = self._seen(session_id, reader)
             return session.state if session else None
 
     def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:

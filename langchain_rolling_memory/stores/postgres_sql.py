@@ -442,8 +442,9 @@ def append_params(q: Queries, batch: AppendBatch, config: str = "simple") -> dic
 
 def rows_of(records: list[tuple[Any, ...]], newest: bool, limit: int | None) -> list[Row]:
     rows = [(int(s), str(m), None if t is None else int(t)) for s, m, t in records]
-    if newest and limit is not None:
-        rows.reverse()
+    # Ascending: a newest-first read comes reversed, and one wrapped by `postgres_reads.owned`
+    # in no guaranteed order.
+    rows.sort(key=lambda r: r[0])
     return rows
 
 

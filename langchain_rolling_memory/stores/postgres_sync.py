@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import AppendBatch, SearchRow, StoreBackend, SummaryWrite
+from langchain_rolling_memory.stores import postgres_reads
+from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, StoreBackend, SummaryWrite
 
 __all__ = ["SyncPostgresPrimitives"]
 
@@ -89,13 +90,28 @@ class SyncPostgresPrimitives(StoreBackend):
     def _count(self, op: str, sql: str, params: Any) -> int:
         return self._run(op, lambda conn: int(conn.execute(sql, params).rowcount))
 
-    def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
-        sql, params = self.q.read(session_id, after_seq, limit, newest)
-        return pg.rows_of(self._fetch("read", sql, params), newest, limit)
+    def _fetch_session(
+        self, sql: str, params: Any, session_id: str, reader: Reader | None
+    ) -> list[tuple[Any, ...]]:
+        """A session read; with a `reader`, its owner is read and checked by the same statement."""
+        if reader is None:
+            return self._fetch("read", sql, params)
+        wrapped, args = postgres_reads.owned(self.prefix, sql, params, session_id)
+        return postgres_reads.checked(self._fetch("read", wrapped, args), reader, session_id)
 
-    def _summary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
+    def _read(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
+        sql, params = self.q.read(session_id, after_seq, limit, newest)
+        return pg.rows_of(self._fetch_session(sql, params, session_id, reader), newest, limit)
+
+    def _summary_and_tail(
+        self, session_id: str, limit: int, reader: Reader | None = None
+    ) -> tuple[SummaryRecord | None, list[Row]]:
         params = {"sid": session_id, "limit": limit}
-        return pg.summary_and_tail_of(self._fetch("read", self.q.summary_and_tail, params))
+        return pg.summary_and_tail_of(
+            self._fetch_session(self.q.summary_and_tail, params, session_id, reader)
+        )
 
     def _search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
@@ -103,12 +119,12 @@ class SyncPostgresPrimitives(StoreBackend):
         sql, params = pg.search_params(self.q, list(terms), client_id, session_id, limit, self.search_config)
         return pg.search_rows_of(self._fetch("search", sql, params))
 
-    def _last_seq(self, session_id: str) -> int:
-        rows = self._fetch("read", self.q.last_seq, (session_id,))
+    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
+        rows = self._fetch_session(self.q.last_seq, (session_id,), session_id, reader)
         return int(rows[0][0]) if rows else 0
 
-    def _get_summary(self, session_id: str) -> SummaryRecord | None:
-        rows = self._fetch("read", self.q.get_summary, (session_id,))
+    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
+        rows = self._fetch_session(self.q.get_summary, (session_id,), session_id, reader)
         return pg.summary_of(rows[0] if rows else None)
 
     # A CAS retried after a lost reply answers False if the first attempt landed: the
@@ -130,8 +146,8 @@ class SyncPostgresPrimitives(StoreBackend):
     def _list_sessions(self, client_id: str) -> list[str]:
         return [str(r[0]) for r in self._fetch("read", self.q.list_sessions, (client_id,))]
 
-    def _get_state(self, session_id: str) -> str | None:
-        rows = self._fetch("read", self.q.get_state, (session_id,))
+    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
+        rows = self._fetch_session(self.q.get_state, (session_id,), session_id, reader)
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
     def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:

@@ -32,7 +32,7 @@ from typing import Any
 
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, StoreError
 from langchain_rolling_memory.records import Fact, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import AppendBatch, SummaryWrite
+from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SummaryWrite
 
 __all__ = [
     "SCRIPTS",
@@ -43,6 +43,7 @@ __all__ = [
     "append_args",
     "cas_args",
     "check_prefix",
+    "checked",
     "claim_args",
     "encode_row",
     "fact_json",
@@ -110,9 +111,13 @@ class Keys:
         """KEYS of the append script."""
         return [*self.session(sid), self.client_sessions(cid), self.updated, self.idx(sid)]
 
-    def summary_and_tail(self, sid: str) -> list[str]:
-        """KEYS of the summary-and-tail script."""
-        return [self.summary(sid), self.msgs(sid)]
+    def read(self, sid: str, checked: bool) -> list[str]:
+        """KEYS of the read script (with the info key when the owner is checked)."""
+        return [self.msgs(sid), self.info(sid)] if checked else [self.msgs(sid)]
+
+    def summary_and_tail(self, sid: str, checked: bool = False) -> list[str]:
+        """KEYS of the summary-and-tail script (with the info key when the owner is checked)."""
+        return [self.summary(sid), self.msgs(sid), *([self.info(sid)] if checked else [])]
 
     def cas(self, sid: str) -> list[str]:
         """KEYS of the compare-and-swap script."""
@@ -213,10 +218,19 @@ return {first, n}
 """
 )
 
-# KEYS: msgs; ARGV: after limit newest
-READ = _LIB + "return rows(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))"
+# The session reads take the session's info key last when the read is checked (a `Reader`):
+# the owner ('' for none) then comes first in the reply, read in the same atomic script.
+_OWNER = "if KEYS[{n}] then table.insert(out, 1, redis.call('HGET', KEYS[{n}], 'client_id') or '') end\n"
 
-# KEYS: sum msgs; ARGV: limit -> {text, covered, version, meta, updated, first seq, rows...}
+# KEYS: msgs [info]; ARGV: after limit newest -> {[owner,] first seq, rows...}
+READ = (
+    _LIB
+    + "local out = rows(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))\n"
+    + _OWNER.format(n=2)
+    + "return out"
+)
+
+# KEYS: sum msgs [info]; ARGV: limit -> {[owner,] text, covered, version, meta, updated, first seq, rows...}
 SUMMARY_AND_TAIL = (
     _LIB
     + """
@@ -224,8 +238,9 @@ local s = redis.call('HMGET', KEYS[1], 'text', 'covered_seq', 'version', 'meta',
 local covered = tonumber(s[2] or '0')
 local out = rows(KEYS[2], covered, tonumber(ARGV[1]), 1)
 for i = 5, 1, -1 do table.insert(out, 1, s[i] or '') end
-return out
 """
+    + _OWNER.format(n=3)
+    + "return out"
 )
 
 # KEYS: sum info msgs batches idx lease; ARGV: expected text covered meta now ttl_ms lease_owner
@@ -323,6 +338,15 @@ SCRIPTS = {
     "delete_client": DELETE_CLIENT,
     "purge": PURGE,
 }
+
+
+def checked(reply: Sequence[Any], session_id: str, reader: Reader | None) -> Sequence[Any]:
+    """A session read's reply without its leading owner, once `reader` passed the check (a
+    reply read with no reader has no owner and is returned as it is)."""
+    if reader is None:
+        return reply
+    reader.check(session_id, str(reply[0]) or None)
+    return reply[1:]
 
 
 def encode_row(payload: str, tokens: int | None) -> str:
