@@ -58,7 +58,7 @@ class StoredHistory(BaseChatMessageHistory):
     # Every read and write names `client_id` (None included), and the store checks the owner
     # in that same read or write: a guessed session_id never shows one client another's
     # conversation, and a history naming no client reaches anonymous sessions only. Only
-    # `clear` (an erase, which takes no client) checks first.
+    # `compact` (whose own reads are the compactor's) looks the owner up first.
 
     def _refuse_other_owner(self, owner: str | None) -> None:
         if owner is not None and owner != self.client_id:
@@ -143,14 +143,12 @@ class StoredHistory(BaseChatMessageHistory):
 
     def clear(self) -> None:
         """Delete the session: transcript, summary and state."""
-        self._check_owner()
-        self.store.clear_session(self.session_id)
+        self.store.clear_session(self.session_id, client_id=self.client_id)
         self._forget_rows()
         self._view = []
 
     async def aclear(self) -> None:
-        await self._acheck_owner()
-        await self.store.aclear_session(self.session_id)
+        await self.store.aclear_session(self.session_id, client_id=self.client_id)
         self._forget_rows()
         self._view = []
 

@@ -348,6 +348,22 @@ class TestSessionsAndState:
         with pytest.raises(InvalidIdError):
             store.read("s1", client_id="bad id")
 
+    async def test_a_clear_naming_a_client_is_checked_against_the_owner(self, store: RollingStore) -> None:
+        store.append("s1", _texts(2), client_id="c1")
+        store.append("anon", _texts(1))
+        before = raw_contents(store)
+        for intruder in ("c2", None):
+            with pytest.raises(OwnershipError, match="s1"):
+                store.clear_session("s1", client_id=intruder)
+            with pytest.raises(OwnershipError):
+                await store.aclear_session("s1", client_id=intruder)
+        assert raw_contents(store) == before
+        store.clear_session("missing", client_id=None)  # nothing to clear, nothing refused
+        store.clear_session("anon", client_id="c2")  # nobody's: anyone may clear it
+        assert store.read("anon") == []
+        await store.aclear_session("s1", client_id="c1")
+        assert store.read("s1") == [] and store.session_info("s1") is None
+
     async def test_an_async_read_naming_a_client_is_checked_against_the_owner(
         self, store: RollingStore
     ) -> None:

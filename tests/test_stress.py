@@ -190,6 +190,44 @@ def test_an_anonymous_append_racing_a_claim_never_lands_in_the_claimed_session(s
             other.close()
 
 
+def test_an_anonymous_clear_racing_a_claim_never_erases_the_claimed_session(store: RollingStore) -> None:
+    # The clear of a run naming no client checks the owner in the erase itself: racing ana's
+    # first append, it erases the session before her claim, or nothing; never her message.
+    other = _second(store)
+    tries = refused = erased = 0
+    deadline = time.monotonic() + RACE_SECONDS
+    try:
+        while time.monotonic() < deadline:
+            tries += 1
+            session = f"wipe{tries}"
+            go = threading.Barrier(2)
+            outcome: list[object] = []
+
+            def clear(
+                session: str = session, go: threading.Barrier = go, out: list[object] = outcome
+            ) -> None:
+                go.wait()
+                try:
+                    other.clear_session(session, client_id=None)
+                    out.append(None)
+                except OwnershipError as exc:
+                    out.append(exc)
+
+            thread = threading.Thread(target=clear)
+            thread.start()
+            go.wait()
+            store.append(session, [HumanMessage("ana's secret")], client_id="ana")
+            thread.join()
+            refused += isinstance(outcome[0], OwnershipError)
+            if [str(r.message.content) for r in store.read(session)] != ["ana's secret"]:
+                erased += 1
+        figures = _report("anonymous-clear-vs-claim", store, tries=tries, refused=refused, erased=erased)
+        assert erased == 0, f"{erased} of {tries} anonymous clears erased the claimed session ({figures})"
+    finally:
+        if other is not store:
+            other.close()
+
+
 def test_a_read_racing_a_claim_never_returns_the_claimed_session(store: RollingStore) -> None:
     # The owner check of a read naming a client (or none) is made in the read itself: a run
     # reading a fresh session while client ana claims it sees nothing of hers, or is refused.

@@ -217,10 +217,12 @@ class StoreBackend(ABC):
         """Replace the state; `OwnershipError` (writing nothing) on the terms of `_append`."""
 
     @abstractmethod
-    def _delete_session(self, session_id: str) -> None:
+    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         """Remove the session's transcript, summary, lease, state and session row, atomically
         and serialized with appends: an append racing it lands wholly before (and is erased)
-        or wholly after (a fresh session)."""
+        or wholly after (a fresh session). With a `reader`, its owner check is made in the
+        same atomic step, and a session with no row yet is left alone (a claim racing it
+        must not be erased by a run that is not the claimer's)."""
 
     @abstractmethod
     def _list_facts(self, client_id: str) -> list[Fact]:
@@ -331,8 +333,8 @@ class StoreBackend(ABC):
     async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
         await self._thread(self._set_state, session_id, client_id, state, now)
 
-    async def _adelete_session(self, session_id: str) -> None:
-        await self._thread(self._delete_session, session_id)
+    async def _adelete_session(self, session_id: str, reader: Reader | None = None) -> None:
+        await self._thread(self._delete_session, session_id, reader)
 
     async def _alist_facts(self, client_id: str) -> list[Fact]:
         return await self._thread(self._list_facts, client_id)

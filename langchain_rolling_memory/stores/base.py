@@ -295,12 +295,16 @@ class RollingStore(SearchApi, FactApi):
     async def asessions(self, client_id: str) -> list[str]:
         return await self._alist_sessions(validate_id(client_id, kind="client_id"))
 
-    def clear_session(self, session_id: str) -> None:
-        """Delete the session's transcript, summary and state (the user asked for it)."""
-        self._delete_session(validate_id(session_id))
+    def clear_session(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> None:
+        """Delete the session's transcript, summary and state (the user asked for it).
 
-    async def aclear_session(self, session_id: str) -> None:
-        await self._adelete_session(validate_id(session_id))
+        With `client_id` (None: a run naming no client), refused (`OwnershipError`, nothing
+        erased) unless the session is nobody's or that client's, checked in the erase itself.
+        """
+        self._delete_session(validate_id(session_id), checks.reader(client_id))
+
+    async def aclear_session(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> None:
+        await self._adelete_session(validate_id(session_id), checks.reader(client_id))
 
     def get_state(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> dict[str, Any]:
         """The session's structured state (exact business data; never summarized)."""

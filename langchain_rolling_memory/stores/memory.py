@@ -214,8 +214,9 @@ class InMemoryRollingStore(RollingStore):
             session.state = state
             session.updated_at = now
 
-    def _delete_session(self, session_id: str) -> None:
+    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         with self._lock:
+            self._seen(session_id, reader)
             self._forget_entries(session_id)
             self._sessions.pop(session_id, None)
 

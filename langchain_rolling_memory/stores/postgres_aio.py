@@ -187,13 +187,18 @@ class AsyncPostgresPrimitives(StoreBackend):
         if not await self._afetch("state", self.q.set_state, params):
             raise OwnershipError.for_session(session_id, client_id)
 
-    async def _aerase(self, op: str, plan: pg.Erase) -> int:
+    async def _aerase(self, op: str, plan: pg.Erase, reader: Reader | None = None) -> int:
         async def go(conn: Any) -> int:
             async with conn.transaction():
                 for sql, params in plan.first:
                     await conn.execute(sql, params)
                 cur = await conn.execute(plan.lock, plan.lock_params)
-                locked = {str(r[0]) for r in await cur.fetchall()}
+                records = await cur.fetchall()
+                if reader is not None:
+                    if not records:
+                        return 0
+                    reader.check(str(records[0][0]), records[0][1])
+                locked = {str(r[0]) for r in records}
                 ids = sorted(locked | set(plan.always))
                 for sql in self.q.erase_sessions if ids else ():
                     await conn.execute(sql, (ids,))
@@ -203,8 +208,8 @@ class AsyncPostgresPrimitives(StoreBackend):
 
         return await self._arun(op, go)
 
-    async def _adelete_session(self, session_id: str) -> None:
-        await self._aerase("delete", self.q.erase("session", session_id))
+    async def _adelete_session(self, session_id: str, reader: Reader | None = None) -> None:
+        await self._aerase("delete", self.q.erase("session", session_id), reader)
 
     async def _alist_facts(self, client_id: str) -> list[Fact]:
         return [pg.fact_of(r) for r in await self._afetch("facts", self.q.list_facts, (client_id,))]

@@ -249,7 +249,9 @@ class Queries:
         # sees every append that committed before; then the leases before the summaries, so a
         # summary install holding its lease (`cas`) has committed before its summary is deleted.
         self.lock_client = "SELECT pg_advisory_xact_lock(hashtext(%s)), pg_advisory_xact_lock(hashtext(%s))"
-        self.lock_session_row = f"SELECT session_id FROM {p}sessions WHERE session_id = %s FOR UPDATE"
+        self.lock_session_row = (
+            f"SELECT session_id, client_id FROM {p}sessions WHERE session_id = %s FOR UPDATE"
+        )
         self.lock_client_sessions = (
             f"SELECT session_id FROM {p}sessions WHERE client_id = %s ORDER BY session_id FOR UPDATE"
         )

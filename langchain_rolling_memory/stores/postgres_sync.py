@@ -156,14 +156,20 @@ class SyncPostgresPrimitives(StoreBackend):
         if not self._fetch("state", self.q.set_state, params):
             raise OwnershipError.for_session(session_id, client_id)
 
-    def _erase(self, op: str, plan: pg.Erase) -> int:
-        """Run one erase transaction (see `Queries.erase`); return how many sessions it erased."""
+    def _erase(self, op: str, plan: pg.Erase, reader: Reader | None = None) -> int:
+        """Run one erase transaction (see `Queries.erase`); return how many sessions it erased.
+        With a `reader` (one session's erase), its owner is checked on the locked row."""
 
         def go(conn: Any) -> int:
             with conn.transaction():
                 for sql, params in plan.first:
                     conn.execute(sql, params)
-                locked = {str(r[0]) for r in conn.execute(plan.lock, plan.lock_params).fetchall()}
+                records = conn.execute(plan.lock, plan.lock_params).fetchall()
+                if reader is not None:
+                    if not records:
+                        return 0
+                    reader.check(str(records[0][0]), records[0][1])
+                locked = {str(r[0]) for r in records}
                 ids = sorted(locked | set(plan.always))
                 for sql in self.q.erase_sessions if ids else ():
                     conn.execute(sql, (ids,))
@@ -173,8 +179,8 @@ class SyncPostgresPrimitives(StoreBackend):
 
         return self._run(op, go)
 
-    def _delete_session(self, session_id: str) -> None:
-        self._erase("delete", self.q.erase("session", session_id))
+    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
+        self._erase("delete", self.q.erase("session", session_id), reader)
 
     def _list_facts(self, client_id: str) -> list[Fact]:
         return [pg.fact_of(r) for r in self._fetch("facts", self.q.list_facts, (client_id,))]

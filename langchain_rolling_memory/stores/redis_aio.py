@@ -174,8 +174,9 @@ class AsyncRedisPrimitives(StoreBackend):
         if not int(await self._arun("state", "set_state", self.keys.state(session_id, client_id), args)):
             raise OwnershipError.for_session(session_id, client_id)
 
-    async def _adelete_session(self, session_id: str) -> None:
-        await self._arun("delete", "delete_session", [], [self.prefix, session_id])
+    async def _adelete_session(self, session_id: str, reader: Reader | None = None) -> None:
+        args = lua.delete_args(self.prefix, session_id, reader)
+        lua.deleted(await self._arun("delete", "delete_session", [], args), session_id, reader)
 
     async def _alist_facts(self, client_id: str) -> list[Fact]:
         client = await self._aclient()

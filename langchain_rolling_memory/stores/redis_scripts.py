@@ -45,6 +45,8 @@ __all__ = [
     "check_prefix",
     "checked",
     "claim_args",
+    "delete_args",
+    "deleted",
     "encode_row",
     "fact_json",
     "facts_of",
@@ -297,8 +299,20 @@ end
 return live
 """
 
-# ARGV: prefix sid
-DELETE_SESSION = _LIB + "drop_session(ARGV[1], ARGV[2]) return 1"
+# ARGV: prefix sid [cid check] -> 1, or 0 (nothing erased) when checked: the session is another
+# client's than cid ('' for none), or has no info hash yet
+DELETE_SESSION = (
+    _LIB
+    + """
+if ARGV[4] == '1' then
+  local owner = redis.call('HGET', ARGV[1]..'s:'..ARGV[2]..':info', 'client_id')
+  if owner and owner ~= ARGV[3] then return 0 end
+  if redis.call('EXISTS', ARGV[1]..'s:'..ARGV[2]..':info') == 0 then return 1 end
+end
+drop_session(ARGV[1], ARGV[2])
+return 1
+"""
+)
 
 # KEYS: csessions facts; ARGV: prefix
 DELETE_CLIENT = (
@@ -347,6 +361,19 @@ def checked(reply: Sequence[Any], session_id: str, reader: Reader | None) -> Seq
         return reply
     reader.check(session_id, str(reply[0]) or None)
     return reply[1:]
+
+
+def delete_args(prefix: str, session_id: str, reader: Reader | None) -> list[Any]:
+    """ARGV of the delete-session script (with the owner check when there is a `reader`)."""
+    if reader is None:
+        return [prefix, session_id, "", "0"]
+    return [prefix, session_id, reader.client_id or "", "1"]
+
+
+def deleted(reply: Any, session_id: str, reader: Reader | None) -> None:
+    """Raise `OwnershipError` if the delete-session script refused (its reply is 0)."""
+    if int(reply) == 0:
+        raise OwnershipError.for_session(session_id, reader.client_id if reader else None)
 
 
 def encode_row(payload: str, tokens: int | None) -> str:

@@ -151,8 +151,9 @@ class SyncRedisPrimitives(StoreBackend):
         if not int(self._run("state", "set_state", self.keys.state(session_id, client_id), args)):
             raise OwnershipError.for_session(session_id, client_id)
 
-    def _delete_session(self, session_id: str) -> None:
-        self._run("delete", "delete_session", [], [self.prefix, session_id])
+    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
+        args = lua.delete_args(self.prefix, session_id, reader)
+        lua.deleted(self._run("delete", "delete_session", [], args), session_id, reader)
 
     def _list_facts(self, client_id: str) -> list[Fact]:
         key = self.keys.facts(client_id)

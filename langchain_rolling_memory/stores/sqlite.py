@@ -378,8 +378,13 @@ class SQLiteRollingStore(RollingStore):
             conn.executemany(statement, ids)
         return len(ids)
 
-    def _delete_session(self, session_id: str) -> None:
+    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         with self._write() as conn:
+            if reader is not None:
+                row = conn.execute(self.q.session_client, (session_id,)).fetchone()
+                if row is None:
+                    return
+                reader.check(session_id, row[0])
             for statement in self.q.delete_session:
                 conn.execute(statement, (session_id,))
         self._checkpoint()
