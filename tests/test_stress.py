@@ -1,4 +1,5 @@
-"""Stress: erase racing append, forked writers, a clear during a compaction, on every backend.
+"""Stress: erase racing append, a claim racing another run's append, read or clear, forked
+writers, a clear during a compaction, on every backend.
 
 Bounded in time (``LRM_STRESS_SECONDS`` per race and backend, 2 by default) and on by default.
 Each test states the promise it attacks; its figures (tries, messages stored, rows left) are
