@@ -2,7 +2,7 @@
 
 Owns the plumbing between a LangGraph run and our store: where `session_id` and `client_id`
 come from (context, config, thread), which of the state's messages are not stored yet, the
-ownership check, and where the memory text goes in the request. The hooks that use them are
+and where the memory text goes in the request. The hooks that use them are
 `agents`; the tools bound to a run are `tools`, the tool-pair repair `policy`, the ``nostream``
 mark of memory's own model calls `tracing`; memory logic stays in the engine and stores.
 """
@@ -15,9 +15,9 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage
 
-from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
+from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.ids import validate_id
-from langchain_rolling_memory.records import SessionInfo, StoredMessage
+from langchain_rolling_memory.records import StoredMessage
 
 __all__ = [
     "PERSISTED_KEY",
@@ -25,7 +25,6 @@ __all__ = [
     "not_stored",
     "persisted",
     "persisted_update",
-    "refuse_other_owner",
     "resolve_ids",
     "run_ids",
     "unpersisted",
@@ -140,13 +139,6 @@ def not_stored(new: Sequence[BaseMessage], recent: Sequence[StoredMessage]) -> l
     """
     stored = {row.message.id for row in recent if row.message.id is not None}
     return [m for m in new if m.id is None or m.id not in stored]
-
-
-def refuse_other_owner(ids: MemoryIds, info: SessionInfo | None) -> None:
-    # The store refuses writes to another client's session; reads must be refused too, or
-    # a run with a guessed session id would show one client another's conversation.
-    if info is not None and info.client_id is not None and info.client_id != ids.client_id:
-        raise OwnershipError.for_session(ids.session_id, ids.client_id)
 
 
 def with_memory(system: SystemMessage | None, block: str) -> SystemMessage | None:

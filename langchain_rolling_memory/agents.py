@@ -37,7 +37,6 @@ from langchain_rolling_memory.agent_run import (  # noqa: E402
     not_stored,
     persisted,
     persisted_update,
-    refuse_other_owner,
     resolve_ids,
     run_ids,
     unpersisted,
@@ -256,31 +255,21 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
 
     # ------------------------------------------------------------------ sync hooks
 
-    def _check(self, ids: MemoryIds) -> None:
-        refuse_other_owner(ids, self.store.session_info(ids.session_id))
-
-    async def _acheck(self, ids: MemoryIds) -> None:
-        refuse_other_owner(ids, await self.store.asession_info(ids.session_id))
-
     def _persist(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
         """Append the state's new messages; None if there were none.
 
-        An append that names the client is checked by the store itself; one that names no
-        client is checked here first, before anything is read (the store lets it through).
+        Every read and append names the run's client (None included), and the store checks
+        the session's owner in that same read or write: no check-then-act, no extra round trip.
         """
         new = unpersisted(state)
         if not new:
             return None
-        if ids.client_id is None:
-            self._check(ids)
-        recent = self.store.read(ids.session_id, limit=len(new), newest=True)
+        recent = self.store.read(ids.session_id, limit=len(new), newest=True, client_id=ids.client_id)
         fresh = not_stored(new, recent)
         if fresh:
             self.store.append(
                 ids.session_id, fresh, client_id=ids.client_id, token_counts=self._counts(fresh)
             )
-        elif ids.client_id is not None:
-            self._check(ids)
         return persisted_update(state, new)
 
     def _advanced(self, ids: MemoryIds) -> SessionState:
@@ -289,16 +278,16 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         Memory's own model calls are not streamed as the agent's (see `unstreamed`).
         """
         with unstreamed():
-            return self.compactor.advance(ids.session_id, background=self.background)
+            return self.compactor.advance(ids.session_id, background=self.background, client_id=ids.client_id)
 
     def before_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Store the new messages (the user's input, tool results) before the model runs."""
         ids = self.ids(runtime)
         update = self._persist(state, ids)
         if update is None:
-            # Nothing written, so nobody checked whose session this is: the model call must
-            # not read another client's conversation (nor a run naming no client an owned one).
-            self._check(ids)
+            # Nothing written, so nothing checked whose session this is: refuse another
+            # client's (or, naming none, an owned one) before the model runs.
+            self.store.last_seq(ids.session_id, client_id=ids.client_id)
         return update
 
     def after_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -311,9 +300,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         ids = self.ids(runtime)
         update = self._persist(state, ids)
         if self.background:
-            if update is None:
-                self._check(ids)
-            self._advanced(ids)
+            self._advanced(ids)  # its first read checks the owner
         return update
 
     def wrap_model_call(
@@ -332,7 +319,9 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             recall = self.recaller.recall(
                 query, client_id=ids.client_id, session_id=ids.session_id, view_seqs=seqs
             ).text
-        memory = self._memory(facts, self.store.get_state(ids.session_id), query, recall)
+        memory = self._memory(
+            facts, self.store.get_state(ids.session_id, client_id=ids.client_id), query, recall
+        )
         return handler(self._request(request, session, memory, ids.session_id))
 
     def wrap_tool_call(
@@ -350,38 +339,38 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         new = unpersisted(state)
         if not new:
             return None
-        if ids.client_id is None:
-            await self._acheck(ids)
-        recent = await self.store.aread(ids.session_id, limit=len(new), newest=True)
+        recent = await self.store.aread(ids.session_id, limit=len(new), newest=True, client_id=ids.client_id)
         fresh = not_stored(new, recent)
         if fresh:
             await self.store.aappend(
                 ids.session_id, fresh, client_id=ids.client_id, token_counts=self._counts(fresh)
             )
-        elif ids.client_id is not None:
-            await self._acheck(ids)
         return persisted_update(state, new)
 
     async def _aadvanced(self, ids: MemoryIds) -> SessionState:
         with unstreamed():
-            return await self.compactor.aadvance(ids.session_id, background=self.background)
+            return await self.compactor.aadvance(
+                ids.session_id, background=self.background, client_id=ids.client_id
+            )
 
     async def abefore_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         ids = self.ids(runtime)
         update = await self._apersist(state, ids)
         if update is None:
-            await self._acheck(ids)
+            await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
         return update
 
     async def aafter_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return await self._apersist(state, self.ids(runtime))
+        ids = self.ids(runtime)
+        update = await self._apersist(state, ids)
+        if update is None:
+            await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
+        return update
 
     async def aafter_agent(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         ids = self.ids(runtime)
         update = await self._apersist(state, ids)
         if self.background:
-            if update is None:
-                await self._acheck(ids)
             await self._aadvanced(ids)
         return update
 
@@ -401,7 +390,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
                 query, client_id=ids.client_id, session_id=ids.session_id, view_seqs=seqs
             )
             recall = found.text
-        memory = self._memory(facts, await self.store.aget_state(ids.session_id), query, recall)
+        state = await self.store.aget_state(ids.session_id, client_id=ids.client_id)
+        memory = self._memory(facts, state, query, recall)
         return await handler(self._request(request, session, memory, ids.session_id))
 
     async def awrap_tool_call(

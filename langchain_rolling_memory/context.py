@@ -6,20 +6,12 @@ chain puts it is `runnable` (and the agent middleware).
 
 from __future__ import annotations
 
-from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.framing import MemoryBlock, memory_block
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.policy import TokenCounter, count_tokens
-from langchain_rolling_memory.records import SessionInfo
 from langchain_rolling_memory.stores.base import RollingStore
 
 __all__ = ["aload_memory", "load_memory"]
-
-
-def _refuse_other_owner(info: SessionInfo | None, session_id: str, client_id: str | None) -> None:
-    # The session's state and summary are another client's if it owns the session.
-    if info is not None and info.client_id is not None and info.client_id != client_id:
-        raise OwnershipError.for_session(session_id, client_id)
 
 
 def load_memory(
@@ -56,12 +48,12 @@ def load_memory(
     """
     if client_id is not None:
         validate_id(client_id, kind="client_id")
-    if session_id is not None:
-        _refuse_other_owner(store.session_info(session_id), session_id, client_id)
+    # Each session read names the client (None: an anonymous run): the store refuses a
+    # session that is not that client's in the read itself.
+    state = store.get_state(session_id, client_id=client_id) if session_id is not None else None
     facts = store.facts(client_id) if client_id is not None else []
-    state = store.get_state(session_id) if session_id is not None else None
     if summary is None:
-        record = store.summary(session_id) if session_id is not None else None
+        record = store.summary(session_id, client_id=client_id) if session_id is not None else None
         summary = record.text if record else ""
     return memory_block(
         facts,
@@ -86,12 +78,10 @@ async def aload_memory(
     """Async twin of `load_memory`."""
     if client_id is not None:
         validate_id(client_id, kind="client_id")
-    if session_id is not None:
-        _refuse_other_owner(await store.asession_info(session_id), session_id, client_id)
+    state = await store.aget_state(session_id, client_id=client_id) if session_id is not None else None
     facts = await store.afacts(client_id) if client_id is not None else []
-    state = await store.aget_state(session_id) if session_id is not None else None
     if summary is None:
-        record = await store.asummary(session_id) if session_id is not None else None
+        record = await store.asummary(session_id, client_id=client_id) if session_id is not None else None
         summary = record.text if record else ""
     return memory_block(
         facts,

@@ -36,7 +36,7 @@ from langchain_rolling_memory.limits import (
 from langchain_rolling_memory.planning import Planner
 from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens
 from langchain_rolling_memory.records import CompactionResult, SessionState, StoredMessage
-from langchain_rolling_memory.stores.base import RollingStore
+from langchain_rolling_memory.stores.base import OPERATOR, ReadAs, RollingStore
 from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike
 from langchain_rolling_memory.summarizers.coerce import as_summarizer, context_window
 from langchain_rolling_memory.summarizers.failures import describe_error, is_permanent_error
@@ -233,34 +233,41 @@ class Compactor:
 
     # ------------------------------------------------------------------ reading
 
-    def load(self, session_id: str) -> SessionState:
-        record, rows = self.store.summary_and_tail(session_id, limit=self.planner.read_limit)
-        return self._find_question(session_id, self.planner.state(record, rows))
+    def load(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> SessionState:
+        """The session's state: summary and tail in one read. An adapter passes its run's
+        `client_id` (None included): the store then refuses another client's session in that
+        same read (see `RollingStore.read`)."""
+        limit = self.planner.read_limit
+        record, rows = self.store.summary_and_tail(session_id, limit=limit, client_id=client_id)
+        return self._find_question(session_id, self.planner.state(record, rows), client_id)
 
-    async def aload(self, session_id: str) -> SessionState:
-        record, rows = await self.store.asummary_and_tail(session_id, limit=self.planner.read_limit)
-        return await self._afind_question(session_id, self.planner.state(record, rows))
+    async def aload(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> SessionState:
+        limit = self.planner.read_limit
+        record, rows = await self.store.asummary_and_tail(session_id, limit=limit, client_id=client_id)
+        return await self._afind_question(session_id, self.planner.state(record, rows), client_id)
 
     # Behind a backlog whose read tail holds no user message (a long tool loop while
     # compaction fails), the question is in the unread part: read it, newest page first,
     # so that the view still sends it. Only that degraded state pays these reads.
 
-    def _find_question(self, session_id: str, state: SessionState) -> SessionState:
+    def _find_question(self, session_id: str, state: SessionState, client_id: ReadAs) -> SessionState:
         if not self.planner.lacks_question(state):
             return state
         found: StoredMessage | None = None
         for page in self.planner.question_pages(state):
-            found = Planner.latest(self.planner.state(None, self.store.read(session_id, **page)))
+            rows = self.store.read(session_id, client_id=client_id, **page)
+            found = Planner.latest(self.planner.state(None, rows))
             if found is not None:
                 break
         return self.planner.with_found(state, found)
 
-    async def _afind_question(self, session_id: str, state: SessionState) -> SessionState:
+    async def _afind_question(self, session_id: str, state: SessionState, client_id: ReadAs) -> SessionState:
         if not self.planner.lacks_question(state):
             return state
         found: StoredMessage | None = None
         for page in self.planner.question_pages(state):
-            found = Planner.latest(self.planner.state(None, await self.store.aread(session_id, **page)))
+            rows = await self.store.aread(session_id, client_id=client_id, **page)
+            found = Planner.latest(self.planner.state(None, rows))
             if found is not None:
                 break
         return self.planner.with_found(state, found)
@@ -451,6 +458,7 @@ class Compactor:
         *,
         appended: Sequence[StoredMessage] = (),
         background: bool = False,
+        client_id: ReadAs = OPERATOR,
     ) -> SessionState:
         """The one step an adapter takes after appending to a session: its state, then a due
         compaction (unless in back-off), inline or handed to the background.
@@ -458,17 +466,22 @@ class Compactor:
         `state` is what was known before `appended` was written; when the new rows extend it
         exactly (see `Planner.extend`), one summary read replaces reading the tail again; otherwise
         (or with None) the state is read. Returns the state to `view`: with an inline
-        compaction folded in; a scheduled one lands for a later turn.
+        compaction folded in; a scheduled one lands for a later turn. Its reads are made as
+        `client_id` (see `load`).
         """
         known = state if appended else None
-        record = self.store.summary(session_id) if known is not None else None
-        state = (known and self.planner.extend(known, appended, record)) or self.load(session_id)
+        record = self.store.summary(session_id, client_id=client_id) if known is not None else None
+        state = (known and self.planner.extend(known, appended, record)) or self.load(
+            session_id, client_id=client_id
+        )
         if not self._wanted(session_id, state):
             return state
         if background:
             self.schedule(session_id, state)
             return state
-        return self._after(state, self.compact(session_id, state)) or self.load(session_id)
+        return self._after(state, self.compact(session_id, state)) or self.load(
+            session_id, client_id=client_id
+        )
 
     async def aadvance(
         self,
@@ -477,17 +490,21 @@ class Compactor:
         *,
         appended: Sequence[StoredMessage] = (),
         background: bool = False,
+        client_id: ReadAs = OPERATOR,
     ) -> SessionState:
         """Async twin of `advance`: a background compaction is a task of the running loop."""
         known = state if appended else None
-        record = await self.store.asummary(session_id) if known is not None else None
-        state = (known and self.planner.extend(known, appended, record)) or await self.aload(session_id)
+        record = await self.store.asummary(session_id, client_id=client_id) if known is not None else None
+        state = (known and self.planner.extend(known, appended, record)) or await self.aload(
+            session_id, client_id=client_id
+        )
         if not self._wanted(session_id, state):
             return state
         if background:
             self.aschedule(session_id, state)
             return state
-        return self._after(state, await self.acompact(session_id, state)) or await self.aload(session_id)
+        done = await self.acompact(session_id, state)
+        return self._after(state, done) or await self.aload(session_id, client_id=client_id)
 
     # ------------------------------------------------------------------ background
 

@@ -63,11 +63,19 @@ class OwnershipError(RollingMemoryError, PermissionError):
 
     @classmethod
     def for_session(cls, session_id: str, client_id: str | None) -> OwnershipError:
-        """The one message every backend and adapter raises for a session owned by another client."""
-        msg = (
-            f"session {session_id!r} belongs to another client than {client_id!r}; "
-            "use a session_id of this client"
-        )
+        """The one message every backend and adapter raises for a session owned by another
+        client (`client_id` None: by a client, reached by a call that named none)."""
+        if client_id is None:
+            msg = (
+                f"session {session_id!r} belongs to another client, and no client_id was named; "
+                "an owned session is reachable only by naming its client: pass its client_id, "
+                "or use another session_id"
+            )
+        else:
+            msg = (
+                f"session {session_id!r} belongs to another client than {client_id!r}; "
+                "use a session_id of this client"
+            )
         return cls(msg)
 
 

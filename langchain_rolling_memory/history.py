@@ -117,18 +117,19 @@ class WindowedChatMessageHistory(StoredHistory):
         return messages[self.policy.cut(messages, counts) :]
 
     def _load_view(self) -> list[BaseMessage]:
-        rows = self.store.read(self.session_id, limit=self._limit())
+        sid, cid = self.session_id, self.client_id
+        rows = self.store.read(sid, limit=self._limit(), client_id=cid)
         while (page := self._older(rows)) is not None:
-            rows = self.store.read(self.session_id, after_seq=page[0], limit=page[1], newest=False) + rows
+            rows = self.store.read(sid, after_seq=page[0], limit=page[1], newest=False, client_id=cid) + rows
         self._rows = self._trim(rows)
         return self._cut(self._rows)
 
     async def _aload_view(self) -> list[BaseMessage]:
-        rows = await self.store.aread(self.session_id, limit=self._limit())
+        sid, cid = self.session_id, self.client_id
+        rows = await self.store.aread(sid, limit=self._limit(), client_id=cid)
         while (page := self._older(rows)) is not None:
-            rows = (
-                await self.store.aread(self.session_id, after_seq=page[0], limit=page[1], newest=False) + rows
-            )
+            older = await self.store.aread(sid, after_seq=page[0], limit=page[1], newest=False, client_id=cid)
+            rows = older + rows
         self._rows = self._trim(rows)
         return self._cut(self._rows)
 
@@ -267,42 +268,36 @@ class RollingSummaryChatMessageHistory(StoredHistory):
     @property
     def summary(self) -> str:
         """The current summary text ('' before the first compaction)."""
-        self._check_owner()
-        record = self.store.summary(self.session_id)
+        record = self.store.summary(self.session_id, client_id=self.client_id)
         return record.text if record else ""
 
     async def asummary(self) -> str:
-        await self._acheck_owner()
-        record = await self.store.asummary(self.session_id)
+        record = await self.store.asummary(self.session_id, client_id=self.client_id)
         return record.text if record else ""
 
     @property
     def structured_summary(self) -> StructuredSummary | None:
         """The fields of the current summary when a structured summarizer wrote it (topic,
         preferences, decisions, open questions, facts); None otherwise."""
-        self._check_owner()
-        return structured_summary(self.store.summary(self.session_id))
+        return structured_summary(self.store.summary(self.session_id, client_id=self.client_id))
 
     async def astructured_summary(self) -> StructuredSummary | None:
-        await self._acheck_owner()
-        return structured_summary(await self.store.asummary(self.session_id))
+        return structured_summary(await self.store.asummary(self.session_id, client_id=self.client_id))
 
     @property
     def usage(self) -> SummaryUsage:
         """What summarizing this session cost (calls, tokens) and saves per call."""
-        self._check_owner()
-        return self.store.usage(self.session_id)
+        return self.store.usage(self.session_id, client_id=self.client_id)
 
     async def ausage(self) -> SummaryUsage:
-        await self._acheck_owner()
-        return await self.store.ausage(self.session_id)
+        return await self.store.ausage(self.session_id, client_id=self.client_id)
 
     def _load_view(self) -> list[BaseMessage]:
-        self._state = self.compactor.load(self.session_id)
+        self._state = self.compactor.load(self.session_id, client_id=self.client_id)
         return self.compactor.view(self._state, self.session_id)
 
     async def _aload_view(self) -> list[BaseMessage]:
-        self._state = await self.compactor.aload(self.session_id)
+        self._state = await self.compactor.aload(self.session_id, client_id=self.client_id)
         return self.compactor.view(self._state, self.session_id)
 
     # After a write the engine extends the known state with the rows just written, and after
@@ -314,14 +309,22 @@ class RollingSummaryChatMessageHistory(StoredHistory):
     def _after_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
         with unstreamed():
             self._state = self.compactor.advance(
-                self.session_id, self._state, appended=appended, background=self.background
+                self.session_id,
+                self._state,
+                appended=appended,
+                background=self.background,
+                client_id=self.client_id,
             )
         return self.compactor.view(self._state, self.session_id)
 
     async def _aafter_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
         with unstreamed():
             self._state = await self.compactor.aadvance(
-                self.session_id, self._state, appended=appended, background=self.background
+                self.session_id,
+                self._state,
+                appended=appended,
+                background=self.background,
+                client_id=self.client_id,
             )
         return self.compactor.view(self._state, self.session_id)
 

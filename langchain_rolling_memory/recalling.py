@@ -263,7 +263,9 @@ class Recaller:
         for hit in _wanted_neighbours(hits, skip, self.max_neighbours):
             if hit.session_id is None or hit.seq is None:  # a message hit has both
                 continue
-            rows = self.store.read(hit.session_id, after_seq=hit.seq, limit=1, newest=False)
+            rows = self.store.read(
+                hit.session_id, after_seq=hit.seq, limit=1, newest=False, client_id=client_id
+            )
             follow = _neighbour(hit, rows)
             if follow is not None:
                 neighbours[hit.key] = follow
@@ -291,7 +293,9 @@ class Recaller:
         for hit in _wanted_neighbours(hits, skip, self.max_neighbours):
             if hit.session_id is None or hit.seq is None:
                 continue
-            rows = await self.store.aread(hit.session_id, after_seq=hit.seq, limit=1, newest=False)
+            rows = await self.store.aread(
+                hit.session_id, after_seq=hit.seq, limit=1, newest=False, client_id=client_id
+            )
             follow = _neighbour(hit, rows)
             if follow is not None:
                 neighbours[hit.key] = follow

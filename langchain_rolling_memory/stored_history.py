@@ -55,12 +55,12 @@ class StoredHistory(BaseChatMessageHistory):
         self._owner_checked = False
 
     # Isolation ------------------------------------------------------------
+    # Every read and write names `client_id` (None included), and the store checks the owner
+    # in that same read or write: a guessed session_id never shows one client another's
+    # conversation, and a history naming no client reaches anonymous sessions only. Only
+    # `compact` (whose own reads are the compactor's) looks the owner up first.
 
     def _refuse_other_owner(self, owner: str | None) -> None:
-        # Writes naming a client are refused by the store; reads must be too, or a guessed
-        # session_id would show one client another client's conversation. A history that
-        # names no client may use anonymous sessions only: an owned one is reachable only
-        # by naming its client.
         if owner is not None and owner != self.client_id:
             raise OwnershipError.for_session(self.session_id, self.client_id)
         self._owner_checked = True
@@ -87,13 +87,11 @@ class StoredHistory(BaseChatMessageHistory):
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The view: stable until this object's next `add_messages` or `clear`."""
         if self._view is None:
-            self._check_owner()
             self._view = self._load_view()
         return list(self._view)
 
     async def aget_messages(self) -> list[BaseMessage]:
         if self._view is None:
-            await self._acheck_owner()
             self._view = await self._aload_view()
         return list(self._view)
 
@@ -125,8 +123,6 @@ class StoredHistory(BaseChatMessageHistory):
         (summarizer, network) they are in the transcript once this returns or raises.
         """
         batch = _messages_only(messages)
-        if self.client_id is None:
-            self._check_owner()  # the store lets an append that names no client through
         appended: list[StoredMessage] = []
         if batch:
             counts = self._counts(batch)
@@ -136,8 +132,6 @@ class StoredHistory(BaseChatMessageHistory):
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         batch = _messages_only(messages)
-        if self.client_id is None:
-            await self._acheck_owner()
         appended: list[StoredMessage] = []
         if batch:
             counts = self._counts(batch)
@@ -149,26 +143,22 @@ class StoredHistory(BaseChatMessageHistory):
 
     def clear(self) -> None:
         """Delete the session: transcript, summary and state."""
-        self._check_owner()
-        self.store.clear_session(self.session_id)
+        self.store.clear_session(self.session_id, client_id=self.client_id)
         self._forget_rows()
         self._view = []
 
     async def aclear(self) -> None:
-        await self._acheck_owner()
-        await self.store.aclear_session(self.session_id)
+        await self.store.aclear_session(self.session_id, client_id=self.client_id)
         self._forget_rows()
         self._view = []
 
     @property
     def transcript(self) -> list[BaseMessage]:
         """Every message ever added to the session, in order (never changed by compaction)."""
-        self._check_owner()
-        return self.store.transcript(self.session_id)
+        return self.store.transcript(self.session_id, client_id=self.client_id)
 
     async def atranscript(self) -> list[BaseMessage]:
-        await self._acheck_owner()
-        return await self.store.atranscript(self.session_id)
+        return await self.store.atranscript(self.session_id, client_id=self.client_id)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(session_id={self.session_id!r}, store={type(self.store).__name__})"

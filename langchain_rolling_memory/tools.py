@@ -182,7 +182,7 @@ def session_state_tool(
 
     def update(updates: dict[str, Any]) -> str:
         try:
-            state = _merged(store.get_state(session), updates)
+            state = _merged(store.get_state(session, client_id=client), updates)
             store.set_state(session, state, client_id=client)
         except (TypeError, ValueError, OwnershipError) as exc:
             return f"Not updated: {exc}"
@@ -190,7 +190,7 @@ def session_state_tool(
 
     async def aupdate(updates: dict[str, Any]) -> str:
         try:
-            state = _merged(await store.aget_state(session), updates)
+            state = _merged(await store.aget_state(session, client_id=client), updates)
             await store.aset_state(session, state, client_id=client)
         except (TypeError, ValueError, OwnershipError) as exc:
             return f"Not updated: {exc}"

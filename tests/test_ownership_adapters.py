@@ -183,3 +183,73 @@ def test_the_middleware_keeps_anonymous_sessions_anonymous(store: RollingStore) 
     agent.invoke({"messages": [HumanMessage("hello")]}, {"configurable": {"thread_id": "s-anon"}})
     assert "hello" in text_of(model.requests[-1])
     assert [m.text for m in store.transcript("s-anon")] == ["hello", "ok 1"]
+
+
+# The owner check rides in the store's read, not in a look before it: client ana claims a fresh
+# session right after the adapter's first call to the store returns (the worst moment for a
+# check-then-read), and the adapter still never shows her message to a run that is not hers.
+_SESSION_READS = (
+    "session_info",
+    "read",
+    "summary_and_tail",
+    "summary",
+    "get_state",
+    "last_seq",
+    "transcript",
+)
+
+
+def _claimed_after_first_call(store: RollingStore, monkeypatch: pytest.MonkeyPatch, session_id: str) -> None:
+    """Patch `store` so that ana's first append to `session_id` lands as the first session read
+    (or owner look-up) of the adapter returns."""
+    claim = store.append
+    pending = [True]
+
+    def after(name: str) -> Any:
+        original = getattr(store, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            if pending and args and args[0] == session_id:
+                pending.clear()
+                claim(session_id, [HumanMessage(SECRET)], client_id="ana")
+            return result
+
+        return call
+
+    for name in _SESSION_READS:
+        monkeypatch.setattr(store, name, after(name))
+
+
+@pytest.mark.parametrize("client", [None, "bob"], ids=["no-client", "bob"])
+@pytest.mark.parametrize("kind", sorted(HISTORIES))
+def test_a_history_never_shows_a_session_claimed_between_its_check_and_its_read(
+    store: RollingStore, monkeypatch: pytest.MonkeyPatch, kind: str, client: str | None
+) -> None:
+    store.append("s-a", [HumanMessage("an anonymous hello")])
+    _claimed_after_first_call(store, monkeypatch, "s-a")
+    history = HISTORIES[kind](store, client)
+    try:
+        shown = [m.text for m in history.messages]
+    except OwnershipError:
+        shown = []
+    assert SECRET not in " ".join(shown)
+    with pytest.raises(OwnershipError):  # from then on the session is ana's
+        HISTORIES[kind](store, client).add_messages([HumanMessage("mine now?")])
+    assert [m.text for m in store.transcript("s-a")] == ["an anonymous hello", SECRET]
+
+
+@pytest.mark.parametrize("client", [None, "bob"], ids=["no-client", "bob"])
+def test_the_middleware_never_sends_a_session_claimed_between_its_check_and_its_read(
+    store: RollingStore, monkeypatch: pytest.MonkeyPatch, client: str | None
+) -> None:
+    store.append("s-a", [HumanMessage("an anonymous hello")])
+    _claimed_after_first_call(store, monkeypatch, "s-a")
+    model = ScriptedChatModel()
+    configurable = {"thread_id": "s-a"} if client is None else {"thread_id": "s-a", "client_id": client}
+    with pytest.raises(OwnershipError):
+        _agent(store, model).invoke(
+            {"messages": [HumanMessage("what do you know?")]}, {"configurable": configurable}
+        )
+    assert SECRET not in " ".join(text_of(request) for request in model.requests)
+    assert [m.text for m in store.transcript("s-a")] == ["an anonymous hello", SECRET]

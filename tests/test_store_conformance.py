@@ -276,19 +276,19 @@ class TestSessionsAndState:
             store.set_state("s1", {"cart": []}, client_id="c2")
         assert raw_contents(store) == before
         assert store.sessions("c2") == []
-        assert store.append("s1", [HumanMessage("no client named")]) == [3]
+        assert store.append("s1", [HumanMessage("its client")], client_id="c1") == [3]
 
     def test_state_is_replaced_whole_and_kept_apart_from_the_transcript(self, store: RollingStore) -> None:
         assert store.get_state("s1") == {}
         state = {"cart": [{"sku": "A-1", "qty": 2}], "total": "12.50", "note": "livraison samedi ✓"}
         store.set_state("s1", state, client_id="c1")
         assert store.get_state("s1") == state
-        store.set_state("s1", {"total": "0"})
+        store.set_state("s1", {"total": "0"}, client_id="c1")
         assert store.get_state("s1") == {"total": "0"}
         assert store.read("s1") == []
         assert store.sessions("c1") == ["s1"]
         with pytest.raises(ValueError, match="JSON"):
-            store.set_state("s1", {"bad": object()})
+            store.set_state("s1", {"bad": object()}, client_id="c1")
         assert store.get_state("s1") == {"total": "0"}
 
     def test_purge_deletes_sessions_not_written_since_the_cutoff(
@@ -465,7 +465,7 @@ class TestReopening:
         store.append("s1", FIDELITY, client_id="c1", token_counts=[1] * len(FIDELITY))
         store.install_summary("s1", "sum", covered_seq=3, expected_version=0)
         store.add_fact("c1", "fact")
-        store.set_state("s1", {"a": 1})
+        store.set_state("s1", {"a": 1}, client_id="c1")
         again = reopen(store)
         try:
             assert [r.message for r in again.read("s1")] == FIDELITY
@@ -474,7 +474,7 @@ class TestReopening:
             assert record.version == 1
             assert [f.text for f in again.facts("c1")] == ["fact"]
             assert again.get_state("s1") == {"a": 1}
-            assert again.append("s1", _texts(1)) == [len(FIDELITY) + 1]
+            assert again.append("s1", _texts(1), client_id="c1") == [len(FIDELITY) + 1]
             assert again.sessions("c1") == ["s1"]
         finally:
             again.close()

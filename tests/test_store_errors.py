@@ -52,7 +52,7 @@ def test_a_read_only_store_reads_and_refuses_writes_with_a_store_error(tmp_path:
     try:
         _expected_reads(store)
         for write in (
-            lambda: store.append("s1", [HumanMessage("more")]),
+            lambda: store.append("s1", [HumanMessage("more")], client_id="c1"),
             lambda: store.add_fact("c1", "Likes coffee"),
             lambda: store.forget("c1"),
         ):
@@ -85,7 +85,7 @@ _AS_NOBODY = textwrap.dedent(
     out = {"read_only": store.read_only, "transcript": [m.content for m in store.transcript("s1")],
            "facts": [f.text for f in store.facts("c1")]}
     try:
-        store.append("s1", [HumanMessage("more")])
+        store.append("s1", [HumanMessage("more")], client_id="c1")
         out["write"] = "written"
     except StoreError as exc:
         out["write"] = str(exc)
@@ -136,7 +136,7 @@ def test_a_write_protected_file_is_opened_read_only_and_its_reads_work(write_pro
             "facts": [f.text for f in store.facts("c1")],
         }
         try:
-            store.append("s1", [HumanMessage("more")])
+            store.append("s1", [HumanMessage("more")], client_id="c1")
             out["write"] = "written"
         except StoreError as exc:
             out["write"] = str(exc)
@@ -171,7 +171,7 @@ async def test_a_full_disk_gives_a_store_error_writes_nothing_and_the_store_reco
             store.append("s1", big, client_id="c1")
         assert str(store.path) in str(caught.value) and "nothing was written" in str(caught.value)
         with pytest.raises(StoreError, match="full"):
-            await store.aappend("s1", big)
+            await store.aappend("s1", big, client_id="c1")
         assert raw_contents(store) == before
         store._conn.execute(f"PRAGMA max_page_count = {pages * 1000}")
         assert store.append("s1", big, client_id="c1") == [2, 3, 4, 5, 6]

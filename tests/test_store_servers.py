@@ -105,12 +105,12 @@ class TestRedisExpiry:
         try:
             store.append("s1", [HumanMessage("hi")], client_id="c1")
             store.install_summary("s1", "sum", covered_seq=1, expected_version=0)
-            store.set_state("s1", {"a": 1})
+            store.set_state("s1", {"a": 1}, client_id="c1")
             keys = [k for k in store.keys.session("s1") if not k.endswith(":lease")]  # type: ignore[attr-defined]
             with redis.Redis.from_url(REDIS_URL) as r:
                 for key in keys:
                     r.pexpire(key, 50_000)
-                store.append("s1", [AIMessage("hello")])
+                store.append("s1", [AIMessage("hello")], client_id="c1")
                 ttls = [r.pttl(key) for key in keys]
             assert all(3_000_000 < t <= 3_600_000 for t in ttls), ttls
             assert store.facts("c1") == []

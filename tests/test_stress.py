@@ -1,4 +1,5 @@
-"""Stress: erase racing append, forked writers, a clear during a compaction, on every backend.
+"""Stress: erase racing append, a claim racing another run's append, read or clear, forked
+writers, a clear during a compaction, on every backend.
 
 Bounded in time (``LRM_STRESS_SECONDS`` per race and backend, 2 by default) and on by default.
 Each test states the promise it attacks; its figures (tries, messages stored, rows left) are
@@ -21,7 +22,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from store_kit import backend_name, raw_contents, reopen
 
-from langchain_rolling_memory import Compactor
+from langchain_rolling_memory import Compactor, OwnershipError
 from langchain_rolling_memory.policy import FoldPolicy
 from langchain_rolling_memory.stores import RollingStore, SQLiteRollingStore
 from langchain_rolling_memory.summarizers import as_summarizer
@@ -137,12 +138,150 @@ def test_an_erase_racing_append_never_leaves_rows_without_their_session(
             other.close()
 
 
+def test_an_anonymous_append_racing_a_claim_never_lands_in_the_claimed_session(store: RollingStore) -> None:
+    # Defect 4: the owner check of an append naming no client is the store's own, in the same
+    # atomic write, not a check made before it. Each try, on a fresh session, an anonymous
+    # append races the first append of client ana (which makes the session hers): the anonymous
+    # message lands before the claim, or is refused; never after ana's first message.
+    other = _second(store)
+    tries = refused = before = after = 0
+    deadline = time.monotonic() + RACE_SECONDS
+    try:
+        while time.monotonic() < deadline:
+            tries += 1
+            session = f"claim{tries}"
+            go = threading.Barrier(2)
+            outcome: list[object] = []
+
+            def anonymous(
+                session: str = session, go: threading.Barrier = go, out: list[object] = outcome
+            ) -> None:
+                go.wait()
+                try:
+                    out.append(other.append(session, [HumanMessage("anonymous")]))
+                except OwnershipError as exc:
+                    out.append(exc)
+
+            thread = threading.Thread(target=anonymous)
+            thread.start()
+            go.wait()
+            store.append(session, [HumanMessage("ana's secret")], client_id="ana")
+            thread.join()
+            texts = [str(r.message.content) for r in store.read(session)]
+            if isinstance(outcome[0], OwnershipError):
+                refused += 1
+                assert texts == ["ana's secret"], texts
+            elif texts.index("anonymous") < texts.index("ana's secret"):
+                before += 1
+            else:
+                after += 1
+            info = store.session_info(session)
+            assert info is not None and info.client_id == "ana"
+        figures = _report(
+            "anonymous-vs-claim",
+            store,
+            tries=tries,
+            refused=refused,
+            landed_before=before,
+            landed_after=after,
+        )
+        assert after == 0, f"{after} of {tries} anonymous appends landed in the claimed session ({figures})"
+    finally:
+        if other is not store:
+            other.close()
+
+
+def test_an_anonymous_clear_racing_a_claim_never_erases_the_claimed_session(store: RollingStore) -> None:
+    # The clear of a run naming no client checks the owner in the erase itself: racing ana's
+    # first append, it erases the session before her claim, or nothing; never her message.
+    other = _second(store)
+    tries = refused = erased = 0
+    deadline = time.monotonic() + RACE_SECONDS
+    try:
+        while time.monotonic() < deadline:
+            tries += 1
+            session = f"wipe{tries}"
+            go = threading.Barrier(2)
+            outcome: list[object] = []
+
+            def clear(
+                session: str = session, go: threading.Barrier = go, out: list[object] = outcome
+            ) -> None:
+                go.wait()
+                try:
+                    other.clear_session(session, client_id=None)
+                    out.append(None)
+                except OwnershipError as exc:
+                    out.append(exc)
+
+            thread = threading.Thread(target=clear)
+            thread.start()
+            go.wait()
+            store.append(session, [HumanMessage("ana's secret")], client_id="ana")
+            thread.join()
+            refused += isinstance(outcome[0], OwnershipError)
+            if [str(r.message.content) for r in store.read(session)] != ["ana's secret"]:
+                erased += 1
+        figures = _report("anonymous-clear-vs-claim", store, tries=tries, refused=refused, erased=erased)
+        assert erased == 0, f"{erased} of {tries} anonymous clears erased the claimed session ({figures})"
+    finally:
+        if other is not store:
+            other.close()
+
+
+def test_a_read_racing_a_claim_never_returns_the_claimed_session(store: RollingStore) -> None:
+    # The owner check of a read naming a client (or none) is made in the read itself: a run
+    # reading a fresh session while client ana claims it sees nothing of hers, or is refused.
+    other = _second(store)
+    tries = refused = empty = leaked = 0
+    deadline = time.monotonic() + RACE_SECONDS
+    try:
+        while time.monotonic() < deadline:
+            tries += 1
+            session = f"peek{tries}"
+            go = threading.Barrier(2)
+            seen: list[object] = []
+
+            reader = None if tries % 2 else "bob"  # a run naming no client, or another client
+
+            def peek(
+                session: str = session,
+                go: threading.Barrier = go,
+                seen: list[object] = seen,
+                reader: str | None = reader,
+            ) -> None:
+                go.wait()
+                try:
+                    seen.append(other.summary_and_tail(session, limit=10, client_id=reader))
+                except OwnershipError as exc:
+                    seen.append(exc)
+
+            thread = threading.Thread(target=peek)
+            thread.start()
+            go.wait()
+            store.append(session, [HumanMessage("ana's secret")], client_id="ana")
+            thread.join()
+            if isinstance(seen[0], OwnershipError):
+                refused += 1
+            elif any("secret" in str(row.message.content) for row in seen[0][1]):  # type: ignore[index]
+                leaked += 1
+            else:
+                empty += 1
+        figures = _report("read-vs-claim", store, tries=tries, refused=refused, empty=empty, leaked=leaked)
+        assert leaked == 0, f"{leaked} of {tries} reads returned the claimed session ({figures})"
+    finally:
+        if other is not store:
+            other.close()
+
+
 def _forked_writer(store: RollingStore, worker: int, count: int) -> None:
     # The store object was opened by the parent before the fork, as gunicorn --preload does.
     sync_part = count * 3 // 4
     for k in range(sync_part):
         if k == count // 4:
-            gc.collect()  # the child's collector meets the parent's garbage store mid-run
+            # The child's collector finalizes the parent's garbage store mid-run (the parent's
+            # collector was off from its last use to the fork, so it is still there).
+            gc.collect()
         store.append("forked", [HumanMessage(f"w{worker}:{k}")], client_id="c")
 
     async def tail() -> None:  # the async twin too, on the child's own event loop
@@ -157,17 +296,25 @@ def _forked_writer(store: RollingStore, worker: int, count: int) -> None:
 def test_forked_workers_on_a_store_opened_before_the_fork_store_every_message(
     shared_store: RollingStore,
 ) -> None:
+    # The issue's reproduction (defect 6): 4 workers x 100 appends through a store opened in
+    # the parent, while the child's collector frees another store that became garbage in the
+    # parent (SQLite before the fix: 315 of 400 stored, and no call raised).
     assert FORK is not None
     shared_store.append("warm", [HumanMessage("opened in the parent")])  # a live connection
-    garbage = reopen(shared_store)
-    garbage.append("warm", [AIMessage("garbage store, used once")])
-    cycle: list[object] = [garbage]
-    cycle.append(cycle)  # only the cyclic collector frees it: in the child, if at all
-    del garbage, cycle
-    workers, count = 4, 100
-    procs = [FORK.Process(target=_forked_writer, args=(shared_store, w, count)) for w in range(workers)]
-    for p in procs:
-        p.start()
+    gc.collect()
+    gc.disable()  # from here to the fork, so that the garbage store reaches the children
+    try:
+        garbage = reopen(shared_store)
+        garbage.append("warm", [AIMessage("garbage store, used once")])
+        cycle: list[object] = [garbage]
+        cycle.append(cycle)  # only the cyclic collector frees it: in each child
+        del garbage, cycle
+        workers, count = 4, 100
+        procs = [FORK.Process(target=_forked_writer, args=(shared_store, w, count)) for w in range(workers)]
+        for p in procs:
+            p.start()
+    finally:
+        gc.enable()
     deadline = time.monotonic() + 60
     for p in procs:
         p.join(max(0.0, deadline - time.monotonic()))

@@ -13,7 +13,8 @@ Data model, per backend:
   replaced only by a compare-and-swap on ``version``.
 * lease: one row per session ``(owner, expires_at)`` so one compactor runs at a time.
 * session: ``(client_id, created_at, updated_at, state_json)``; a session belongs to at most
-  one client, fixed by the first write that names one.
+  one client, fixed by the first write that names one; from then on a write (append, state)
+  naming no client or another one is refused.
 * facts: per client ``(id, text, key, source, created_at, updated_at, pinned)``.
 * search index (schema 2): one entry per message and per fact, its `search.index_text`,
   following appends and erased with its row; `_search` ranks the entries of one scope.
@@ -22,19 +23,23 @@ Data model, per backend:
 from __future__ import annotations
 
 import asyncio
+import enum
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Final, Literal, NamedTuple, TypeVar
 
-from langchain_rolling_memory.errors import SchemaVersionError
+from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 
 __all__ = [
+    "OPERATOR",
     "SCHEMA_VERSION",
     "AppendBatch",
     "IndexedRow",
+    "ReadAs",
+    "Reader",
     "SearchRow",
     "StoreBackend",
     "SummaryWrite",
@@ -53,6 +58,32 @@ def newer_schema(where: str, found: int) -> SchemaVersionError:
         f"this one knows {SCHEMA_VERSION}); upgrade the package"
     )
     return SchemaVersionError(msg)
+
+
+class _Unchecked(enum.Enum):
+    OPERATOR = "operator"
+
+
+OPERATOR: Final = _Unchecked.OPERATOR
+"""The default `client_id` of the session reads: the operator's read (the CLI, admin scripts),
+with no owner check. An adapter always names its run's client, None included."""
+
+ReadAs = str | None | Literal[_Unchecked.OPERATOR]
+"""Whose read it is: a client id, None for a run that names no client, or `OPERATOR`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reader:
+    """The run a session read is made for, checked by the backend in the read itself: the
+    session must be nobody's or `client_id`'s (None: a run naming no client reads only
+    sessions that are nobody's)."""
+
+    client_id: str | None
+
+    def check(self, session_id: str, owner: str | None) -> None:
+        """Raise `OwnershipError` unless `owner` (the session's, read with the data) allows it."""
+        if owner is not None and owner != self.client_id:
+            raise OwnershipError.for_session(session_id, self.client_id)
 
 
 class IndexedRow(NamedTuple):
@@ -127,7 +158,9 @@ class StoreBackend(ABC):
     @abstractmethod
     def _append(self, batch: AppendBatch) -> list[int]:
         """Append the batch's rows atomically and return their seqs; raise `OwnershipError`
-        (writing nothing) if the session belongs to another client. Each row is stored with
+        (writing nothing) if the session belongs to a client other than `batch.client_id`
+        (None included: an anonymous append never lands in an owned session), checked in the
+        same atomic write. Each row is stored with
         its entry of `batch.entries()` (date, indexed text)."""
 
     @abstractmethod
@@ -139,16 +172,22 @@ class StoreBackend(ABC):
         facts of `client_id` if given. The caller has checked that the session is the
         client's; no entry of another client may come back."""
 
+    # The session reads take a `reader` (None: the operator's, unchecked): with one, the
+    # session's owner is read in the same atomic step as the data (one statement, script or
+    # transaction: one round trip on server backends) and `reader.check` refuses another's.
+
     @abstractmethod
-    def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
+    def _read(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
         """Rows with seq > after_seq in ascending order: the last `limit` if `newest`,
         else the first `limit` (all if limit is None)."""
 
     @abstractmethod
-    def _last_seq(self, session_id: str) -> int: ...
+    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int: ...
 
     @abstractmethod
-    def _get_summary(self, session_id: str) -> SummaryRecord | None: ...
+    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None: ...
 
     @abstractmethod
     def _cas_summary(self, write: SummaryWrite) -> bool:
@@ -171,16 +210,19 @@ class StoreBackend(ABC):
     def _list_sessions(self, client_id: str) -> list[str]: ...
 
     @abstractmethod
-    def _get_state(self, session_id: str) -> str | None: ...
+    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None: ...
 
     @abstractmethod
-    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None: ...
+    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+        """Replace the state; `OwnershipError` (writing nothing) on the terms of `_append`."""
 
     @abstractmethod
-    def _delete_session(self, session_id: str) -> None:
+    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         """Remove the session's transcript, summary, lease, state and session row, atomically
         and serialized with appends: an append racing it lands wholly before (and is erased)
-        or wholly after (a fresh session)."""
+        or wholly after (a fresh session). With a `reader`, its owner check is made in the
+        same atomic step, and a session with no row yet is left alone (a claim racing it
+        must not be erased by a run that is not the claimer's)."""
 
     @abstractmethod
     def _list_facts(self, client_id: str) -> list[Fact]:
@@ -232,19 +274,24 @@ class StoreBackend(ABC):
     async def _thread(self, fn: Callable[..., _T], *args: Any) -> _T:
         return await asyncio.to_thread(fn, *args)
 
-    def _summary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
+    def _summary_and_tail(
+        self, session_id: str, limit: int, reader: Reader | None = None
+    ) -> tuple[SummaryRecord | None, list[Row]]:
         """The summary and the newest `limit` rows after it, seen at one instant.
 
         The default reads them one after the other (still consistent: the tail starts after
-        the record it read); server backends override it with one round trip, because that
-        is most of what a turn costs.
+        the record it read), each checked for `reader`; backends override it to read both
+        (and the owner) in one step: server backends in one round trip, because that is most
+        of what a turn costs.
         """
-        record = self._get_summary(session_id)
+        record = self._get_summary(session_id, reader)
         covered = record.covered_seq if record else 0
-        return record, self._read(session_id, covered, limit, True)
+        return record, self._read(session_id, covered, limit, True, reader)
 
-    async def _asummary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
-        return await self._thread(self._summary_and_tail, session_id, limit)
+    async def _asummary_and_tail(
+        self, session_id: str, limit: int, reader: Reader | None = None
+    ) -> tuple[SummaryRecord | None, list[Row]]:
+        return await self._thread(self._summary_and_tail, session_id, limit, reader)
 
     async def _aappend(self, batch: AppendBatch) -> list[int]:
         return await self._thread(self._append, batch)
@@ -254,14 +301,16 @@ class StoreBackend(ABC):
     ) -> list[SearchRow]:
         return await self._thread(self._search, terms, client_id, session_id, limit)
 
-    async def _aread(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
-        return await self._thread(self._read, session_id, after_seq, limit, newest)
+    async def _aread(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
+        return await self._thread(self._read, session_id, after_seq, limit, newest, reader)
 
-    async def _alast_seq(self, session_id: str) -> int:
-        return await self._thread(self._last_seq, session_id)
+    async def _alast_seq(self, session_id: str, reader: Reader | None = None) -> int:
+        return await self._thread(self._last_seq, session_id, reader)
 
-    async def _aget_summary(self, session_id: str) -> SummaryRecord | None:
-        return await self._thread(self._get_summary, session_id)
+    async def _aget_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
+        return await self._thread(self._get_summary, session_id, reader)
 
     async def _acas_summary(self, write: SummaryWrite) -> bool:
         return await self._thread(self._cas_summary, write)
@@ -278,14 +327,14 @@ class StoreBackend(ABC):
     async def _alist_sessions(self, client_id: str) -> list[str]:
         return await self._thread(self._list_sessions, client_id)
 
-    async def _aget_state(self, session_id: str) -> str | None:
-        return await self._thread(self._get_state, session_id)
+    async def _aget_state(self, session_id: str, reader: Reader | None = None) -> str | None:
+        return await self._thread(self._get_state, session_id, reader)
 
     async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
         await self._thread(self._set_state, session_id, client_id, state, now)
 
-    async def _adelete_session(self, session_id: str) -> None:
-        await self._thread(self._delete_session, session_id)
+    async def _adelete_session(self, session_id: str, reader: Reader | None = None) -> None:
+        await self._thread(self._delete_session, session_id, reader)
 
     async def _alist_facts(self, client_id: str) -> list[Fact]:
         return await self._thread(self._list_facts, client_id)

@@ -31,7 +31,7 @@ from langchain_rolling_memory.records import (
     SummaryRecord,
 )
 from langchain_rolling_memory.serde import loads_message
-from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, AppendBatch
+from langchain_rolling_memory.stores.backend import OPERATOR, SCHEMA_VERSION, AppendBatch, ReadAs
 from langchain_rolling_memory.stores.export import client_export, session_export
 from langchain_rolling_memory.stores.fact_api import FactApi
 from langchain_rolling_memory.stores.searching import CreatedAt, SearchApi, index_of
@@ -39,11 +39,13 @@ from langchain_rolling_memory.usage import SummaryUsage
 
 __all__ = [
     "FACT_SOURCES",
+    "OPERATOR",
     "SCHEMA_VERSION",
     "Fact",
     "FactFilter",
     "FactPlan",
     "FactSource",
+    "ReadAs",
     "RollingStore",
     "Row",
     "SessionInfo",
@@ -54,6 +56,12 @@ __all__ = [
 
 class RollingStore(SearchApi, FactApi):
     """Base of every backend: public API with validation, backend primitives underneath.
+
+    Ownership: a session belongs to the first client that writes to it. Writes (`append`,
+    `set_state`) naming another client or none are then refused (`OwnershipError`); session
+    reads take an optional `client_id` that is checked the same way, in the read itself (see
+    `read`). A read without it is the operator's API (the CLI's ``inspect``, admin scripts)
+    and is not checked; every adapter passes its run's client.
 
     Args:
         max_fact_chars: longest fact text accepted.
@@ -97,6 +105,10 @@ class RollingStore(SearchApi, FactApi):
         and writes nothing. `created_at` dates the messages (seconds or a datetime, naive
         read as UTC; one for the batch or one per message) for imports and replays; None
         dates them now. Each message is indexed for `search` in the same write.
+
+        `client_id` names whose session it is: the first write naming a client makes the session
+        that client's, and from then on an append naming another client, or none, raises
+        `OwnershipError` and writes nothing (checked in the same atomic write).
         """
         batch = self._append_batch(session_id, messages, client_id, token_counts, created_at)
         return self._append(batch) if batch else []
@@ -131,61 +143,82 @@ class RollingStore(SearchApi, FactApi):
         return AppendBatch(session_id, client, rows, now, index_of(messages, created_at, now))
 
     def read(
-        self, session_id: str, *, after_seq: int = 0, limit: int | None = None, newest: bool = True
+        self,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        limit: int | None = None,
+        newest: bool = True,
+        client_id: ReadAs = OPERATOR,
     ) -> list[StoredMessage]:
-        """Messages with ``seq > after_seq``, ascending; the last (or first) `limit` of them."""
+        """Messages with ``seq > after_seq``, ascending; the last (or first) `limit` of them.
+
+        `client_id`, on every session read (`summary_and_tail`, `transcript`, `last_seq`,
+        `summary`, `usage`, `get_state` and their async twins), says whose run reads: a
+        client id, or None for a run that names no client. The session must then be nobody's
+        or that client's (else `OwnershipError`), checked by the backend in the same atomic
+        read, so a run never sees another client's session even as it is being claimed.
+        Without it the read is the operator's (the CLI's ``inspect``, admin scripts) and is
+        not checked: adapters always pass it.
+        """
         validate_id(session_id)
         checks.check_count("after_seq", after_seq)
         checks.check_limit(limit)
-        return self._decode(self._read(session_id, after_seq, limit, newest))
+        return self._decode(self._read(session_id, after_seq, limit, newest, checks.reader(client_id)))
 
     async def aread(
-        self, session_id: str, *, after_seq: int = 0, limit: int | None = None, newest: bool = True
+        self,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        limit: int | None = None,
+        newest: bool = True,
+        client_id: ReadAs = OPERATOR,
     ) -> list[StoredMessage]:
         validate_id(session_id)
         checks.check_count("after_seq", after_seq)
         checks.check_limit(limit)
-        return self._decode(await self._aread(session_id, after_seq, limit, newest))
+        return self._decode(await self._aread(session_id, after_seq, limit, newest, checks.reader(client_id)))
 
     def summary_and_tail(
-        self, session_id: str, *, limit: int
+        self, session_id: str, *, limit: int, client_id: ReadAs = OPERATOR
     ) -> tuple[SummaryRecord | None, list[StoredMessage]]:
         """What a turn reads: the summary record and the newest `limit` messages it does not
-        cover, ascending; one round trip on server backends."""
+        cover, ascending; one round trip on server backends, owner check included."""
         validate_id(session_id)
         checks.check_count("limit", limit)
-        record, rows = self._summary_and_tail(session_id, limit)
+        record, rows = self._summary_and_tail(session_id, limit, checks.reader(client_id))
         return record, self._decode(rows)
 
     async def asummary_and_tail(
-        self, session_id: str, *, limit: int
+        self, session_id: str, *, limit: int, client_id: ReadAs = OPERATOR
     ) -> tuple[SummaryRecord | None, list[StoredMessage]]:
         validate_id(session_id)
         checks.check_count("limit", limit)
-        record, rows = await self._asummary_and_tail(session_id, limit)
+        record, rows = await self._asummary_and_tail(session_id, limit, checks.reader(client_id))
         return record, self._decode(rows)
 
-    def transcript(self, session_id: str) -> list[BaseMessage]:
+    def transcript(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> list[BaseMessage]:
         """Every message ever appended to the session, in order."""
-        return [m.message for m in self.read(session_id)]
+        return [m.message for m in self.read(session_id, client_id=client_id)]
 
-    async def atranscript(self, session_id: str) -> list[BaseMessage]:
-        return [m.message for m in await self.aread(session_id)]
+    async def atranscript(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> list[BaseMessage]:
+        return [m.message for m in await self.aread(session_id, client_id=client_id)]
 
-    def last_seq(self, session_id: str) -> int:
+    def last_seq(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> int:
         """Sequence number of the newest message (0 for an empty session)."""
-        return self._last_seq(validate_id(session_id))
+        return self._last_seq(validate_id(session_id), checks.reader(client_id))
 
-    async def alast_seq(self, session_id: str) -> int:
-        return await self._alast_seq(validate_id(session_id))
+    async def alast_seq(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> int:
+        return await self._alast_seq(validate_id(session_id), checks.reader(client_id))
 
     # ------------------------------------------------------------------ summary & lease
 
-    def summary(self, session_id: str) -> SummaryRecord | None:
-        return self._get_summary(validate_id(session_id))
+    def summary(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> SummaryRecord | None:
+        return self._get_summary(validate_id(session_id), checks.reader(client_id))
 
-    async def asummary(self, session_id: str) -> SummaryRecord | None:
-        return await self._aget_summary(validate_id(session_id))
+    async def asummary(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> SummaryRecord | None:
+        return await self._aget_summary(validate_id(session_id), checks.reader(client_id))
 
     def install_summary(
         self,
@@ -223,12 +256,12 @@ class RollingStore(SearchApi, FactApi):
         )
         return await self._acas_summary(write)
 
-    def usage(self, session_id: str) -> SummaryUsage:
+    def usage(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> SummaryUsage:
         """What summarizing the session cost (calls, tokens) and saves per call."""
-        return SummaryUsage.from_record(self.summary(session_id))
+        return SummaryUsage.from_record(self.summary(session_id, client_id=client_id))
 
-    async def ausage(self, session_id: str) -> SummaryUsage:
-        return SummaryUsage.from_record(await self.asummary(session_id))
+    async def ausage(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> SummaryUsage:
+        return SummaryUsage.from_record(await self.asummary(session_id, client_id=client_id))
 
     def claim(self, session_id: str, owner: str, ttl: float) -> bool:
         """Take the session's compaction lease for `ttl` seconds; False if someone holds it."""
@@ -262,24 +295,29 @@ class RollingStore(SearchApi, FactApi):
     async def asessions(self, client_id: str) -> list[str]:
         return await self._alist_sessions(validate_id(client_id, kind="client_id"))
 
-    def clear_session(self, session_id: str) -> None:
-        """Delete the session's transcript, summary and state (the user asked for it)."""
-        self._delete_session(validate_id(session_id))
+    def clear_session(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> None:
+        """Delete the session's transcript, summary and state (the user asked for it).
 
-    async def aclear_session(self, session_id: str) -> None:
-        await self._adelete_session(validate_id(session_id))
+        With `client_id` (None: a run naming no client), refused (`OwnershipError`, nothing
+        erased) unless the session is nobody's or that client's, checked in the erase itself.
+        """
+        self._delete_session(validate_id(session_id), checks.reader(client_id))
 
-    def get_state(self, session_id: str) -> dict[str, Any]:
+    async def aclear_session(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> None:
+        await self._adelete_session(validate_id(session_id), checks.reader(client_id))
+
+    def get_state(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> dict[str, Any]:
         """The session's structured state (exact business data; never summarized)."""
-        raw = self._get_state(validate_id(session_id))
+        raw = self._get_state(validate_id(session_id), checks.reader(client_id))
         return {} if raw is None else dict(json.loads(raw))
 
-    async def aget_state(self, session_id: str) -> dict[str, Any]:
-        raw = await self._aget_state(validate_id(session_id))
+    async def aget_state(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> dict[str, Any]:
+        raw = await self._aget_state(validate_id(session_id), checks.reader(client_id))
         return {} if raw is None else dict(json.loads(raw))
 
     def set_state(self, session_id: str, state: Mapping[str, Any], *, client_id: str | None = None) -> None:
-        """Replace the session's state with `state` (a JSON-serializable mapping)."""
+        """Replace the session's state with `state` (a JSON-serializable mapping); refused on
+        an owned session unless `client_id` names its client, as `append` is."""
         validate_id(session_id)
         self._set_state(session_id, checks.optional_client(client_id), checks.state_json(state), self._now())
 

@@ -17,7 +17,7 @@ from langchain_core.messages import BaseMessage
 from langchain_rolling_memory.errors import ConfigurationError, InvalidTextError
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.serde import check_storable, dumps_message
-from langchain_rolling_memory.stores.backend import SummaryWrite
+from langchain_rolling_memory.stores.backend import OPERATOR, Reader, SummaryWrite
 
 __all__ = [
     "check_count",
@@ -28,6 +28,7 @@ __all__ = [
     "message_rows",
     "optional_client",
     "pinned_flag",
+    "reader",
     "state_json",
     "summary_args",
 ]
@@ -59,6 +60,13 @@ def message_rows(
 
 def optional_client(client_id: str | None) -> str | None:
     return None if client_id is None else validate_id(client_id, kind="client_id")
+
+
+def reader(client_id: object) -> Reader | None:
+    """The owner check of a session read: None for the operator's (unchecked) read."""
+    if client_id is OPERATOR:
+        return None
+    return Reader(None if client_id is None else validate_id(client_id, kind="client_id"))
 
 
 def check_count(name: str, value: object) -> None:

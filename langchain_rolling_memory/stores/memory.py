@@ -19,7 +19,7 @@ from typing import Any, cast
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.search import Bm25Index, index_text
-from langchain_rolling_memory.stores.backend import AppendBatch, SearchRow, SummaryWrite
+from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, SummaryWrite
 from langchain_rolling_memory.stores.base import RollingStore
 
 __all__ = ["InMemoryRollingStore"]
@@ -71,15 +71,17 @@ class InMemoryRollingStore(RollingStore):
             self._index.add(doc, text)
         self._pending.clear()
 
-    def _session(self, session_id: str, client_id: str | None, now: float) -> _Session:
+    def _session(self, session_id: str, client_id: str | None, now: float, *, owned: bool = True) -> _Session:
+        """The session, created if missing; with `owned` (a write on a client's behalf, or an
+        anonymous one) refused unless it is `client_id`'s or nobody's, and claimed if nobody's."""
         session = self._sessions.get(session_id)
         if session is None:
-            session = self._sessions[session_id] = _Session(client_id, now, now)
-        elif client_id is not None:
+            session = self._sessions[session_id] = _Session(client_id if owned else None, now, now)
+        elif owned:
+            if session.client_id is not None and session.client_id != client_id:
+                raise OwnershipError.for_session(session_id, client_id)
             if session.client_id is None:
                 session.client_id = client_id
-            elif session.client_id != client_id:
-                raise OwnershipError.for_session(session_id, client_id)
         return session
 
     def _append(self, batch: AppendBatch) -> list[int]:
@@ -124,9 +126,18 @@ class InMemoryRollingStore(RollingStore):
         for seq in range(1, len(session.rows) + 1) if session else ():
             self._unindex(("m", session_id, seq))
 
-    def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
+    def _seen(self, session_id: str, reader: Reader | None) -> _Session | None:
+        """The session, for a read (call with the lock held); `reader` checked against its owner."""
+        session = self._sessions.get(session_id)
+        if reader is not None:
+            reader.check(session_id, session.client_id if session else None)
+        return session
+
+    def _read(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
         with self._lock:
-            session = self._sessions.get(session_id)
+            session = self._seen(session_id, reader)
             if session is None:
                 return []
             rows = session.rows
@@ -137,15 +148,21 @@ class InMemoryRollingStore(RollingStore):
                 return rows[max(start, len(rows) - limit) :]
             return rows[start : start + limit]
 
-    def _last_seq(self, session_id: str) -> int:
+    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
         with self._lock:
-            session = self._sessions.get(session_id)
+            session = self._seen(session_id, reader)
             return session.rows[-1][0] if session and session.rows else 0
 
-    def _get_summary(self, session_id: str) -> SummaryRecord | None:
+    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
         with self._lock:
-            session = self._sessions.get(session_id)
+            session = self._seen(session_id, reader)
             return session.summary if session else None
+
+    def _summary_and_tail(
+        self, session_id: str, limit: int, reader: Reader | None = None
+    ) -> tuple[SummaryRecord | None, list[Row]]:
+        with self._lock:  # both reads (and the owner check) at one instant
+            return super()._summary_and_tail(session_id, limit, reader)
 
     def _cas_summary(self, write: SummaryWrite) -> bool:
         import json
@@ -155,7 +172,7 @@ class InMemoryRollingStore(RollingStore):
                 held = self._sessions.get(write.session_id)
                 if held is None or held.lease is None or held.lease[0] != write.lease_owner:
                     return False
-            session = self._session(write.session_id, None, write.now)
+            session = self._session(write.session_id, None, write.now, owned=False)
             current = session.summary.version if session.summary else 0
             if current != write.expected_version:
                 return False
@@ -165,7 +182,7 @@ class InMemoryRollingStore(RollingStore):
 
     def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
         with self._lock:
-            session = self._session(session_id, None, now)
+            session = self._session(session_id, None, now, owned=False)
             if session.lease and session.lease[0] != owner and session.lease[1] > now:
                 return False
             session.lease = (owner, now + ttl)
@@ -186,9 +203,9 @@ class InMemoryRollingStore(RollingStore):
         with self._lock:
             return sorted(sid for sid, s in self._sessions.items() if s.client_id == client_id)
 
-    def _get_state(self, session_id: str) -> str | None:
+    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
         with self._lock:
-            session = self._sessions.get(session_id)
+            session = self._seen(session_id, reader)
             return session.state if session else None
 
     def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
@@ -197,8 +214,9 @@ class InMemoryRollingStore(RollingStore):
             session.state = state
             session.updated_at = now
 
-    def _delete_session(self, session_id: str) -> None:
+    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         with self._lock:
+            self._seen(session_id, reader)
             self._forget_entries(session_id)
             self._sessions.pop(session_id, None)
 

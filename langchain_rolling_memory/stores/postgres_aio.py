@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import AppendBatch, SearchRow, StoreBackend, SummaryWrite
+from langchain_rolling_memory.stores import postgres_reads
+from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, StoreBackend, SummaryWrite
 
 __all__ = ["AsyncPostgresPrimitives"]
 
@@ -122,13 +123,28 @@ class AsyncPostgresPrimitives(StoreBackend):
 
         return await self._arun(op, go)
 
-    async def _aread(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
-        sql, params = self.q.read(session_id, after_seq, limit, newest)
-        return pg.rows_of(await self._afetch("read", sql, params), newest, limit)
+    async def _afetch_session(
+        self, sql: str, params: Any, session_id: str, reader: Reader | None
+    ) -> list[tuple[Any, ...]]:
+        """A session read; with a `reader`, its owner is read and checked by the same statement."""
+        if reader is None:
+            return await self._afetch("read", sql, params)
+        wrapped, args = postgres_reads.owned(self.prefix, sql, params, session_id)
+        return postgres_reads.checked(await self._afetch("read", wrapped, args), reader, session_id)
 
-    async def _asummary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
+    async def _aread(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
+        sql, params = self.q.read(session_id, after_seq, limit, newest)
+        return pg.rows_of(await self._afetch_session(sql, params, session_id, reader), newest, limit)
+
+    async def _asummary_and_tail(
+        self, session_id: str, limit: int, reader: Reader | None = None
+    ) -> tuple[SummaryRecord | None, list[Row]]:
         params = {"sid": session_id, "limit": limit}
-        return pg.summary_and_tail_of(await self._afetch("read", self.q.summary_and_tail, params))
+        return pg.summary_and_tail_of(
+            await self._afetch_session(self.q.summary_and_tail, params, session_id, reader)
+        )
 
     async def _asearch(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
@@ -136,12 +152,12 @@ class AsyncPostgresPrimitives(StoreBackend):
         sql, params = pg.search_params(self.q, list(terms), client_id, session_id, limit, self.search_config)
         return pg.search_rows_of(await self._afetch("search", sql, params))
 
-    async def _alast_seq(self, session_id: str) -> int:
-        rows = await self._afetch("read", self.q.last_seq, (session_id,))
+    async def _alast_seq(self, session_id: str, reader: Reader | None = None) -> int:
+        rows = await self._afetch_session(self.q.last_seq, (session_id,), session_id, reader)
         return int(rows[0][0]) if rows else 0
 
-    async def _aget_summary(self, session_id: str) -> SummaryRecord | None:
-        rows = await self._afetch("read", self.q.get_summary, (session_id,))
+    async def _aget_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
+        rows = await self._afetch_session(self.q.get_summary, (session_id,), session_id, reader)
         return pg.summary_of(rows[0] if rows else None)
 
     async def _acas_summary(self, write: SummaryWrite) -> bool:
@@ -161,8 +177,8 @@ class AsyncPostgresPrimitives(StoreBackend):
     async def _alist_sessions(self, client_id: str) -> list[str]:
         return [str(r[0]) for r in await self._afetch("read", self.q.list_sessions, (client_id,))]
 
-    async def _aget_state(self, session_id: str) -> str | None:
-        rows = await self._afetch("read", self.q.get_state, (session_id,))
+    async def _aget_state(self, session_id: str, reader: Reader | None = None) -> str | None:
+        rows = await self._afetch_session(self.q.get_state, (session_id,), session_id, reader)
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
     async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
@@ -171,13 +187,18 @@ class AsyncPostgresPrimitives(StoreBackend):
         if not await self._afetch("state", self.q.set_state, params):
             raise OwnershipError.for_session(session_id, client_id)
 
-    async def _aerase(self, op: str, plan: pg.Erase) -> int:
+    async def _aerase(self, op: str, plan: pg.Erase, reader: Reader | None = None) -> int:
         async def go(conn: Any) -> int:
             async with conn.transaction():
                 for sql, params in plan.first:
                     await conn.execute(sql, params)
                 cur = await conn.execute(plan.lock, plan.lock_params)
-                locked = {str(r[0]) for r in await cur.fetchall()}
+                records = await cur.fetchall()
+                if reader is not None:
+                    if not records:
+                        return 0
+                    reader.check(str(records[0][0]), records[0][1])
+                locked = {str(r[0]) for r in records}
                 ids = sorted(locked | set(plan.always))
                 for sql in self.q.erase_sessions if ids else ():
                     await conn.execute(sql, (ids,))
@@ -187,8 +208,8 @@ class AsyncPostgresPrimitives(StoreBackend):
 
         return await self._arun(op, go)
 
-    async def _adelete_session(self, session_id: str) -> None:
-        await self._aerase("delete", self.q.erase("session", session_id))
+    async def _adelete_session(self, session_id: str, reader: Reader | None = None) -> None:
+        await self._aerase("delete", self.q.erase("session", session_id), reader)
 
     async def _alist_facts(self, client_id: str) -> list[Fact]:
         return [pg.fact_of(r) for r in await self._afetch("facts", self.q.list_facts, (client_id,))]

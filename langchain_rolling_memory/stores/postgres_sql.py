@@ -154,7 +154,9 @@ class Queries:
         self.vacuum_plain = f"VACUUM {tables}"
         # Appending is one statement: the session row is upserted (its lock serializes the
         # writers of one session and hands out gap-free seqs), and the messages are inserted
-        # only if the ownership check let the upsert through; no row back means refused.
+        # only if the ownership check let the upsert through (the session is nobody's or the
+        # named client's: an append naming no client is refused on an owned session); no row
+        # back means refused.
         # A write that names a client first takes that client's lock, shared (`client_lock`):
         # `forget` takes it exclusive, so it waits for such writes and none starts meanwhile.
         client_lock = (
@@ -169,8 +171,7 @@ class Queries:
                     last_seq = t.last_seq + %(n)s,
                     updated_at = excluded.updated_at,
                     client_id = COALESCE(t.client_id, excluded.client_id)
-                WHERE excluded.client_id IS NULL OR t.client_id IS NULL
-                    OR t.client_id = excluded.client_id
+                WHERE t.client_id IS NULL OR t.client_id = excluded.client_id
                 RETURNING t.last_seq
             )
             INSERT INTO {p}messages (session_id, seq, message, tokens, batch, created_at, tsv)
@@ -240,7 +241,7 @@ class Queries:
             "ON CONFLICT (session_id) DO UPDATE SET "
             "state = excluded.state, updated_at = excluded.updated_at, "
             "client_id = COALESCE(t.client_id, excluded.client_id) "
-            "WHERE excluded.client_id IS NULL OR t.client_id IS NULL OR t.client_id = excluded.client_id "
+            "WHERE t.client_id IS NULL OR t.client_id = excluded.client_id "
             "RETURNING 1"
         )
         # An erase is one transaction (see `erase`) that first locks what it erases: the
@@ -248,7 +249,9 @@ class Queries:
         # sees every append that committed before; then the leases before the summaries, so a
         # summary install holding its lease (`cas`) has committed before its summary is deleted.
         self.lock_client = "SELECT pg_advisory_xact_lock(hashtext(%s)), pg_advisory_xact_lock(hashtext(%s))"
-        self.lock_session_row = f"SELECT session_id FROM {p}sessions WHERE session_id = %s FOR UPDATE"
+        self.lock_session_row = (
+            f"SELECT session_id, client_id FROM {p}sessions WHERE session_id = %s FOR UPDATE"
+        )
         self.lock_client_sessions = (
             f"SELECT session_id FROM {p}sessions WHERE client_id = %s ORDER BY session_id FOR UPDATE"
         )
@@ -441,8 +444,9 @@ def append_params(q: Queries, batch: AppendBatch, config: str = "simple") -> dic
 
 def rows_of(records: list[tuple[Any, ...]], newest: bool, limit: int | None) -> list[Row]:
     rows = [(int(s), str(m), None if t is None else int(t)) for s, m, t in records]
-    if newest and limit is not None:
-        rows.reverse()
+    # Ascending: a newest-first read comes reversed, and one wrapped by `postgres_reads.owned`
+    # in no guaranteed order.
+    rows.sort(key=lambda r: r[0])
     return rows
 
 

@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import AppendBatch, SearchRow, StoreBackend, SummaryWrite
+from langchain_rolling_memory.stores import postgres_reads
+from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, StoreBackend, SummaryWrite
 
 __all__ = ["SyncPostgresPrimitives"]
 
@@ -89,13 +90,28 @@ class SyncPostgresPrimitives(StoreBackend):
     def _count(self, op: str, sql: str, params: Any) -> int:
         return self._run(op, lambda conn: int(conn.execute(sql, params).rowcount))
 
-    def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
-        sql, params = self.q.read(session_id, after_seq, limit, newest)
-        return pg.rows_of(self._fetch("read", sql, params), newest, limit)
+    def _fetch_session(
+        self, sql: str, params: Any, session_id: str, reader: Reader | None
+    ) -> list[tuple[Any, ...]]:
+        """A session read; with a `reader`, its owner is read and checked by the same statement."""
+        if reader is None:
+            return self._fetch("read", sql, params)
+        wrapped, args = postgres_reads.owned(self.prefix, sql, params, session_id)
+        return postgres_reads.checked(self._fetch("read", wrapped, args), reader, session_id)
 
-    def _summary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
+    def _read(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
+        sql, params = self.q.read(session_id, after_seq, limit, newest)
+        return pg.rows_of(self._fetch_session(sql, params, session_id, reader), newest, limit)
+
+    def _summary_and_tail(
+        self, session_id: str, limit: int, reader: Reader | None = None
+    ) -> tuple[SummaryRecord | None, list[Row]]:
         params = {"sid": session_id, "limit": limit}
-        return pg.summary_and_tail_of(self._fetch("read", self.q.summary_and_tail, params))
+        return pg.summary_and_tail_of(
+            self._fetch_session(self.q.summary_and_tail, params, session_id, reader)
+        )
 
     def _search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
@@ -103,12 +119,12 @@ class SyncPostgresPrimitives(StoreBackend):
         sql, params = pg.search_params(self.q, list(terms), client_id, session_id, limit, self.search_config)
         return pg.search_rows_of(self._fetch("search", sql, params))
 
-    def _last_seq(self, session_id: str) -> int:
-        rows = self._fetch("read", self.q.last_seq, (session_id,))
+    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
+        rows = self._fetch_session(self.q.last_seq, (session_id,), session_id, reader)
         return int(rows[0][0]) if rows else 0
 
-    def _get_summary(self, session_id: str) -> SummaryRecord | None:
-        rows = self._fetch("read", self.q.get_summary, (session_id,))
+    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
+        rows = self._fetch_session(self.q.get_summary, (session_id,), session_id, reader)
         return pg.summary_of(rows[0] if rows else None)
 
     # A CAS retried after a lost reply answers False if the first attempt landed: the
@@ -130,8 +146,8 @@ class SyncPostgresPrimitives(StoreBackend):
     def _list_sessions(self, client_id: str) -> list[str]:
         return [str(r[0]) for r in self._fetch("read", self.q.list_sessions, (client_id,))]
 
-    def _get_state(self, session_id: str) -> str | None:
-        rows = self._fetch("read", self.q.get_state, (session_id,))
+    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
+        rows = self._fetch_session(self.q.get_state, (session_id,), session_id, reader)
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
     def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
@@ -140,14 +156,20 @@ class SyncPostgresPrimitives(StoreBackend):
         if not self._fetch("state", self.q.set_state, params):
             raise OwnershipError.for_session(session_id, client_id)
 
-    def _erase(self, op: str, plan: pg.Erase) -> int:
-        """Run one erase transaction (see `Queries.erase`); return how many sessions it erased."""
+    def _erase(self, op: str, plan: pg.Erase, reader: Reader | None = None) -> int:
+        """Run one erase transaction (see `Queries.erase`); return how many sessions it erased.
+        With a `reader` (one session's erase), its owner is checked on the locked row."""
 
         def go(conn: Any) -> int:
             with conn.transaction():
                 for sql, params in plan.first:
                     conn.execute(sql, params)
-                locked = {str(r[0]) for r in conn.execute(plan.lock, plan.lock_params).fetchall()}
+                records = conn.execute(plan.lock, plan.lock_params).fetchall()
+                if reader is not None:
+                    if not records:
+                        return 0
+                    reader.check(str(records[0][0]), records[0][1])
+                locked = {str(r[0]) for r in records}
                 ids = sorted(locked | set(plan.always))
                 for sql in self.q.erase_sessions if ids else ():
                     conn.execute(sql, (ids,))
@@ -157,8 +179,8 @@ class SyncPostgresPrimitives(StoreBackend):
 
         return self._run(op, go)
 
-    def _delete_session(self, session_id: str) -> None:
-        self._erase("delete", self.q.erase("session", session_id))
+    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
+        self._erase("delete", self.q.erase("session", session_id), reader)
 
     def _list_facts(self, client_id: str) -> list[Fact]:
         return [pg.fact_of(r) for r in self._fetch("facts", self.q.list_facts, (client_id,))]

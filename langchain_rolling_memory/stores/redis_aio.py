@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores import redis_scripts as lua
-from langchain_rolling_memory.stores.backend import AppendBatch, SearchRow, StoreBackend, SummaryWrite
+from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, StoreBackend, SummaryWrite
 
 __all__ = ["AsyncRedisPrimitives"]
 
@@ -102,23 +102,46 @@ class AsyncRedisPrimitives(StoreBackend):
 
         return await self._acall("search", go)
 
-    async def _aread(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
-        args = lua.read_args(after_seq, limit, newest)
-        return lua.rows_of(await self._arun("read", "read", [self.keys.msgs(session_id)], args))
+    async def _asession_get(
+        self, session_id: str, reader: Reader | None, command: Callable[[Any], Any]
+    ) -> Any:
+        """Async twin of `_session_get`: `command(client)` (a coroutine on the client, a queued
+        command on the MULTI/EXEC pipeline that checks the owner)."""
+        client = await self._aclient()
+        if reader is None:
+            return await self._acall("read", lambda: command(client))
 
-    async def _asummary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
-        keys = self.keys.summary_and_tail(session_id)
-        reply = await self._arun("read", "summary_and_tail", keys, [limit])
+        async def go() -> Any:
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.hget(self.keys.info(session_id), "client_id")
+                command(pipe)
+                owner, value = await pipe.execute()
+            reader.check(session_id, owner)
+            return value
+
+        return await self._acall("read", go)
+
+    async def _aread(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
+        args = lua.read_args(after_seq, limit, newest)
+        reply = await self._arun("read", "read", self.keys.read(session_id, reader is not None), args)
+        return lua.rows_of(lua.checked(reply, session_id, reader))
+
+    async def _asummary_and_tail(
+        self, session_id: str, limit: int, reader: Reader | None = None
+    ) -> tuple[SummaryRecord | None, list[Row]]:
+        keys = self.keys.summary_and_tail(session_id, reader is not None)
+        reply = lua.checked(await self._arun("read", "summary_and_tail", keys, [limit]), session_id, reader)
         return lua.summary_of(*reply[:5]), lua.rows_of(reply[5:])
 
-    async def _alast_seq(self, session_id: str) -> int:
-        client = await self._aclient()
-        return int(await self._acall("read", lambda: client.llen(self.keys.msgs(session_id))))
+    async def _alast_seq(self, session_id: str, reader: Reader | None = None) -> int:
+        return int(await self._asession_get(session_id, reader, lambda r: r.llen(self.keys.msgs(session_id))))
 
-    async def _aget_summary(self, session_id: str) -> SummaryRecord | None:
-        client = await self._aclient()
+    async def _aget_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
         key = self.keys.summary(session_id)
-        return lua.summary_of(*await self._acall("read", lambda: client.hmget(key, lua.SUMMARY_FIELDS)))
+        values = await self._asession_get(session_id, reader, lambda r: r.hmget(key, lua.SUMMARY_FIELDS))
+        return lua.summary_of(*values)
 
     async def _acas_summary(self, write: SummaryWrite) -> bool:
         args = lua.cas_args(write, self._ttl_ms)
@@ -141,10 +164,9 @@ class AsyncRedisPrimitives(StoreBackend):
         key = self.keys.client_sessions(client_id)
         return sorted(await self._arun("read", "list_sessions", [key], [self.prefix]))
 
-    async def _aget_state(self, session_id: str) -> str | None:
-        client = await self._aclient()
+    async def _aget_state(self, session_id: str, reader: Reader | None = None) -> str | None:
         info = self.keys.info(session_id)
-        value = await self._acall("read", lambda: client.hget(info, "state"))
+        value = await self._asession_get(session_id, reader, lambda r: r.hget(info, "state"))
         return None if value is None else str(value)
 
     async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
@@ -152,8 +174,9 @@ class AsyncRedisPrimitives(StoreBackend):
         if not int(await self._arun("state", "set_state", self.keys.state(session_id, client_id), args)):
             raise OwnershipError.for_session(session_id, client_id)
 
-    async def _adelete_session(self, session_id: str) -> None:
-        await self._arun("delete", "delete_session", [], [self.prefix, session_id])
+    async def _adelete_session(self, session_id: str, reader: Reader | None = None) -> None:
+        args = lua.delete_args(self.prefix, session_id, reader)
+        lua.deleted(await self._arun("delete", "delete_session", [], args), session_id, reader)
 
     async def _alist_facts(self, client_id: str) -> list[Fact]:
         client = await self._aclient()

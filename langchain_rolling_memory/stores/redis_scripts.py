@@ -32,7 +32,7 @@ from typing import Any
 
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, StoreError
 from langchain_rolling_memory.records import Fact, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import AppendBatch, SummaryWrite
+from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SummaryWrite
 
 __all__ = [
     "SCRIPTS",
@@ -43,7 +43,10 @@ __all__ = [
     "append_args",
     "cas_args",
     "check_prefix",
+    "checked",
     "claim_args",
+    "delete_args",
+    "deleted",
     "encode_row",
     "fact_json",
     "facts_of",
@@ -110,9 +113,13 @@ class Keys:
         """KEYS of the append script."""
         return [*self.session(sid), self.client_sessions(cid), self.updated, self.idx(sid)]
 
-    def summary_and_tail(self, sid: str) -> list[str]:
-        """KEYS of the summary-and-tail script."""
-        return [self.summary(sid), self.msgs(sid)]
+    def read(self, sid: str, checked: bool) -> list[str]:
+        """KEYS of the read script (with the info key when the owner is checked)."""
+        return [self.msgs(sid), self.info(sid)] if checked else [self.msgs(sid)]
+
+    def summary_and_tail(self, sid: str, checked: bool = False) -> list[str]:
+        """KEYS of the summary-and-tail script (with the info key when the owner is checked)."""
+        return [self.summary(sid), self.msgs(sid), *([self.info(sid)] if checked else [])]
 
     def cas(self, sid: str) -> list[str]:
         """KEYS of the compare-and-swap script."""
@@ -147,10 +154,11 @@ local function touch(keys, ttl)
     for i = 1, #keys do redis.call('PEXPIRE', keys[i], ttl) end
   end
 end
--- The session's owner check and bookkeeping; false if another client owns it.
+-- The session's owner check and bookkeeping; false if a client owns it and cid ('' for none)
+-- is not that client.
 local function own(info, csessions, updated, sid, cid, now)
   local owner = redis.call('HGET', info, 'client_id')
-  if cid ~= '' and owner and owner ~= cid then return false end
+  if owner and owner ~= cid then return false end
   redis.call('HSETNX', info, 'created_at', now)
   redis.call('HSET', info, 'updated_at', now)
   if cid ~= '' and not owner then
@@ -186,7 +194,7 @@ APPEND = (
     + """
 local sid, cid, now, ttl, check, batch = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local owner = redis.call('HGET', KEYS[1], 'client_id')
-if cid ~= '' and owner and owner ~= cid then return {-1, 0} end
+if owner and owner ~= cid then return {-1, 0} end
 if check == '1' then
   for _, entry in ipairs(redis.call('LRANGE', KEYS[5], 0, -1)) do
     local b, first, n = string.match(entry, '^(%S+) (%d+) (%d+)$')
@@ -212,10 +220,19 @@ return {first, n}
 """
 )
 
-# KEYS: msgs; ARGV: after limit newest
-READ = _LIB + "return rows(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))"
+# The session reads take the session's info key last when the read is checked (a `Reader`):
+# the owner ('' for none) then comes first in the reply, read in the same atomic script.
+_OWNER = "if KEYS[{n}] then table.insert(out, 1, redis.call('HGET', KEYS[{n}], 'client_id') or '') end\n"
 
-# KEYS: sum msgs; ARGV: limit -> {text, covered, version, meta, updated, first seq, rows...}
+# KEYS: msgs [info]; ARGV: after limit newest -> {[owner,] first seq, rows...}
+READ = (
+    _LIB
+    + "local out = rows(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))\n"
+    + _OWNER.format(n=2)
+    + "return out"
+)
+
+# KEYS: sum msgs [info]; ARGV: limit -> {[owner,] text, covered, version, meta, updated, first seq, rows...}
 SUMMARY_AND_TAIL = (
     _LIB
     + """
@@ -223,8 +240,9 @@ local s = redis.call('HMGET', KEYS[1], 'text', 'covered_seq', 'version', 'meta',
 local covered = tonumber(s[2] or '0')
 local out = rows(KEYS[2], covered, tonumber(ARGV[1]), 1)
 for i = 5, 1, -1 do table.insert(out, 1, s[i] or '') end
-return out
 """
+    + _OWNER.format(n=3)
+    + "return out"
 )
 
 # KEYS: sum info msgs batches idx lease; ARGV: expected text covered meta now ttl_ms lease_owner
@@ -281,8 +299,20 @@ end
 return live
 """
 
-# ARGV: prefix sid
-DELETE_SESSION = _LIB + "drop_session(ARGV[1], ARGV[2]) return 1"
+# ARGV: prefix sid [cid check] -> 1, or 0 (nothing erased) when checked: the session is another
+# client's than cid ('' for none), or has no info hash yet
+DELETE_SESSION = (
+    _LIB
+    + """
+if ARGV[4] == '1' then
+  local owner = redis.call('HGET', ARGV[1]..'s:'..ARGV[2]..':info', 'client_id')
+  if owner and owner ~= ARGV[3] then return 0 end
+  if redis.call('EXISTS', ARGV[1]..'s:'..ARGV[2]..':info') == 0 then return 1 end
+end
+drop_session(ARGV[1], ARGV[2])
+return 1
+"""
+)
 
 # KEYS: csessions facts; ARGV: prefix
 DELETE_CLIENT = (
@@ -322,6 +352,28 @@ SCRIPTS = {
     "delete_client": DELETE_CLIENT,
     "purge": PURGE,
 }
+
+
+def checked(reply: Sequence[Any], session_id: str, reader: Reader | None) -> Sequence[Any]:
+    """A session read's reply without its leading owner, once `reader` passed the check (a
+    reply read with no reader has no owner and is returned as it is)."""
+    if reader is None:
+        return reply
+    reader.check(session_id, str(reply[0]) or None)
+    return reply[1:]
+
+
+def delete_args(prefix: str, session_id: str, reader: Reader | None) -> list[Any]:
+    """ARGV of the delete-session script (with the owner check when there is a `reader`)."""
+    if reader is None:
+        return [prefix, session_id, "", "0"]
+    return [prefix, session_id, reader.client_id or "", "1"]
+
+
+def deleted(reply: Any, session_id: str, reader: Reader | None) -> None:
+    """Raise `OwnershipError` if the delete-session script refused (its reply is 0)."""
+    if int(reply) == 0:
+        raise OwnershipError.for_session(session_id, reader.client_id if reader else None)
 
 
 def encode_row(payload: str, tokens: int | None) -> str:

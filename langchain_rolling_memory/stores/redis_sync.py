@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores import redis_scripts as lua
-from langchain_rolling_memory.stores.backend import AppendBatch, SearchRow, StoreBackend, SummaryWrite
+from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, StoreBackend, SummaryWrite
 
 __all__ = ["SyncRedisPrimitives"]
 
@@ -83,20 +83,44 @@ class SyncRedisPrimitives(StoreBackend):
 
         return self._call("search", go)
 
-    def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
-        args = lua.read_args(after_seq, limit, newest)
-        return lua.rows_of(self._run("read", "read", [self.keys.msgs(session_id)], args))
+    def _session_get(self, session_id: str, reader: Reader | None, command: Callable[[Any], Any]) -> Any:
+        """`command(client)`; with a `reader`, in one MULTI/EXEC with the owner's HGET (one
+        round trip, one instant), and the owner checked."""
+        if reader is None:
+            return self._call("read", lambda: command(self._r))
 
-    def _summary_and_tail(self, session_id: str, limit: int) -> tuple[SummaryRecord | None, list[Row]]:
-        reply = self._run("read", "summary_and_tail", self.keys.summary_and_tail(session_id), [limit])
+        def go() -> Any:
+            with self._r.pipeline(transaction=True) as pipe:
+                pipe.hget(self.keys.info(session_id), "client_id")
+                command(pipe)
+                owner, value = pipe.execute()
+            reader.check(session_id, owner)
+            return value
+
+        return self._call("read", go)
+
+    def _read(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
+        args = lua.read_args(after_seq, limit, newest)
+        reply = self._run("read", "read", self.keys.read(session_id, reader is not None), args)
+        return lua.rows_of(lua.checked(reply, session_id, reader))
+
+    def _summary_and_tail(
+        self, session_id: str, limit: int, reader: Reader | None = None
+    ) -> tuple[SummaryRecord | None, list[Row]]:
+        keys = self.keys.summary_and_tail(session_id, reader is not None)
+        reply = lua.checked(self._run("read", "summary_and_tail", keys, [limit]), session_id, reader)
         return lua.summary_of(*reply[:5]), lua.rows_of(reply[5:])
 
-    def _last_seq(self, session_id: str) -> int:
-        return int(self._call("read", lambda: self._r.llen(self.keys.msgs(session_id))))
+    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
+        return int(self._session_get(session_id, reader, lambda r: r.llen(self.keys.msgs(session_id))))
 
-    def _get_summary(self, session_id: str) -> SummaryRecord | None:
+    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
         key = self.keys.summary(session_id)
-        return lua.summary_of(*self._call("read", lambda: self._r.hmget(key, lua.SUMMARY_FIELDS)))
+        return lua.summary_of(
+            *self._session_get(session_id, reader, lambda r: r.hmget(key, lua.SUMMARY_FIELDS))
+        )
 
     def _cas_summary(self, write: SummaryWrite) -> bool:
         args = lua.cas_args(write, self._ttl_ms)
@@ -117,9 +141,9 @@ class SyncRedisPrimitives(StoreBackend):
         key = self.keys.client_sessions(client_id)
         return sorted(self._run("read", "list_sessions", [key], [self.prefix]))
 
-    def _get_state(self, session_id: str) -> str | None:
+    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
         info = self.keys.info(session_id)
-        value = self._call("read", lambda: self._r.hget(info, "state"))
+        value = self._session_get(session_id, reader, lambda r: r.hget(info, "state"))
         return None if value is None else str(value)
 
     def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
@@ -127,8 +151,9 @@ class SyncRedisPrimitives(StoreBackend):
         if not int(self._run("state", "set_state", self.keys.state(session_id, client_id), args)):
             raise OwnershipError.for_session(session_id, client_id)
 
-    def _delete_session(self, session_id: str) -> None:
-        self._run("delete", "delete_session", [], [self.prefix, session_id])
+    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
+        args = lua.delete_args(self.prefix, session_id, reader)
+        lua.deleted(self._run("delete", "delete_session", [], args), session_id, reader)
 
     def _list_facts(self, client_id: str) -> list[Fact]:
         key = self.keys.facts(client_id)

@@ -36,6 +36,7 @@ from langchain_rolling_memory.serde import loads_message
 from langchain_rolling_memory.stores.backend import (
     SCHEMA_VERSION,
     AppendBatch,
+    Reader,
     SearchRow,
     SummaryWrite,
     newer_schema,
@@ -189,6 +190,24 @@ class SQLiteRollingStore(RollingStore):
         with self._lock, self._errors("read"):
             return self._db().execute(sql, params).fetchall()
 
+    @contextmanager
+    def _reading(self, session_id: str, reader: Reader | None) -> Iterator[None]:
+        """With a `reader`: one read transaction (one snapshot) that first checks the session's
+        owner, so the reads inside see the data of the owner they checked."""
+        if reader is None:
+            yield
+            return
+        with self._lock, self._errors("read"):
+            conn = self._db()
+            conn.execute("BEGIN")
+            try:
+                row = conn.execute(self.q.session_client, (session_id,)).fetchone()
+                reader.check(session_id, row[0] if row else None)
+                yield
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+
     def _checkpoint(self) -> None:
         """Copy the WAL into the file and empty it, so that erased text leaves the WAL."""
         if self.path == ":memory:" or self.read_only:
@@ -266,7 +285,7 @@ class SQLiteRollingStore(RollingStore):
         with self._write() as conn:
             row = conn.execute(q.session_head, (session_id,)).fetchone()
             owner, last = (row[0], int(row[1])) if row else (None, 0)
-            if client_id is not None and owner is not None and owner != client_id:
+            if owner is not None and owner != client_id:  # None: an anonymous write, refused too
                 raise OwnershipError.for_session(session_id, client_id)
             seqs = list(range(last + 1, last + 1 + len(rows)))
             conn.execute(q.upsert_session, (session_id, client_id, now, now, seqs[-1]))
@@ -289,16 +308,27 @@ class SQLiteRollingStore(RollingStore):
         params = {"q": fts5_query(terms), "sid": session_id, "cid": client_id, "limit": limit}
         return sql.search_rows_of(self._query(self.q.search, params))  # type: ignore[arg-type]
 
-    def _read(self, session_id: str, after_seq: int, limit: int | None, newest: bool) -> list[Row]:
+    def _read(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
         statement, params = self.q.read(session_id, after_seq, limit, newest)
-        return sql.rows_of(self._query(statement, params), newest, limit)
+        with self._reading(session_id, reader):
+            return sql.rows_of(self._query(statement, params), newest, limit)
 
-    def _last_seq(self, session_id: str) -> int:
-        rows = self._query(self.q.last_seq, (session_id,))
+    def _summary_and_tail(
+        self, session_id: str, limit: int, reader: Reader | None = None
+    ) -> tuple[SummaryRecord | None, list[Row]]:
+        with self._reading(session_id, reader):
+            return super()._summary_and_tail(session_id, limit)
+
+    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
+        with self._reading(session_id, reader):
+            rows = self._query(self.q.last_seq, (session_id,))
         return int(rows[0][0]) if rows else 0
 
-    def _get_summary(self, session_id: str) -> SummaryRecord | None:
-        rows = self._query(self.q.get_summary, (session_id,))
+    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
+        with self._reading(session_id, reader):
+            rows = self._query(self.q.get_summary, (session_id,))
         return sql.summary_of(rows[0] if rows else None)
 
     def _cas_summary(self, write: SummaryWrite) -> bool:
@@ -328,15 +358,16 @@ class SQLiteRollingStore(RollingStore):
     def _list_sessions(self, client_id: str) -> list[str]:
         return [str(r[0]) for r in self._query(self.q.list_sessions, (client_id,))]
 
-    def _get_state(self, session_id: str) -> str | None:
-        rows = self._query(self.q.get_state, (session_id,))
+    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
+        with self._reading(session_id, reader):
+            rows = self._query(self.q.get_state, (session_id,))
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
     def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
         q = self.q
         with self._write() as conn:
             row = conn.execute(q.session_client, (session_id,)).fetchone()
-            if client_id is not None and row and row[0] is not None and row[0] != client_id:
+            if row and row[0] is not None and row[0] != client_id:
                 raise OwnershipError.for_session(session_id, client_id)
             conn.execute(q.set_state, (session_id, client_id, now, now, state))
 
@@ -347,8 +378,13 @@ class SQLiteRollingStore(RollingStore):
             conn.executemany(statement, ids)
         return len(ids)
 
-    def _delete_session(self, session_id: str) -> None:
+    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         with self._write() as conn:
+            if reader is not None:
+                row = conn.execute(self.q.session_client, (session_id,)).fetchone()
+                if row is None:
+                    return
+                reader.check(session_id, row[0])
             for statement in self.q.delete_session:
                 conn.execute(statement, (session_id,))
         self._checkpoint()
