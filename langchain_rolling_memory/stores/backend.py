@@ -223,12 +223,6 @@ class StoreBackend(ABC):
     async def _avacuum(self) -> None:
         await self._thread(self._vacuum)
 
-    def close(self) -> None:  # noqa: B027 - a no-op default that backends may override
-        """Release connections; the default has nothing to release."""
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
-
     async def _thread(self, fn: Callable[..., _T], *args: Any) -> _T:
         return await asyncio.to_thread(fn, *args)
 
