@@ -1,8 +1,9 @@
 """A store's life: ``with`` / ``async with``, `setup()`, closed is closed, closed at exit.
 
-Owns the public lifecycle methods every backend shares and the one ``atexit`` hook that closes
-the stores still open when the interpreter exits; each backend owns what its `_setup` creates
-and what its `close` releases. Does not open connections.
+Owns the public lifecycle methods every backend shares, the one ``atexit`` hook that closes
+the stores still open when the interpreter exits, and the guard that closes an async pool or
+client when its event loop ends; each backend owns what its `_setup` creates and what its
+`close` releases. Does not open connections.
 
 Why the exit hook: a psycopg pool left open until the interpreter finalizes is closed by its
 ``__del__``, which joins its worker threads; from Python 3.13 on, threads no longer run once
@@ -18,12 +19,13 @@ import atexit
 import logging
 import threading
 import weakref
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
 from langchain_rolling_memory.errors import StoreError
 
-__all__ = ["Lifecycle", "close_at_exit", "not_set_up"]
+__all__ = ["Lifecycle", "close_at_exit", "close_with_loop", "not_set_up"]
 
 logger = logging.getLogger("langchain_rolling_memory")
 
@@ -124,3 +126,23 @@ def _close_open_stores() -> None:
             store.close()
         except Exception as exc:  # an exit hook must not hide the program's own outcome
             logger.warning("rolling memory: closing %s at exit failed: %s", type(store).__name__, exc)
+
+
+async def close_with_loop(close: Callable[[], Awaitable[None]]) -> AsyncGenerator[None, None]:
+    """Run `close()` when the running event loop ends; return the guard (keep a reference).
+
+    Async connections belong to their loop and die with it, unclosed, when a script ends
+    ``asyncio.run(main())`` without ``await store.aclose()``. The guard is an async generator
+    paused on the loop: ``asyncio.run`` (and any `asyncio.Runner`) finalizes those before it
+    closes the loop, which runs `close()` there. ``await guard.aclose()`` closes now, once.
+    """
+
+    async def guard() -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            await close()
+
+    agen = guard()
+    await agen.asend(None)  # the loop's first-iteration hook registers it for shutdown
+    return agen

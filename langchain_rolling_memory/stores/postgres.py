@@ -259,8 +259,8 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Post
             self._forked = True
             self._pool = None
             return
-        forks.abandon(self._pool, self._apool)
-        self._pool, self._apool, self._apool_loop = None, None, None
+        forks.abandon(self._pool, self._apool, self._aguard)
+        self._pool, self._apool, self._apool_loop, self._aguard = None, None, None, None
 
     def vacuum(self, *, full: bool = True) -> None:
         """VACUUM the store's tables so that erased rows leave their files (see the module
@@ -303,15 +303,21 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Post
             return
         if pool is not None:
             pool.close()
-        apool, loop, self._apool, self._apool_loop = self._apool, self._apool_loop, None, None
-        if apool is not None and loop is not None and not loop.is_closed() and not loop.is_running():
-            loop.run_until_complete(apool.close())
+        guard, loop, self._aguard, self._apool, self._apool_loop = (
+            self._aguard,
+            self._apool_loop,
+            None,
+            None,
+            None,
+        )
+        if guard is not None and loop is not None and not loop.is_closed() and not loop.is_running():
+            loop.run_until_complete(guard.aclose())
 
     async def aclose(self) -> None:
-        pool, loop = self._apool, self._apool_loop
-        if pool is not None and loop is asyncio.get_running_loop() and self._borrowed is None:
-            self._apool, self._apool_loop = None, None
-            await pool.close()
+        guard, loop = self._aguard, self._apool_loop
+        if guard is not None and loop is asyncio.get_running_loop():
+            self._aguard, self._apool, self._apool_loop = None, None, None
+            await guard.aclose()  # closes the async pool
         await asyncio.to_thread(self.close)
 
 

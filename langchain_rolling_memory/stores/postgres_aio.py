@@ -17,7 +17,7 @@ import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores.backend import AppendBatch, SearchRow, StoreBackend, SummaryWrite
-from langchain_rolling_memory.stores.lifecycle import not_set_up
+from langchain_rolling_memory.stores.lifecycle import close_with_loop, not_set_up
 from langchain_rolling_memory.stores.postgres_conn import check_connection
 
 __all__ = ["AsyncPostgresPrimitives"]
@@ -44,6 +44,7 @@ class AsyncPostgresPrimitives(StoreBackend):
     _apool: Any
     _apool_loop: asyncio.AbstractEventLoop | None
     _borrowed: Any
+    _aguard: Any = None
     _setup_pending: bool
     _borrowed_apool: Callable[[], Any]
     _asetup: Callable[[], Awaitable[None]]
@@ -68,6 +69,7 @@ class AsyncPostgresPrimitives(StoreBackend):
                 await pool.close()
             else:
                 self._apool, self._apool_loop = pool, loop
+                self._aguard = await close_with_loop(pool.close)
         return self._apool
 
     async def _arun(

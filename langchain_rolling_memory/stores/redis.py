@@ -219,7 +219,7 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         if self._r is not None and self._borrowed is not None:  # a sync client handed in
             await asyncio.to_thread(self._setup)
             return
-        client = self._aclient_now()
+        client = await self._aclient_now()
         await self._acall("migrate", lambda: self._amigrate(client))
         self._schema_state = "ok"
 
@@ -311,8 +311,8 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
             self._forked = True
             self._ascripts = {}
             return
-        forks.abandon(self._ar)
-        self._ar, self._ar_loop, self._ascripts = None, None, {}
+        forks.abandon(self._ar, self._aguard)
+        self._ar, self._ar_loop, self._ascripts, self._aguard = None, None, {}, None
 
     def close(self) -> None:
         """Close the clients the store opened (never one handed in). An async client is closed
@@ -322,15 +322,15 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         if self._borrowed is not None:
             return
         self._r.close()
-        client, loop, self._ar, self._ar_loop = self._ar, self._ar_loop, None, None
-        if client is not None and loop is not None and not loop.is_closed() and not loop.is_running():
-            loop.run_until_complete(client.aclose())
+        guard, loop, self._aguard, self._ar, self._ar_loop = self._aguard, self._ar_loop, None, None, None
+        if guard is not None and loop is not None and not loop.is_closed() and not loop.is_running():
+            loop.run_until_complete(guard.aclose())
 
     async def aclose(self) -> None:
-        client, loop = self._ar, self._ar_loop
-        if client is not None and loop is asyncio.get_running_loop() and self._borrowed is None:
-            self._ar, self._ar_loop = None, None
-            await client.aclose()
+        guard, loop = self._aguard, self._ar_loop
+        if guard is not None and loop is asyncio.get_running_loop():
+            self._aguard, self._ar, self._ar_loop = None, None, None
+            await guard.aclose()  # closes the async client
         await asyncio.to_thread(self.close)
 
 

@@ -16,6 +16,7 @@ from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores import redis_scripts as lua
 from langchain_rolling_memory.stores.backend import AppendBatch, SearchRow, StoreBackend, SummaryWrite
+from langchain_rolling_memory.stores.lifecycle import close_with_loop
 
 __all__ = ["AsyncRedisPrimitives"]
 
@@ -37,6 +38,7 @@ class AsyncRedisPrimitives(StoreBackend):
     _ar: Any
     _ar_loop: asyncio.AbstractEventLoop | None
     _ascripts: dict[str, Any]
+    _aguard: Any = None
     _schema_state: str
     _borrowed_aclient: Callable[[], Any]
     _asetup: Callable[[], Awaitable[None]]
@@ -44,14 +46,14 @@ class AsyncRedisPrimitives(StoreBackend):
 
     async def _aclient(self) -> Any:
         """The async client of this loop, once the schema is known to be there."""
-        client = self._aclient_now()
+        client = await self._aclient_now()
         if self._schema_state == "setup":  # an async client handed in: set up at first use
             await self._asetup()
         elif self._schema_state == "check":
             await self._acheck_schema(client)
         return client
 
-    def _aclient_now(self) -> Any:
+    async def _aclient_now(self) -> Any:
         borrowed = self._borrowed_aclient()
         if borrowed is not None:
             if not self._ascripts:
@@ -63,13 +65,14 @@ class AsyncRedisPrimitives(StoreBackend):
             self._ar = self._redis.asyncio.Redis.from_url(self._url, **self._akwargs)
             self._ar_loop = loop
             self._ascripts = {name: self._ar.register_script(src) for name, src in lua.SCRIPTS.items()}
+            self._aguard = await close_with_loop(self._ar.aclose)
         return self._ar
 
     async def _acall(
         self, op: str, fn: Callable[[], Awaitable[_T]], retry: Callable[[], Awaitable[_T]] | None = None
     ) -> _T:
         redis = self._redis
-        client = self._aclient_now() if op == "migrate" else await self._aclient()
+        client = await (self._aclient_now() if op == "migrate" else self._aclient())
         try:
             return await fn()
         except redis.ConnectionError:
