@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
 from langchain_rolling_memory.errors import StoreError
 
-__all__ = ["Lifecycle", "close_at_exit", "close_with_loop", "not_set_up"]
+__all__ = ["Lifecycle", "close_at_exit", "close_now", "close_with_loop", "not_set_up"]
 
 logger = logging.getLogger("langchain_rolling_memory")
 
@@ -128,21 +129,28 @@ def _close_open_stores() -> None:
             logger.warning("rolling memory: closing %s at exit failed: %s", type(store).__name__, exc)
 
 
-async def close_with_loop(close: Callable[[], Awaitable[None]]) -> AsyncGenerator[None, None]:
-    """Run `close()` when the running event loop ends; return the guard (keep a reference).
+def close_with_loop(close: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
+    """Run `close()` when the running event loop ends; return the guard task.
 
-    Async connections belong to their loop and die with it, unclosed, when a script ends
-    ``asyncio.run(main())`` without ``await store.aclose()``. The guard is an async generator
-    paused on the loop: ``asyncio.run`` (and any `asyncio.Runner`) finalizes those before it
-    closes the loop, which runs `close()` there. ``await guard.aclose()`` closes now, once.
+    Async connections belong to their loop. A script that ends ``asyncio.run(main())``
+    without ``await store.aclose()`` left them open, and on Python 3.13 it could hang for
+    ever: ``asyncio.run`` cancels every task at its end, and psycopg_pool's tasks swallow
+    that cancellation while a connection attempt is in flight, so the wait never ended. The
+    guard is an idle task: cancelled with all the others, it closes the pool or client then
+    (which stops the pool's workers), inside the same wait. Cancelling it closes at once.
     """
 
-    async def guard() -> AsyncGenerator[None, None]:
+    async def guard() -> None:
         try:
-            yield
+            await asyncio.Event().wait()
         finally:
             await close()
 
-    agen = guard()
-    await agen.asend(None)  # the loop's first-iteration hook registers it for shutdown
-    return agen
+    return asyncio.get_running_loop().create_task(guard(), name="rolling-memory-close-with-loop")
+
+
+async def close_now(guard: asyncio.Task[None]) -> None:
+    """Cancel a `close_with_loop` guard and wait for its close to finish."""
+    guard.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await guard

@@ -69,6 +69,8 @@ class InMemoryRollingStore(RollingStore):
 
     def close(self) -> None:
         """Drop the data and refuse every later call, as the other backends do once closed."""
+        if self._closed:
+            return
         super().close()
         with self._lock:
             self._lock = _Closed()  # type: ignore[assignment]

@@ -28,7 +28,7 @@ import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, StoreError
 from langchain_rolling_memory.stores.backend import StoreBackend
 from langchain_rolling_memory.stores.base import RollingStore
-from langchain_rolling_memory.stores.lifecycle import close_at_exit
+from langchain_rolling_memory.stores.lifecycle import close_at_exit, close_now
 from langchain_rolling_memory.stores.postgres_aio import AsyncPostgresPrimitives
 from langchain_rolling_memory.stores.postgres_conn import borrow, forked_error
 from langchain_rolling_memory.stores.postgres_setup import PostgresSetup
@@ -311,13 +311,13 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Post
             None,
         )
         if guard is not None and loop is not None and not loop.is_closed() and not loop.is_running():
-            loop.run_until_complete(guard.aclose())
+            loop.run_until_complete(close_now(guard))
 
     async def aclose(self) -> None:
         guard, loop = self._aguard, self._apool_loop
         if guard is not None and loop is asyncio.get_running_loop():
             self._aguard, self._apool, self._apool_loop = None, None, None
-            await guard.aclose()  # closes the async pool
+            await close_now(guard)  # closes the async pool
         await asyncio.to_thread(self.close)
 
 

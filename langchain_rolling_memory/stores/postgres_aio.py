@@ -69,7 +69,7 @@ class AsyncPostgresPrimitives(StoreBackend):
                 await pool.close()
             else:
                 self._apool, self._apool_loop = pool, loop
-                self._aguard = await close_with_loop(pool.close)
+                self._aguard = close_with_loop(pool.close)
         return self._apool
 
     async def _arun(

@@ -34,7 +34,7 @@ from langchain_rolling_memory.errors import ConfigurationError, MissingExtraErro
 from langchain_rolling_memory.stores import redis_scripts as lua
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, StoreBackend, newer_schema
 from langchain_rolling_memory.stores.base import RollingStore
-from langchain_rolling_memory.stores.lifecycle import not_set_up
+from langchain_rolling_memory.stores.lifecycle import close_now, not_set_up
 from langchain_rolling_memory.stores.redis_aio import AsyncRedisPrimitives
 from langchain_rolling_memory.stores.redis_sync import SyncRedisPrimitives
 from langchain_rolling_memory.stores.urls import split_prefix
@@ -324,13 +324,13 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         self._r.close()
         guard, loop, self._aguard, self._ar, self._ar_loop = self._aguard, self._ar_loop, None, None, None
         if guard is not None and loop is not None and not loop.is_closed() and not loop.is_running():
-            loop.run_until_complete(guard.aclose())
+            loop.run_until_complete(close_now(guard))
 
     async def aclose(self) -> None:
         guard, loop = self._aguard, self._ar_loop
         if guard is not None and loop is asyncio.get_running_loop():
             self._aguard, self._ar, self._ar_loop = None, None, None
-            await guard.aclose()  # closes the async client
+            await close_now(guard)  # closes the async client
         await asyncio.to_thread(self.close)
 
 

@@ -65,7 +65,7 @@ class AsyncRedisPrimitives(StoreBackend):
             self._ar = self._redis.asyncio.Redis.from_url(self._url, **self._akwargs)
             self._ar_loop = loop
             self._ascripts = {name: self._ar.register_script(src) for name, src in lua.SCRIPTS.items()}
-            self._aguard = await close_with_loop(self._ar.aclose)
+            self._aguard = close_with_loop(self._ar.aclose)
         return self._ar
 
     async def _acall(

@@ -105,6 +105,7 @@ class SQLiteRollingStore(RollingStore):
         )
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
+        self._unset = not setup
         forks.track(self)
         if not setup:  # nothing is opened or created until the first call
             return
@@ -172,6 +173,8 @@ class SQLiteRollingStore(RollingStore):
         """The connection of this process (call with the lock held); reopened after a fork."""
         if self._conn is None:
             self._check_open()
+            if self._unset and self.path != ":memory:" and not os.path.exists(self.path):
+                raise not_set_up(self._tables, f"no file {self.path}")
             self._conn = self._connect()
         return self._conn
 
@@ -268,6 +271,7 @@ class SQLiteRollingStore(RollingStore):
         with self._lock, self._errors("setup"):
             if self.path != ":memory:" and not self.read_only:
                 Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            self._unset = False
             self._migrate()
 
     def close(self) -> None:
