@@ -26,6 +26,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import MethodType
 from typing import Any, NamedTuple, TypeVar
 
 from langchain_rolling_memory.errors import SchemaVersionError
@@ -39,6 +40,7 @@ __all__ = [
     "StoreBackend",
     "SummaryWrite",
     "newer_schema",
+    "use_thread_twins",
 ]
 
 SCHEMA_VERSION = 2
@@ -299,3 +301,11 @@ class StoreBackend(ABC):
     @staticmethod
     def _now() -> float:
         return time.time()
+
+
+def use_thread_twins(store: StoreBackend, native: type) -> None:
+    """Make `store` run its sync primitives in a worker thread for the async API, in place of
+    the native async ones `native` defines: for a store handed a sync resource only."""
+    for name, value in vars(native).items():
+        if name.startswith("_a") and callable(value) and callable(getattr(StoreBackend, name, None)):
+            setattr(store, name, MethodType(getattr(StoreBackend, name), store))

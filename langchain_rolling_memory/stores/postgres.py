@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from types import MethodType
 from typing import Any
 
 import langchain_rolling_memory.stores.forks as forks
 import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, StoreError
-from langchain_rolling_memory.stores.backend import StoreBackend
+from langchain_rolling_memory.stores.backend import use_thread_twins
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.stores.lifecycle import close_at_exit, close_now
 from langchain_rolling_memory.stores.postgres_aio import AsyncPostgresPrimitives
@@ -144,10 +143,9 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Post
             if self._pool is None:
                 return  # async only: setup (if asked) runs at the first async call
             self._apool_loop = None
-            for name in vars(AsyncPostgresPrimitives):
-                # No async source: the async API runs the sync primitives in a worker thread.
-                if name.startswith("_a") and hasattr(StoreBackend, name):
-                    setattr(self, name, MethodType(getattr(StoreBackend, name), self))
+            use_thread_twins(
+                self, AsyncPostgresPrimitives
+            )  # no async resource: the async API runs in a thread
             if setup:
                 self.setup()
             return

@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-from types import MethodType
 from typing import Any
 
 import langchain_rolling_memory.stores.forks as forks
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, StoreError
 from langchain_rolling_memory.stores import redis_scripts as lua
-from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, StoreBackend, newer_schema
+from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, newer_schema, use_thread_twins
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.stores.lifecycle import close_now, not_set_up
 from langchain_rolling_memory.stores.redis_aio import AsyncRedisPrimitives
@@ -154,10 +153,7 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
             self._schema_state = "setup" if setup else "check"
             return
         if self._borrowed is not None:
-            for name in vars(AsyncRedisPrimitives):
-                # No async client: the async API runs the sync primitives in a worker thread.
-                if name.startswith("_a") and hasattr(StoreBackend, name):
-                    setattr(self, name, MethodType(getattr(StoreBackend, name), self))
+            use_thread_twins(self, AsyncRedisPrimitives)  # no async resource: the async API runs in a thread
         if setup:
             try:
                 self.setup()
