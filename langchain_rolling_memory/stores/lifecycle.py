@@ -22,13 +22,15 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any
+from typing import TypeVar
 
 from langchain_rolling_memory.errors import StoreError
 
 __all__ = ["Lifecycle", "close_at_exit", "close_now", "close_with_loop", "not_set_up"]
 
 logger = logging.getLogger("langchain_rolling_memory")
+
+_S = TypeVar("_S", bound="Lifecycle")
 
 
 class Lifecycle:
@@ -78,7 +80,7 @@ class Lifecycle:
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
 
-    def __enter__(self) -> Any:
+    def __enter__(self: _S) -> _S:
         self._check_open()
         return self
 
@@ -87,7 +89,7 @@ class Lifecycle:
     ) -> None:
         self.close()
 
-    async def __aenter__(self) -> Any:
+    async def __aenter__(self: _S) -> _S:
         self._check_open()
         return self
 
