@@ -28,6 +28,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import MethodType
 from typing import Any, Final, Literal, NamedTuple, TypeVar
 
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
@@ -44,6 +45,7 @@ __all__ = [
     "StoreBackend",
     "SummaryWrite",
     "newer_schema",
+    "use_thread_twins",
 ]
 
 SCHEMA_VERSION = 2
@@ -265,12 +267,6 @@ class StoreBackend(ABC):
     async def _avacuum(self) -> None:
         await self._thread(self._vacuum)
 
-    def close(self) -> None:  # noqa: B027 - a no-op default that backends may override
-        """Release connections; the default has nothing to release."""
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
-
     async def _thread(self, fn: Callable[..., _T], *args: Any) -> _T:
         return await asyncio.to_thread(fn, *args)
 
@@ -354,3 +350,11 @@ class StoreBackend(ABC):
     @staticmethod
     def _now() -> float:
         return time.time()
+
+
+def use_thread_twins(store: StoreBackend, native: type) -> None:
+    """Make `store` run its sync primitives in a worker thread for the async API, in place of
+    the native async ones `native` defines: for a store handed a sync resource only."""
+    for name, value in vars(native).items():
+        if name.startswith("_a") and callable(value) and callable(getattr(StoreBackend, name, None)):
+            setattr(store, name, MethodType(getattr(StoreBackend, name), store))

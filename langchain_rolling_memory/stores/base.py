@@ -5,7 +5,7 @@ store's settings; the fact methods are in `fact_api.py` (their rules in `fact_ru
 search in `searching.py`, the argument checks and serialization in `checks.py`, the
 primitives a backend implements and the data model in `backend.py`, the records in
 `records.py`, the export's JSON shape in `export.py`, opening a store by URL in
-`urls.py`. Does no I/O of its own.
+`urls.py`, ``with``, `setup()` and closing in `lifecycle.py`. Does no I/O of its own.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from langchain_rolling_memory.serde import loads_message
 from langchain_rolling_memory.stores.backend import OPERATOR, SCHEMA_VERSION, AppendBatch, ReadAs
 from langchain_rolling_memory.stores.export import client_export, session_export
 from langchain_rolling_memory.stores.fact_api import FactApi
+from langchain_rolling_memory.stores.lifecycle import Lifecycle
 from langchain_rolling_memory.stores.searching import CreatedAt, SearchApi, index_of
 from langchain_rolling_memory.usage import SummaryUsage
 
@@ -54,7 +55,7 @@ __all__ = [
 ]
 
 
-class RollingStore(SearchApi, FactApi):
+class RollingStore(Lifecycle, SearchApi, FactApi):
     """Base of every backend: public API with validation, backend primitives underneath.
 
     Ownership: a session belongs to the first client that writes to it. Writes (`append`,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from langchain_rolling_memory.errors import OwnershipError
+from langchain_rolling_memory.errors import OwnershipError, StoreError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.search import Bm25Index, index_text
 from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, SummaryWrite
@@ -37,6 +37,17 @@ class _Session:
     dates: list[float] = field(default_factory=list)
 
 
+class _Closed:
+    """Stands in for the lock of a closed store: every primitive takes the lock first."""
+
+    def __enter__(self) -> None:
+        msg = "this InMemoryRollingStore is closed; open a new store (closing is final)"
+        raise StoreError(msg)
+
+    def __exit__(self, *exc: object) -> None:  # pragma: no cover - __enter__ never succeeds
+        return None
+
+
 class InMemoryRollingStore(RollingStore):
     """Keeps everything in dicts guarded by one lock; lost when the process ends.
 
@@ -55,6 +66,18 @@ class InMemoryRollingStore(RollingStore):
         # Written but not yet indexed, in write order: the index breaks ties by the order of
         # its additions, so catching up in this order ranks as indexing at each write did.
         self._pending: dict[tuple[str, str, Any], str] = {}
+
+    def close(self) -> None:
+        """Drop the data and refuse every later call, as the other backends do once closed."""
+        if self._closed:
+            return
+        super().close()
+        with self._lock:
+            self._lock = _Closed()  # type: ignore[assignment]
+            self._sessions.clear()
+            self._facts.clear()
+            self._pending.clear()
+            self._index = Bm25Index()
 
     def _to_index(self, doc: tuple[str, str, Any], text: str) -> None:
         self._pending.pop(doc, None)  # a rewrite goes to the end, as `Bm25Index.add` moves it

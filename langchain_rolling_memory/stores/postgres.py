@@ -1,7 +1,8 @@
 """PostgreSQL backend on psycopg 3 pools: the store class, which joins the two twins.
 
-Owns the pools, the migrations and closing; the sync primitives are in `postgres_sync.py`,
-the async ones in `postgres_aio.py`, the SQL and what both share in `postgres_sql.py`, the
+Owns the pools and closing; the sync primitives are in `postgres_sync.py`, the async ones in
+`postgres_aio.py`, the migrations in `postgres_setup.py`, a pool or connection handed in by
+the caller in `postgres_conn.py`, the SQL and what both share in `postgres_sql.py`, the
 public API in `base.py`. psycopg is imported only when a store is created, so the package
 works without the ``postgres`` extra.
 
@@ -24,9 +25,12 @@ from typing import Any
 import langchain_rolling_memory.stores.forks as forks
 import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, StoreError
-from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, newer_schema
+from langchain_rolling_memory.stores.backend import use_thread_twins
 from langchain_rolling_memory.stores.base import RollingStore
+from langchain_rolling_memory.stores.lifecycle import close_at_exit, close_now
 from langchain_rolling_memory.stores.postgres_aio import AsyncPostgresPrimitives
+from langchain_rolling_memory.stores.postgres_conn import borrow, forked_error
+from langchain_rolling_memory.stores.postgres_setup import PostgresSetup
 from langchain_rolling_memory.stores.postgres_sql import Queries, check_config, check_prefix
 from langchain_rolling_memory.stores.postgres_sync import SyncPostgresPrimitives
 from langchain_rolling_memory.stores.urls import split_prefix
@@ -47,7 +51,7 @@ def _driver() -> Any:
     return psycopg, psycopg_pool
 
 
-class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, RollingStore):
+class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, PostgresSetup, RollingStore):
     """Transcripts, summaries and facts in PostgreSQL, shared by many app processes.
 
     A turn costs two statements whatever the transcript's length: one append (the session
@@ -57,7 +61,18 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
     looked up first), so a message is never doubled. A second failure raises `StoreError`.
 
     Args:
-        conninfo: a libpq URL or ``key=value`` string (``postgresql://user@host:5432/db``).
+        conninfo: a libpq URL or ``key=value`` string (``postgresql://user@host:5432/db``);
+            the store opens its own pools on it. Give it or `conn`, not both.
+        conn: a pool or connection of your own instead: a `psycopg_pool.ConnectionPool` or
+            `AsyncConnectionPool`, or a `psycopg.Connection` or `AsyncConnection` (calls then
+            take turns on it), opened with ``autocommit=True`` and the default row factory.
+            It stays yours: `close()` leaves it open, `statement_timeout` is not set on it
+            (set it in its options if you want it), and a forked child refuses to use it
+            (open a new one there). With a sync one, the async methods run in a worker thread;
+            with an async one, only the async methods work, and setup runs at the first call.
+        setup: create or migrate the tables now (the default); False creates nothing, for a
+            role without DDL rights: run `setup()` once elsewhere (a missing table then raises
+            `StoreError` naming it).
         table_prefix: prefix of every table, so several apps can share one database.
         pool_size: most connections per pool (one sync pool, one async pool per event loop).
         timeout: seconds to wait for a connection from the pool before `StoreError`.
@@ -76,15 +91,18 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
 
     Example (needs a server, so not run here)::
 
-        store = PostgresRollingStore.from_url("postgresql://postgres@127.0.0.1:5432/test?prefix=app1_")
+        with PostgresRollingStore.from_url("postgresql://postgres@127.0.0.1:5432/test?prefix=app1_") as store:
+            ...
     """
 
     schemes = ("postgresql", "postgres")
 
     def __init__(
         self,
-        conninfo: str,
+        conninfo: str | None = None,
         *,
+        conn: Any = None,
+        setup: bool = True,
         table_prefix: str = "lrm_",
         pool_size: int = 10,
         timeout: float = 30.0,
@@ -96,6 +114,9 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
     ) -> None:
         super().__init__(**options)
         self._psycopg, self._psycopg_pool = _driver()
+        if (conninfo is None) == (conn is None):
+            msg = f"give a PostgreSQL URL or conn=, not both nor neither; got conninfo={conninfo!r}, conn={conn!r}"
+            raise ConfigurationError(msg)
         if pool_size < 1 or timeout <= 0:
             msg = f"pool_size must be >= 1 and timeout > 0, got pool_size={pool_size!r}, timeout={timeout!r}"
             raise ConfigurationError(msg)
@@ -109,7 +130,26 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
         self._pool_size = pool_size
         self._timeout = timeout
         self.statement_timeout = statement_timeout
+        self._pool_lock = threading.Lock()
+        self._pool: Any = None
+        self._apool: Any = None
+        self._apool_loop: asyncio.AbstractEventLoop | None = None
+        self._setup_pending = setup
         self._kwargs: dict[str, Any] = {"autocommit": True, **(connect_kwargs or {})}
+        if conn is not None:
+            self._borrowed = borrow(self._psycopg, self._psycopg_pool, conn)
+            forks.track(self)
+            self._pool = self._borrowed.sync
+            if self._pool is None:
+                return  # async only: setup (if asked) runs at the first async call
+            self._apool_loop = None
+            use_thread_twins(
+                self, AsyncPostgresPrimitives
+            )  # no async resource: the async API runs in a thread
+            if setup:
+                self.setup()
+            return
+        self._borrowed = None
         if statement_timeout is not None:
             # Sent at connect time, so RESET (after vacuum) returns to it; keeps the caller's options.
             given = self._kwargs.get("options") or self._psycopg.conninfo.conninfo_to_dict(conninfo).get(
@@ -118,17 +158,15 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
             ours = f"-c statement_timeout={max(1, round(statement_timeout * 1000))}"
             self._kwargs["options"] = f"{given} {ours}" if given else ours
         self._probe(connect_timeout)
-        self._closed = False
-        self._pool_lock = threading.Lock()
-        self._pool: Any = self._open_pool()
-        self._apool: Any = None
-        self._apool_loop: asyncio.AbstractEventLoop | None = None
+        self._pool = self._open_pool()
         forks.track(self)
-        try:
-            self._run("migrate", self._migrate)
-        except BaseException:
-            self._pool.close()
-            raise
+        close_at_exit(self)
+        if setup:
+            try:
+                self.setup()
+            except BaseException:
+                self.close()
+                raise
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> PostgresRollingStore:
@@ -150,6 +188,7 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
         if not 0 < connect_timeout < float("inf"):
             msg = f"connect_timeout must be a number of seconds > 0, got {connect_timeout!r}"
             raise ConfigurationError(msg)
+        assert self._conninfo is not None
         # libpq counts whole seconds, at least 2; a connect_timeout in the URL wins.
         kwargs = {"connect_timeout": max(2, round(connect_timeout)), **self._kwargs}
         try:
@@ -175,47 +214,51 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
 
     def _sync_pool(self) -> Any:
         """The sync pool of this process: a forked child opens its own on first use."""
+        self._check_open()
         pool = self._pool
         if pool is None:
+            if self._borrowed is not None:
+                if self._forked:
+                    raise forked_error(self._borrowed.kind)
+                msg = (
+                    f"this store was given an {self._borrowed.kind}: use its async methods "
+                    "(aappend, aread, asetup...), or hand it a sync pool or connection"
+                )
+                raise StoreError(msg)
             with self._pool_lock:
                 if self._pool is None:
                     self._pool = self._open_pool()
                 pool = self._pool
         return pool
 
+    def _borrowed_apool(self) -> Any:
+        """The async source handed in by the caller, or None if the store opens its own."""
+        self._check_open()
+        if self._borrowed is None:
+            return None
+        if self._forked:
+            raise forked_error(self._borrowed.kind)
+        return self._borrowed.asynchronous
+
+    @property
+    def _sync_only(self) -> bool:
+        return self._borrowed is not None and self._borrowed.asynchronous is None
+
+    _forked = False
+
     def _after_fork(self) -> None:
         # The inherited pools' sockets are the parent's and their worker threads do not exist
-        # here: abandon them unclosed (see `forks`) and open fresh ones on first use.
+        # here: abandon them unclosed (see `forks`) and open fresh ones on first use. A pool or
+        # connection the caller handed in cannot be replaced: the child refuses to use it.
         self._pool_lock = threading.Lock()
         if self._closed:
             return
-        forks.abandon(self._pool, self._apool)
-        self._pool, self._apool, self._apool_loop = None, None, None
-
-    def _migrate(self, conn: Any) -> None:
-        q = self.q
-        try:
-            conn.execute(q.check_config, (self.search_config,))
-        except self._psycopg.Error as exc:
-            msg = (
-                f"search_config {self.search_config!r} is not a text search configuration of this "
-                f"server ({exc}); list them with: SELECT cfgname FROM pg_ts_config"
-            )
-            raise ConfigurationError(msg) from exc
-        with conn.transaction():
-            # Two processes starting at once must not both create the tables.
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (q.lock_key,))
-            conn.execute(q.create_meta)
-            row = conn.execute(q.get_version).fetchone()
-            version = int(row[0]) if row else 0
-            if version > SCHEMA_VERSION:
-                raise newer_schema(f"PostgreSQL tables {self.prefix}*", version)
-            for number in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in q.migrations[number - 1]:
-                    conn.execute(statement)
-                if number == 2:
-                    self._backfill(conn)
-                conn.execute(q.set_version, (str(number),))
+        if self._borrowed is not None:
+            self._forked = True
+            self._pool = None
+            return
+        forks.abandon(self._pool, self._apool, self._aguard)
+        self._pool, self._apool, self._apool_loop, self._aguard = None, None, None, None
 
     def vacuum(self, *, full: bool = True) -> None:
         """VACUUM the store's tables so that erased rows leave their files (see the module
@@ -229,6 +272,10 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
         self._run("vacuum", lambda conn: pg.vacuum(conn, self.q, full=full))
 
     async def avacuum(self, *, full: bool = True) -> None:
+        if self._sync_only:
+            await asyncio.to_thread(self.vacuum, full=full)
+            return
+
         async def go(conn: Any) -> None:
             await conn.execute(pg.VACUUM_UNLIMITED)
             try:
@@ -238,32 +285,37 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Roll
 
         await self._arun("vacuum", go)
 
-    def _backfill(self, conn: Any) -> None:
-        """Index the messages and facts written before schema 2 (in the migration's transaction)."""
-        q, cfg = self.q, self.search_config
-        with conn.cursor(name=f"lrm_backfill_{self.prefix}") as cur:
-            cur.execute(q.unindexed_messages)
-            while records := cur.fetchmany(2000):
-                conn.execute(q.index_messages, pg.backfill_messages(records, cfg))
-        facts = conn.execute(q.unindexed_facts).fetchall()
-        if facts:
-            conn.execute(q.index_facts, pg.backfill_facts(facts, cfg))
+    async def _asetup(self) -> None:
+        if self._sync_only:
+            await asyncio.to_thread(self._setup)
+        else:
+            await super()._asetup()
 
     def close(self) -> None:
-        """Close the pools. An async pool is closed here only if its event loop is idle; in
-        async code prefer ``await store.aclose()``."""
-        self._closed = True
-        if self._pool is not None:
-            self._pool.close()
-        pool, loop, self._apool, self._apool_loop = self._apool, self._apool_loop, None, None
-        if pool is not None and loop is not None and not loop.is_closed() and not loop.is_running():
-            loop.run_until_complete(pool.close())
+        """Close the pools the store opened (never a pool or connection handed in). An async
+        pool is closed here only if its event loop is idle; in async code prefer
+        ``await store.aclose()`` or ``async with``. Final: later calls raise `StoreError`."""
+        super().close()
+        pool, self._pool = self._pool, None
+        if self._borrowed is not None:
+            return
+        if pool is not None:
+            pool.close()
+        guard, loop, self._aguard, self._apool, self._apool_loop = (
+            self._aguard,
+            self._apool_loop,
+            None,
+            None,
+            None,
+        )
+        if guard is not None and loop is not None and not loop.is_closed() and not loop.is_running():
+            loop.run_until_complete(close_now(guard))
 
     async def aclose(self) -> None:
-        pool, loop = self._apool, self._apool_loop
-        if pool is not None and loop is asyncio.get_running_loop():
-            self._apool, self._apool_loop = None, None
-            await pool.close()
+        guard, loop = self._aguard, self._apool_loop
+        if guard is not None and loop is asyncio.get_running_loop():
+            self._aguard, self._apool, self._apool_loop = None, None, None
+            await close_now(guard)  # closes the async pool
         await asyncio.to_thread(self.close)
 
 

@@ -1,7 +1,7 @@
 """The native async twins of the PostgreSQL primitives, on psycopg's AsyncConnectionPool.
 
 Owns the async pool (one per event loop: async connections belong to the loop that made
-them) and the ``_a*`` primitives; the store class is in `postgres.py`, the sync twin in
+them; or the caller's, see `postgres_conn.py`) and the ``_a*`` primitives; the store class is in `postgres.py`, the sync twin in
 `postgres_sync.py`, the SQL and what both twins share in `postgres_sql.py`. Every primitive is the same statement as its sync
 twin, so both behave alike, retries included.
 """
@@ -18,6 +18,8 @@ from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores import postgres_reads
 from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, StoreBackend, SummaryWrite
+from langchain_rolling_memory.stores.lifecycle import close_with_loop, not_set_up
+from langchain_rolling_memory.stores.postgres_conn import check_connection
 
 __all__ = ["AsyncPostgresPrimitives"]
 
@@ -36,14 +38,22 @@ class AsyncPostgresPrimitives(StoreBackend):
     statement_timeout: float | None
     _psycopg: Any
     _psycopg_pool: Any
-    _conninfo: str
+    _conninfo: str | None
     _pool_size: int
     _timeout: float
     _kwargs: dict[str, Any]
     _apool: Any
     _apool_loop: asyncio.AbstractEventLoop | None
+    _borrowed: Any
+    _aguard: Any = None
+    _setup_pending: bool
+    _borrowed_apool: Callable[[], Any]
+    _asetup: Callable[[], Awaitable[None]]
 
     async def _apool_for_loop(self) -> Any:
+        borrowed = self._borrowed_apool()
+        if borrowed is not None:
+            return borrowed
         loop = asyncio.get_running_loop()
         if self._apool is None or self._apool_loop is not loop:
             pool = self._psycopg_pool.AsyncConnectionPool(
@@ -60,6 +70,7 @@ class AsyncPostgresPrimitives(StoreBackend):
                 await pool.close()
             else:
                 self._apool, self._apool_loop = pool, loop
+                self._aguard = close_with_loop(pool.close)
         return self._apool
 
     async def _arun(
@@ -70,10 +81,14 @@ class AsyncPostgresPrimitives(StoreBackend):
     ) -> _T:
         psycopg = self._psycopg
         pool = await self._apool_for_loop()
+        if self._setup_pending and op != "migrate":  # an async resource handed in: set up now
+            await self._asetup()
         for attempt in (1, 2):
             conn = watch = None
             try:
                 async with pool.connection() as conn:
+                    if self._borrowed is not None:
+                        check_connection(psycopg, conn)
                     with pg.deadline(op, conn, self.statement_timeout) as watch:
                         return await (fn if attempt == 1 else retry or fn)(conn)
             except (OwnershipError, SchemaVersionError):
@@ -81,6 +96,8 @@ class AsyncPostgresPrimitives(StoreBackend):
             except psycopg.Error as exc:
                 if watch is not None and watch.fired:
                     raise pg.unanswered(op, self.statement_timeout) from None
+                if isinstance(exc, psycopg.errors.UndefinedTable):
+                    raise not_set_up(f"PostgreSQL tables {self.prefix}*", exc) from None
                 if attempt == 2 or not pg.lost(psycopg, exc, conn):
                     raise pg.failure(op, exc, attempt == 2) from exc
                 logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)

@@ -16,6 +16,8 @@ from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores import postgres_reads
 from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, StoreBackend, SummaryWrite
+from langchain_rolling_memory.stores.lifecycle import not_set_up
+from langchain_rolling_memory.stores.postgres_conn import check_connection
 
 __all__ = ["SyncPostgresPrimitives"]
 
@@ -34,6 +36,7 @@ class SyncPostgresPrimitives(StoreBackend):
     statement_timeout: float | None
     _psycopg: Any
     _sync_pool: Callable[[], Any]
+    _borrowed: Any
 
     def _run(
         self,
@@ -46,13 +49,18 @@ class SyncPostgresPrimitives(StoreBackend):
         for attempt in (1, 2):
             conn = watch = None
             try:
-                with pool.connection() as conn, pg.deadline(op, conn, self.statement_timeout) as watch:
-                    return (fn if attempt == 1 else retry or fn)(conn)
+                with pool.connection() as conn:
+                    if self._borrowed is not None:
+                        check_connection(psycopg, conn)
+                    with pg.deadline(op, conn, self.statement_timeout) as watch:
+                        return (fn if attempt == 1 else retry or fn)(conn)
             except (OwnershipError, SchemaVersionError):
                 raise
             except psycopg.Error as exc:
                 if watch is not None and watch.fired:
                     raise pg.unanswered(op, self.statement_timeout) from None
+                if isinstance(exc, psycopg.errors.UndefinedTable):
+                    raise not_set_up(f"PostgreSQL tables {self.prefix}*", exc) from None
                 if attempt == 2 or not pg.lost(psycopg, exc, conn):
                     raise pg.failure(op, exc, attempt == 2) from exc
                 logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)

@@ -1,6 +1,6 @@
 """Redis backend on redis-py (sync) and `redis.asyncio`: the store class, which joins the two twins.
 
-Owns the clients, the schema record and closing; the sync primitives are in `redis_sync.py`,
+Owns the clients (its own, or one the caller handed in), the schema record, setup and closing; the sync primitives are in `redis_sync.py`,
 the async ones in `redis_aio.py`, the key layout, the Lua scripts and what both twins share
 in `redis_scripts.py`, the public API in `base.py`. redis-py is imported only when a store
 is created, so the package works without the ``redis`` extra.
@@ -32,8 +32,9 @@ from urllib.parse import urlsplit
 import langchain_rolling_memory.stores.forks as forks
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, StoreError
 from langchain_rolling_memory.stores import redis_scripts as lua
-from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, newer_schema
+from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, newer_schema, use_thread_twins
 from langchain_rolling_memory.stores.base import RollingStore
+from langchain_rolling_memory.stores.lifecycle import close_now, not_set_up
 from langchain_rolling_memory.stores.redis_aio import AsyncRedisPrimitives
 from langchain_rolling_memory.stores.redis_sync import SyncRedisPrimitives
 from langchain_rolling_memory.stores.urls import split_prefix
@@ -89,12 +90,23 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
     second failure, or a timeout (the command may still run), raises `StoreError`.
 
     Args:
-        url: ``redis://host:6379/0`` (or ``rediss://``); see `redis.Redis.from_url`.
+        url: ``redis://host:6379/0`` (or ``rediss://``); see `redis.Redis.from_url`. Give it
+            or `client`, not both.
+        client: a client of your own instead, `redis.Redis` or `redis.asyncio.Redis`, made
+            with ``decode_responses=True`` and ``retry=Retry(NoBackoff(), 0)`` (the store
+            retries itself, idempotently: a client that resends an append could store it
+            twice). It stays yours: `close()` leaves it open. With a sync one the async methods
+            run in a worker thread (a forked child keeps using it: redis-py reconnects there);
+            with an async one only the async methods work, setup runs at the first call, and a
+            forked child refuses it.
+        setup: record (or migrate) the key layout's version now (the default); False writes
+            nothing: the first call then checks the version once and raises `StoreError`
+            naming `setup()` if it is missing or old.
         key_prefix: prefix of every key, so several apps can share one server.
         ttl: optional seconds a session lives after its last write (transcript, summary,
             state); None keeps sessions until `forget`, `clear_session` or `purge`.
-        client_kwargs: extra keyword arguments for the redis-py clients.
-        connect_timeout: seconds the first connection may take when the store opens; a
+        client_kwargs: extra keyword arguments for the redis-py clients the store opens.
+        connect_timeout: seconds the first connection of a store opened from a URL may take; a
             refused port, an unknown host or a wrong password fails at once with the
             server's reason (`StoreError`), never retried.
         **options: fact limits and filter, see `RollingStore`.
@@ -108,8 +120,10 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
 
     def __init__(
         self,
-        url: str,
+        url: str | None = None,
         *,
+        client: Any = None,
+        setup: bool = True,
         key_prefix: str = "lrm:",
         ttl: float | None = None,
         client_kwargs: dict[str, Any] | None = None,
@@ -118,6 +132,9 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
     ) -> None:
         super().__init__(**options)
         self._redis = _driver()
+        if (url is None) == (client is None):
+            msg = f"give a Redis URL or client=, not both nor neither; got url={url!r}, client={client!r}"
+            raise ConfigurationError(msg)
         if ttl is not None and ttl <= 0:
             msg = f"ttl must be a positive number of seconds or None, got {ttl!r}"
             raise ConfigurationError(msg)
@@ -125,7 +142,7 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         self.keys = lua.Keys(self.prefix)
         self.ttl = ttl
         self._ttl_ms = 0 if ttl is None else max(1, math.ceil(ttl * 1000))
-        self._url = url
+        self._url = url or ""
         from redis.asyncio.retry import Retry as AsyncRetry
         from redis.backoff import NoBackoff
         from redis.retry import Retry
@@ -134,18 +151,32 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         # resent that way could land twice, so retries are ours (and idempotent).
         self._kwargs: dict[str, Any] = {"decode_responses": True, **(client_kwargs or {})}
         self._akwargs: dict[str, Any] = {"retry": AsyncRetry(NoBackoff(), 0), **self._kwargs}
-        self._probe(Retry(NoBackoff(), 0), connect_timeout)
-        self._r = self._redis.Redis.from_url(url, **{"retry": Retry(NoBackoff(), 0), **self._kwargs})
-        self._scripts = {name: self._r.register_script(src) for name, src in lua.SCRIPTS.items()}
         self._ar: Any = None
         self._ar_loop: asyncio.AbstractEventLoop | None = None
         self._ascripts: dict[str, Any] = {}
+        self._borrowed: Any = None
+        self._schema_state = "ok" if setup else "check"
+        if client is None:
+            self._probe(Retry(NoBackoff(), 0), connect_timeout)
+            self._r = self._redis.Redis.from_url(url, **{"retry": Retry(NoBackoff(), 0), **self._kwargs})
+        else:
+            self._borrowed = _check_client(self._redis, client)
+            self._r = None if isinstance(client, self._redis.asyncio.Redis) else client
+        self._scripts = (
+            {} if self._r is None else {n: self._r.register_script(s) for n, s in lua.SCRIPTS.items()}
+        )
         forks.track(self)
-        try:
-            self._call("migrate", self._migrate)
-        except BaseException:
-            self._r.close()
-            raise
+        if self._r is None:  # async only: setup (if asked) runs at the first async call
+            self._schema_state = "setup" if setup else "check"
+            return
+        if self._borrowed is not None:
+            use_thread_twins(self, AsyncRedisPrimitives)  # no async resource: the async API runs in a thread
+        if setup:
+            try:
+                self.setup()
+            except BaseException:
+                self.close()
+                raise
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisRollingStore:
@@ -193,8 +224,7 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
     def _backfill(self) -> None:
         """Write the search entries of sessions written before schema 2 (their messages had no
         date: undated). Each session is rewritten under WATCH, so an append meanwhile retries it."""
-        pattern = "".join(f"\\{c}" if c in "*?[]\\" else c for c in self.prefix) + "s:*:msgs"
-        for key in self._r.scan_iter(match=pattern, count=1000):
+        for key in self._r.scan_iter(match=self._msgs_pattern(), count=1000):
             sid = str(key)[len(self.prefix) + 2 : -len(":msgs")]
             idx = self.keys.idx(sid)
             with self._r.pipeline() as pipe:
@@ -214,25 +244,146 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
                     except self._redis.WatchError:
                         continue
 
+    def _setup(self) -> None:
+        self._call("migrate", self._migrate)
+        self._schema_state = "ok"
+
+    async def _asetup(self) -> None:
+        if self._r is not None and self._borrowed is not None:  # a sync client handed in
+            await asyncio.to_thread(self._setup)
+            return
+        client = await self._aclient_now()
+        await self._acall("migrate", lambda: self._amigrate(client))
+        self._schema_state = "ok"
+
+    async def _amigrate(self, client: Any) -> None:
+        await client.setnx(self.keys.schema, "0")
+        version = int(await client.get(self.keys.schema) or 0)
+        if version > SCHEMA_VERSION:
+            raise newer_schema(f"Redis keys {self.prefix}*", version)
+        for number in range(version + 1, SCHEMA_VERSION + 1):
+            step = _MIGRATIONS[number - 1]
+            if step is not None:  # pragma: no cover - no conversion shipped yet
+                await client.eval(step, 0, self.prefix)
+            if number == 2:
+                await self._abackfill(client)
+            await client.set(self.keys.schema, str(number))
+
+    async def _abackfill(self, client: Any) -> None:
+        """`_backfill` on an async client."""
+        async for key in client.scan_iter(match=self._msgs_pattern(), count=1000):
+            sid = str(key)[len(self.prefix) + 2 : -len(":msgs")]
+            idx = self.keys.idx(sid)
+            async with client.pipeline() as pipe:
+                while True:
+                    try:
+                        await pipe.watch(key, idx)
+                        items = await pipe.lrange(key, 0, -1)
+                        if await pipe.llen(idx) >= len(items):
+                            break
+                        entries = [lua.idx_entry(None, text) for text in _texts(items)]
+                        pipe.multi()
+                        pipe.delete(idx)
+                        if entries:
+                            pipe.rpush(idx, *entries)
+                        await pipe.execute()
+                        break
+                    except self._redis.WatchError:
+                        continue
+
+    def _msgs_pattern(self) -> str:
+        return "".join(f"\\{c}" if c in "*?[]\\" else c for c in self.prefix) + "s:*:msgs"
+
+    def _check_schema(self) -> None:
+        version = self._call("migrate", lambda: self._r.get(self.keys.schema))
+        self._schema_ok(version)
+
+    async def _acheck_schema(self, client: Any) -> None:
+        version = await self._acall("migrate", lambda: client.get(self.keys.schema))
+        self._schema_ok(version)
+
+    def _schema_ok(self, version: Any) -> None:
+        where = f"Redis keys {self.prefix}*"
+        if version is None:
+            raise not_set_up(f"the schema record of the {where}", "no key " + self.keys.schema)
+        if int(version) > SCHEMA_VERSION:
+            raise newer_schema(where, int(version))
+        if int(version) < SCHEMA_VERSION:
+            raise not_set_up(f"the {where} at schema {SCHEMA_VERSION}", f"they are at {version}")
+        self._schema_state = "ok"
+
+    def _sync_client(self) -> Any:
+        self._check_open()
+        if self._r is None:
+            kind = type(self._borrowed).__module__ + "." + type(self._borrowed).__name__
+            msg = f"this store was given a {kind}: use its async methods (aappend, aread, asetup...)"
+            raise StoreError(msg)
+        return self._r
+
+    _forked = False
+
+    def _borrowed_aclient(self) -> Any:
+        self._check_open()
+        if self._borrowed is None or self._r is not None:
+            return None
+        if self._forked:
+            msg = (
+                "this store was given a redis.asyncio client before the process forked; a child "
+                "never shares its parent's connections: open a new store (or client) in the child"
+            )
+            raise StoreError(msg)
+        return self._borrowed
+
     def _after_fork(self) -> None:
         # The sync client is already fork-safe: redis-py's pool sees the new pid, drops the
-        # inherited connections without shutting the parent's sockets, and connects anew. The
-        # async client has no such check and belongs to the parent's loop: abandon it (see
-        # `forks`); the child's first async call opens its own.
-        forks.abandon(self._ar)
-        self._ar, self._ar_loop, self._ascripts = None, None, {}
+        # inherited connections without shutting the parent's sockets, and connects anew (a
+        # sync client handed in by the caller too). The async client has no such check and
+        # belongs to the parent's loop: abandon it (see `forks`); the child's first async call
+        # opens its own, or refuses if the caller handed it in.
+        if self._borrowed is not None and self._r is None:
+            self._forked = True
+            self._ascripts = {}
+            return
+        forks.abandon(self._ar, self._aguard)
+        self._ar, self._ar_loop, self._ascripts, self._aguard = None, None, {}, None
 
     def close(self) -> None:
-        """Close the clients. An async client is closed here only if its event loop is idle;
-        in async code prefer ``await store.aclose()``."""
+        """Close the clients the store opened (never one handed in). An async client is closed
+        here only if its event loop is idle; in async code prefer ``await store.aclose()`` or
+        ``async with``. Final: later calls raise `StoreError`."""
+        super().close()
+        if self._borrowed is not None:
+            return
         self._r.close()
-        client, loop, self._ar, self._ar_loop = self._ar, self._ar_loop, None, None
-        if client is not None and loop is not None and not loop.is_closed() and not loop.is_running():
-            loop.run_until_complete(client.aclose())
+        guard, loop, self._aguard, self._ar, self._ar_loop = self._aguard, self._ar_loop, None, None, None
+        if guard is not None and loop is not None and not loop.is_closed() and not loop.is_running():
+            loop.run_until_complete(close_now(guard))
 
     async def aclose(self) -> None:
-        client, loop = self._ar, self._ar_loop
-        if client is not None and loop is asyncio.get_running_loop():
-            self._ar, self._ar_loop = None, None
-            await client.aclose()
+        guard, loop = self._aguard, self._ar_loop
+        if guard is not None and loop is asyncio.get_running_loop():
+            self._aguard, self._ar, self._ar_loop = None, None, None
+            await close_now(guard)  # closes the async client
         await asyncio.to_thread(self.close)
+
+
+def _check_client(redis: Any, client: Any) -> Any:
+    """Refuse a handed-in client the store cannot use as it is (see the `client` argument)."""
+    kind = type(client).__name__
+    if not isinstance(client, redis.Redis | redis.asyncio.Redis):
+        msg = f"client must be a redis.Redis or redis.asyncio.Redis, got {kind}"
+        raise ConfigurationError(msg)
+    kwargs = client.get_connection_kwargs()
+    if not kwargs.get("decode_responses"):
+        msg = "the store reads replies as text: make the client with decode_responses=True"
+        raise ConfigurationError(msg)
+    retry = client.get_retry()
+    if retry is not None and getattr(retry, "_retries", 0) > 0:
+        msg = (
+            f"the client resends commands after a dropped connection ({retry._retries} retries), which "
+            "could store an append twice; make it with retry=Retry(NoBackoff(), 0) (redis.retry, "
+            "redis.backoff; redis.asyncio.retry for an async client): the store retries itself, once "
+            "and idempotently"
+        )
+        raise ConfigurationError(msg)
+    return client

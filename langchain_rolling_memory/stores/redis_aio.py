@@ -1,7 +1,7 @@
 """The native async twin of the Redis primitives, on `redis.asyncio`.
 
 Owns the async client (one per event loop: its connections belong to the loop that made
-them) and the ``_a*`` primitives; the store class is in `redis.py`, the sync twin in
+them; or the one the caller handed in) and the ``_a*`` primitives; the store class is in `redis.py`, the sync twin in
 `redis_sync.py`, the scripts, the keys and what both twins share in `redis_scripts.py`.
 """
 
@@ -16,6 +16,7 @@ from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.stores import redis_scripts as lua
 from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, StoreBackend, SummaryWrite
+from langchain_rolling_memory.stores.lifecycle import close_with_loop
 
 __all__ = ["AsyncRedisPrimitives"]
 
@@ -37,21 +38,41 @@ class AsyncRedisPrimitives(StoreBackend):
     _ar: Any
     _ar_loop: asyncio.AbstractEventLoop | None
     _ascripts: dict[str, Any]
+    _aguard: Any = None
+    _schema_state: str
+    _borrowed_aclient: Callable[[], Any]
+    _asetup: Callable[[], Awaitable[None]]
+    _acheck_schema: Callable[[Any], Awaitable[None]]
 
     async def _aclient(self) -> Any:
+        """The async client of this loop, once the schema is known to be there."""
+        client = await self._aclient_now()
+        if self._schema_state == "setup":  # an async client handed in: set up at first use
+            await self._asetup()
+        elif self._schema_state == "check":
+            await self._acheck_schema(client)
+        return client
+
+    async def _aclient_now(self) -> Any:
+        borrowed = self._borrowed_aclient()
+        if borrowed is not None:
+            if not self._ascripts:
+                self._ascripts = {name: borrowed.register_script(src) for name, src in lua.SCRIPTS.items()}
+            return borrowed
         loop = asyncio.get_running_loop()
         if self._ar is None or self._ar_loop is not loop:
             # redis.asyncio connections belong to the loop that made them.
             self._ar = self._redis.asyncio.Redis.from_url(self._url, **self._akwargs)
             self._ar_loop = loop
             self._ascripts = {name: self._ar.register_script(src) for name, src in lua.SCRIPTS.items()}
+            self._aguard = close_with_loop(self._ar.aclose)
         return self._ar
 
     async def _acall(
         self, op: str, fn: Callable[[], Awaitable[_T]], retry: Callable[[], Awaitable[_T]] | None = None
     ) -> _T:
         redis = self._redis
-        client = await self._aclient()
+        client = await (self._aclient_now() if op == "migrate" else self._aclient())
         try:
             return await fn()
         except redis.ConnectionError:

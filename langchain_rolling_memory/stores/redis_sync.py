@@ -33,9 +33,15 @@ class SyncRedisPrimitives(StoreBackend):
     _r: Any
     _scripts: dict[str, Any]
     _ttl_ms: int
+    _schema_state: str
+    _sync_client: Callable[[], Any]
+    _check_schema: Callable[[], None]
 
     def _call(self, op: str, fn: Callable[[], _T], retry: Callable[[], _T] | None = None) -> _T:
         redis = self._redis
+        self._sync_client()
+        if self._schema_state == "check" and op != "migrate":
+            self._check_schema()
         try:
             return fn()
         except redis.ConnectionError:

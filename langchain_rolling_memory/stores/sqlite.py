@@ -42,6 +42,7 @@ from langchain_rolling_memory.stores.backend import (
     newer_schema,
 )
 from langchain_rolling_memory.stores.base import RollingStore
+from langchain_rolling_memory.stores.lifecycle import not_set_up
 
 __all__ = ["SQLiteRollingStore"]
 
@@ -70,6 +71,9 @@ class SQLiteRollingStore(RollingStore):
         table_prefix: prefix of every table, so several apps can share one file.
         read_only: open the file read-only (reads work, writes raise `StoreError`); a file
             the process may not write is opened read-only anyway.
+        setup: create or migrate the tables now (the default); False opens nothing until the
+            first call and creates nothing: run `setup()` yourself (a missing table then
+            raises `StoreError` naming it).
         **options: fact limits and filter, see `RollingStore`.
 
     Example:
@@ -83,7 +87,13 @@ class SQLiteRollingStore(RollingStore):
     schemes = ("sqlite",)
 
     def __init__(
-        self, path: str | Path, *, table_prefix: str = "lrm_", read_only: bool = False, **options: Any
+        self,
+        path: str | Path,
+        *,
+        table_prefix: str = "lrm_",
+        read_only: bool = False,
+        setup: bool = True,
+        **options: Any,
     ) -> None:
         super().__init__(**options)
         self.path = str(path)
@@ -95,14 +105,16 @@ class SQLiteRollingStore(RollingStore):
             on_disk and os.path.exists(self.path) and not os.access(self.path, os.W_OK)
         )
         self._lock = threading.RLock()
-        self._closed = False
-        with self._errors("open"):
-            if on_disk and not self.read_only:
-                Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            self._conn: sqlite3.Connection | None = self._connect()
+        self._conn: sqlite3.Connection | None = None
+        self._unset = not setup
         forks.track(self)
+        if not setup:  # nothing is opened or created until the first call
+            return
         try:
             with self._errors("open"):
+                if on_disk and not self.read_only:
+                    Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                self._conn = self._connect()
                 self._migrate()
         except BaseException:
             self.close()
@@ -145,6 +157,10 @@ class SQLiteRollingStore(RollingStore):
         """Turn a driver error into a `StoreError` that names the file, the cause and a fix."""
         try:
             yield
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                raise not_set_up(self._tables, exc) from None
+            raise _failure(self.path, op, exc) from exc
         except sqlite3.Error as exc:
             raise _failure(self.path, op, exc) from exc
 
@@ -157,9 +173,9 @@ class SQLiteRollingStore(RollingStore):
     def _db(self) -> sqlite3.Connection:
         """The connection of this process (call with the lock held); reopened after a fork."""
         if self._conn is None:
-            if self._closed:
-                msg = f"the SQLite store on {self.path} is closed; open a new one"
-                raise sqlite3.ProgrammingError(msg)
+            self._check_open()
+            if self._unset and self.path != ":memory:" and not os.path.exists(self.path):
+                raise not_set_up(self._tables, f"no file {self.path}")
             self._conn = self._connect()
         return self._conn
 
@@ -270,9 +286,16 @@ class SQLiteRollingStore(RollingStore):
         facts = conn.execute(q.backfill_facts)
         conn.executemany(q.index_fact, ((fid, cid, index_text(text)) for fid, cid, text in facts))
 
+    def _setup(self) -> None:
+        with self._lock, self._errors("setup"):
+            if self.path != ":memory:" and not self.read_only:
+                Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            self._unset = False
+            self._migrate()
+
     def close(self) -> None:
         with self._lock:
-            self._closed = True
+            super().close()
             conn, self._conn = self._conn, None
             if conn is not None:
                 conn.close()

@@ -31,7 +31,7 @@ def open_store(url: str, **options: Any) -> RollingStore:
 
     Args:
         url: ``memory://``, ``sqlite:///path.db``, ``postgresql://...`` or ``redis://...``.
-        **options: passed to the backend (``table_prefix`` / ``key_prefix``, fact limits,
+        **options: passed to the backend (``setup=False``, ``table_prefix`` / ``key_prefix``, fact limits,
             ``fact_filter``...).
 
     Example:
