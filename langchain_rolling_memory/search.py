@@ -8,6 +8,7 @@ reads the clock and knows no store: backends call it and own their indexes.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import unicodedata
@@ -20,6 +21,7 @@ from langchain_core.messages import BaseMessage
 
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.records import Fact
+from langchain_rolling_memory.serde import loads_message
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -32,6 +34,7 @@ __all__ = [
     "index_text",
     "light_stem",
     "message_index_text",
+    "payload_index_text",
     "query_terms",
     "relevance",
     "tokens",
@@ -91,6 +94,17 @@ def message_index_text(message: BaseMessage) -> str:
     name = getattr(message, "name", None)
     text = message.text
     return index_text(f"{name} {text}" if isinstance(name, str) and name else text)
+
+
+def payload_index_text(payload: str) -> str:
+    """`message_index_text` of a stored message (its `serde.dumps_message` JSON), the same
+    words; a plain-text message is read from the JSON without building the message."""
+    data = json.loads(payload).get("data")
+    content = data.get("content") if isinstance(data, dict) else None
+    if not isinstance(content, str):
+        return message_index_text(loads_message(payload))
+    name = data.get("name")
+    return index_text(f"{name} {content}" if isinstance(name, str) and name else content)
 
 
 def _is_content(word: str) -> bool:

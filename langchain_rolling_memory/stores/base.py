@@ -34,7 +34,7 @@ from langchain_rolling_memory.serde import loads_message
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, AppendBatch
 from langchain_rolling_memory.stores.export import client_export, session_export
 from langchain_rolling_memory.stores.fact_api import FactApi
-from langchain_rolling_memory.stores.searching import CreatedAt, SearchApi, index_of
+from langchain_rolling_memory.stores.searching import CreatedAt, SearchApi, dates_of
 from langchain_rolling_memory.usage import SummaryUsage
 
 __all__ = [
@@ -96,7 +96,8 @@ class RollingStore(SearchApi, FactApi):
         Everything is validated and serialized before anything is written: bad input raises
         and writes nothing. `created_at` dates the messages (seconds or a datetime, naive
         read as UTC; one for the batch or one per message) for imports and replays; None
-        dates them now. Each message is indexed for `search` in the same write.
+        dates them now. Each message is searchable (`search`) once the call returns: a
+        backend indexes it in the same write, or (SQLite, in-memory) at its next search.
         """
         batch = self._append_batch(session_id, messages, client_id, token_counts, created_at)
         return self._append(batch) if batch else []
@@ -128,7 +129,7 @@ class RollingStore(SearchApi, FactApi):
         if not rows:
             return None
         now = self._now()
-        return AppendBatch(session_id, client, rows, now, index_of(messages, created_at, now))
+        return AppendBatch(session_id, client, rows, now, dates_of(len(rows), created_at, now))
 
     def read(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None, newest: bool = True
