@@ -8,6 +8,7 @@ reads the clock and knows no store: backends call it and own their indexes.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import re
@@ -220,6 +221,9 @@ class Bm25Index:
         self._postings: dict[str, dict[Hashable, int]] = {}
         self._lengths: dict[Hashable, int] = {}
         self._doc_terms: dict[Hashable, tuple[str, ...]] = {}
+        # When each document was (last) added: ties rank in that order without a pass over all.
+        self._added: dict[Hashable, int] = {}
+        self._clock = 0
         self._total = 0
 
     def _terms(self, words: Iterable[str]) -> list[str]:
@@ -240,6 +244,8 @@ class Bm25Index:
             self._postings.setdefault(term, {})[doc_id] = count
         self._lengths[doc_id] = len(terms)
         self._doc_terms[doc_id] = tuple(set(terms))
+        self._added[doc_id] = self._clock
+        self._clock += 1
         self._total += len(terms)
 
     def remove(self, doc_id: Hashable) -> bool:
@@ -248,6 +254,7 @@ class Bm25Index:
         if length is None:
             return False
         self._total -= length
+        del self._added[doc_id]
         for term in self._doc_terms.pop(doc_id):
             del self._postings[term][doc_id]
             if not self._postings[term]:
@@ -272,9 +279,8 @@ class Bm25Index:
             for doc_id, tf in docs.items():
                 norm = self.k1 * (1 - self.b + self.b * self._lengths[doc_id] / mean)
                 scores[doc_id] = scores.get(doc_id, 0.0) + idf * tf * (self.k1 + 1) / (tf + norm)
-        order = {doc_id: i for i, doc_id in enumerate(self._lengths)}
-        ranked = sorted(scores.items(), key=lambda item: (-item[1], order[item[0]]))
-        return ranked[:limit]
+        added = self._added
+        return heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], added[item[0]]))
 
 
 def relevance(texts: Mapping[Hashable, str], query: str) -> dict[Hashable, float]:
