@@ -30,6 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
+from langchain_core.messages import BaseMessage
+
 from langchain_rolling_memory.errors import SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
 
@@ -94,9 +96,10 @@ class AppendBatch:
     """Messages to append to one session as `_append` receives them: ids checked, each row
     ``(payload_json, tokens)`` serialized, each message's date checked (`dates`; None: all `now`).
 
-    The indexed text is not computed here: a backend that indexes at append asks `entries()`,
-    one that indexes lazily (SQLite, in-memory) reads it from the stored payload at its first
-    search, so a turn without recall does not pay for it.
+    The indexed text is not computed here: a backend that indexes at append asks `entries()`
+    (from `messages`, the objects just serialized, when the caller kept them), one that indexes
+    lazily (SQLite, in-memory) reads it from the stored payload at its first search, so a turn
+    without recall does not pay for it.
     """
 
     session_id: str
@@ -104,6 +107,7 @@ class AppendBatch:
     rows: Sequence[tuple[str, int | None]]
     now: float
     dates: Sequence[float] | None = None
+    messages: Sequence[BaseMessage] | None = None
 
     def created_at(self) -> list[float]:
         """The date of each row (`now` for a caller that gave none)."""
@@ -116,12 +120,13 @@ class AppendBatch:
 
     def entries(self) -> list[IndexedRow]:
         """The date and indexed text of each row, for a backend that indexes at append."""
-        from langchain_rolling_memory.search import payload_index_text
+        from langchain_rolling_memory.search import message_index_text, payload_index_text
 
-        return [
-            IndexedRow(at, payload_index_text(payload))
-            for at, (payload, _) in zip(self.created_at(), self.rows, strict=True)
-        ]
+        if self.messages is not None and len(self.messages) == len(self.rows):
+            texts = [message_index_text(message) for message in self.messages]
+        else:
+            texts = [payload_index_text(payload) for payload, _ in self.rows]
+        return [IndexedRow(at, text) for at, text in zip(self.created_at(), texts, strict=True)]
 
 
 _T = TypeVar("_T")

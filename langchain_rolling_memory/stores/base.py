@@ -129,7 +129,9 @@ class RollingStore(SearchApi, FactApi):
         if not rows:
             return None
         now = self._now()
-        return AppendBatch(session_id, client, rows, now, dates_of(len(rows), created_at, now))
+        return AppendBatch(
+            session_id, client, rows, now, dates_of(len(rows), created_at, now), tuple(messages)
+        )
 
     def read(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None, newest: bool = True

@@ -12,6 +12,11 @@ handed to `to_tsvector` is `search.index_text`, already folded (accents, case), 
 ``simple`` configuration matches French and English words alike without the `unaccent`
 extension (which needs a superuser to install); another configuration (``english``,
 ``french``: stemming, stop words) is a store option.
+
+Indexed with the append, not lazily as SQLite is, by measurement: `to_tsvector` and the GIN
+insert (``fastupdate``, PostgreSQL's default, queues it) cost the server ~20 us a message, under
+5% of a turn's round trips, while the folded text is computed in Python, so a lazy index would
+add two round trips (read the payloads, write their vectors) to every turn that recalls.
 """
 
 from __future__ import annotations

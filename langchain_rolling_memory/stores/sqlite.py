@@ -293,8 +293,12 @@ class SQLiteRollingStore(RollingStore):
             )
             return
         with self._write() as conn:
-            conn.execute(q.index_pending)
-            conn.execute(q.mark_indexed)
+            self._index_pending(conn)
+
+    def _index_pending(self, conn: sqlite3.Connection) -> None:
+        if conn.execute(self.q.unindexed).fetchone():
+            conn.execute(self.q.index_pending)
+            conn.execute(self.q.mark_indexed)
 
     def _search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
@@ -386,7 +390,9 @@ class SQLiteRollingStore(RollingStore):
     def _insert_fact(self, conn: sqlite3.Connection, fact: Fact) -> None:
         q = self.q
         if conn.execute(q.upsert_fact, sql.fact_params(fact)).rowcount == 1:
-            # Written (not another client's id): its index entry follows its text.
+            # Written (not another client's id): its index entry follows its text, after the
+            # messages appended before it, so that entries keep write order (FTS5 breaks ties by it).
+            self._index_pending(conn)
             conn.execute(q.unindex_fact, (fact.id,))
             conn.execute(q.index_fact, (fact.id, fact.client_id, index_text(fact.text)))
 

@@ -18,7 +18,8 @@ Messages are indexed lazily (schema 3): an append writes the message only, and a
 indexes them all, every session of the file, in one statement (their words read from the
 stored JSON by the `INDEX_TEXT` function the connection registers), in write order, so that
 FTS5's statistics and its ties (broken by entry number) are those of indexing at each append.
-A turn without recall pays nothing for search. Facts, written seldom, are indexed with their row.
+A turn without recall pays nothing for search. Facts, written seldom, are indexed with their row
+(after the messages appended before them, for the same order).
 """
 
 from __future__ import annotations
