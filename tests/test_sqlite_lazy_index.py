@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 from test_memory_lazy_index import _WORDS, _apply, _op
 
-from langchain_rolling_memory.stores import SQLiteRollingStore
+import langchain_rolling_memory.search as search
+from langchain_rolling_memory.stores import InMemoryRollingStore, RollingStore, SQLiteRollingStore
 from langchain_rolling_memory.stores.backend import AppendBatch
 
 
@@ -41,6 +42,26 @@ def test_a_lazy_sqlite_index_finds_what_indexing_at_each_append_found(ops: list[
     finally:
         lazy.close()
         eager.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_an_append_analyses_no_text_until_a_search(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    analysed: list[str] = []
+    real = search.index_text
+
+    def counting(text: str) -> str:
+        analysed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(search, "index_text", counting)
+    store: RollingStore = InMemoryRollingStore() if kind == "memory" else SQLiteRollingStore(":memory:")
+    try:
+        store.append("s1", [HumanMessage("We adopted a cat"), AIMessage("Named Oscar")], client_id="c1")
+        assert analysed == []
+        assert [h.seq for h in store.search("oscar", client_id="c1")] == [2]
+        assert sorted(analysed) == ["Named Oscar", "We adopted a cat"]
+    finally:
+        store.close()
 
 
 def test_an_append_writes_no_index_entry_until_a_search(tmp_path: Path) -> None:
