@@ -8,6 +8,8 @@ reads the clock and knows no store: backends call it and own their indexes.
 
 from __future__ import annotations
 
+import heapq
+import json
 import math
 import re
 import unicodedata
@@ -20,6 +22,7 @@ from langchain_core.messages import BaseMessage
 
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.records import Fact
+from langchain_rolling_memory.serde import loads_message
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -32,6 +35,7 @@ __all__ = [
     "index_text",
     "light_stem",
     "message_index_text",
+    "payload_index_text",
     "query_terms",
     "relevance",
     "tokens",
@@ -91,6 +95,17 @@ def message_index_text(message: BaseMessage) -> str:
     name = getattr(message, "name", None)
     text = message.text
     return index_text(f"{name} {text}" if isinstance(name, str) and name else text)
+
+
+def payload_index_text(payload: str) -> str:
+    """`message_index_text` of a stored message (its `serde.dumps_message` JSON), the same
+    words; a plain-text message is read from the JSON without building the message."""
+    data = json.loads(payload).get("data")
+    content = data.get("content") if isinstance(data, dict) else None
+    if not isinstance(content, str):
+        return message_index_text(loads_message(payload))
+    name = data.get("name")
+    return index_text(f"{name} {content}" if isinstance(name, str) and name else content)
 
 
 def _is_content(word: str) -> bool:
@@ -206,6 +221,9 @@ class Bm25Index:
         self._postings: dict[str, dict[Hashable, int]] = {}
         self._lengths: dict[Hashable, int] = {}
         self._doc_terms: dict[Hashable, tuple[str, ...]] = {}
+        # When each document was (last) added: ties rank in that order without a pass over all.
+        self._added: dict[Hashable, int] = {}
+        self._clock = 0
         self._total = 0
 
     def _terms(self, words: Iterable[str]) -> list[str]:
@@ -226,6 +244,8 @@ class Bm25Index:
             self._postings.setdefault(term, {})[doc_id] = count
         self._lengths[doc_id] = len(terms)
         self._doc_terms[doc_id] = tuple(set(terms))
+        self._added[doc_id] = self._clock
+        self._clock += 1
         self._total += len(terms)
 
     def remove(self, doc_id: Hashable) -> bool:
@@ -234,6 +254,7 @@ class Bm25Index:
         if length is None:
             return False
         self._total -= length
+        del self._added[doc_id]
         for term in self._doc_terms.pop(doc_id):
             del self._postings[term][doc_id]
             if not self._postings[term]:
@@ -258,9 +279,8 @@ class Bm25Index:
             for doc_id, tf in docs.items():
                 norm = self.k1 * (1 - self.b + self.b * self._lengths[doc_id] / mean)
                 scores[doc_id] = scores.get(doc_id, 0.0) + idf * tf * (self.k1 + 1) / (tf + norm)
-        order = {doc_id: i for i, doc_id in enumerate(self._lengths)}
-        ranked = sorted(scores.items(), key=lambda item: (-item[1], order[item[0]]))
-        return ranked[:limit]
+        added = self._added
+        return heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], added[item[0]]))
 
 
 def relevance(texts: Mapping[Hashable, str], query: str) -> dict[Hashable, float]:

@@ -259,6 +259,8 @@ def _downgrade(store: RollingStore) -> None:
             conn.execute(f"DROP TABLE {prefix}search")
             conn.execute(f"DROP TABLE {prefix}search_docs")
             conn.execute(f"ALTER TABLE {prefix}facts DROP COLUMN pinned")
+            conn.execute(f"DROP INDEX {prefix}sessions_unindexed")
+            conn.execute(f"ALTER TABLE {prefix}sessions DROP COLUMN indexed_seq")
     elif name == "postgres":
         import psycopg
         from store_kit import POSTGRES_URL

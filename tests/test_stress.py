@@ -94,6 +94,66 @@ def test_erase_racing_append_leaves_nothing_of_the_client_and_no_wedged_session(
             other.close()
 
 
+def _index_entries(store: RollingStore) -> int:
+    """Index entries the backend holds for messages (where it keeps them apart from the rows)."""
+    name = backend_name(store)
+    if name == "sqlite":
+        assert isinstance(store, SQLiteRollingStore)
+        return int(store._query(f"SELECT count(*) FROM {store.prefix}search_docs")[0][0])
+    if name == "memory":
+        return len(store._index) + len(store._pending)  # type: ignore[attr-defined]
+    return 0  # PostgreSQL and Redis keep a message's index entry in its row or key
+
+
+def test_erase_racing_append_and_search_leaves_nothing_findable(store: RollingStore) -> None:
+    writer, searcher = _second(store), _second(store)
+    tries = found = 0
+    deadline = time.monotonic() + RACE_SECONDS
+    try:
+        while time.monotonic() < deadline:
+            tries += 1
+            session = f"q{tries}"
+            store.append(session, [HumanMessage("oscar first")], client_id="ana")
+            go = threading.Barrier(3)
+            errors: list[BaseException] = []
+
+            def run(
+                call: Callable[[], object], go: threading.Barrier = go, errors: list[BaseException] = errors
+            ) -> None:
+                go.wait()
+                try:
+                    call()
+                except BaseException as exc:  # pragma: no cover - reported below
+                    errors.append(exc)
+
+            threads = [
+                threading.Thread(
+                    target=run,
+                    args=(lambda s=session: writer.append(s, [HumanMessage("oscar late")], client_id="ana"),),
+                ),
+                # A search indexes what was appended (SQLite, in-memory) while the erase runs.
+                threading.Thread(target=run, args=(lambda: searcher.search("oscar", client_id="ana"),)),
+            ]
+            for thread in threads:
+                thread.start()
+            go.wait()
+            store.forget("ana")
+            for thread in threads:
+                thread.join()
+            assert not errors, f"append or search failed during an erase: {errors[0]!r}"
+            store.forget("ana")  # what an append after the first erase wrote
+            if store.search("oscar", client_id="ana") or searcher.search("oscar late", session_id=session):
+                found += 1
+        left = _index_entries(store)
+        figures = _report("forget-vs-append-and-search", store, tries=tries, found=found, index_left=left)
+        assert found == 0, f"{found} of {tries} tries found a message after its erase ({figures})"
+        assert left == 0, f"index entries left after {tries} tries ({figures})"
+    finally:
+        for other in {id(writer): writer, id(searcher): searcher}.values():
+            if other is not store:
+                other.close()
+
+
 ERASES: dict[str, Callable[[RollingStore], object]] = {
     "clear": lambda store: store.clear_session("s"),
     "purge": lambda store: store.purge(older_than=0),

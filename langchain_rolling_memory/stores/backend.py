@@ -17,7 +17,9 @@ Data model, per backend:
   naming no client or another one is refused.
 * facts: per client ``(id, text, key, source, created_at, updated_at, pinned)``.
 * search index (schema 2): one entry per message and per fact, its `search.index_text`,
-  following appends and erased with its row; `_search` ranks the entries of one scope.
+  erased with its row; `_search` ranks the entries of one scope. A message is found by any
+  search that starts after its append returns: a backend may index it with the append or
+  (SQLite, in-memory) catch up at the next search.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import MethodType
 from typing import Any, Final, Literal, NamedTuple, TypeVar
+
+from langchain_core.messages import BaseMessage
 
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
@@ -48,9 +52,10 @@ __all__ = [
     "use_thread_twins",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the data layout; a store written by a newer version is refused.
-2: per-message dates, the search index, pinned facts."""
+2: per-message dates, the search index, pinned facts. 3: SQLite indexes messages at the
+first search after their append (the other backends have nothing to convert)."""
 
 
 def newer_schema(where: str, found: int) -> SchemaVersionError:
@@ -122,26 +127,39 @@ created_at, fact)``; a message has a session, a seq and its JSON, a fact only th
 @dataclass(frozen=True, slots=True)
 class AppendBatch:
     """Messages to append to one session as `_append` receives them: ids checked, each row
-    ``(payload_json, tokens)`` serialized, with its `index` entry when the caller has one."""
+    ``(payload_json, tokens)`` serialized, each message's date checked (`dates`; None: all `now`).
+
+    The indexed text is not computed here: a backend that indexes at append asks `entries()`
+    (from `messages`, the objects just serialized, when the caller kept them), one that indexes
+    lazily (SQLite, in-memory) reads it from the stored payload at its first search, so a turn
+    without recall does not pay for it.
+    """
 
     session_id: str
     client_id: str | None
     rows: Sequence[tuple[str, int | None]]
     now: float
-    index: Sequence[IndexedRow] | None = None
+    dates: Sequence[float] | None = None
+    messages: Sequence[BaseMessage] | None = None
+
+    def created_at(self) -> list[float]:
+        """The date of each row (`now` for a caller that gave none)."""
+        if self.dates is None:
+            return [self.now] * len(self.rows)
+        if len(self.dates) != len(self.rows):  # pragma: no cover - a caller's mistake, not a user's
+            msg = f"one date per row is needed, got {len(self.dates)} for {len(self.rows)}"
+            raise ValueError(msg)
+        return list(self.dates)
 
     def entries(self) -> list[IndexedRow]:
-        """`index` checked against `rows`, or (for a caller that gave none) dated `now` and
-        read from the payloads."""
-        if self.index is not None:
-            if len(self.index) != len(self.rows):  # pragma: no cover - a caller's mistake, not a user's
-                msg = f"one IndexedRow per row is needed, got {len(self.index)} for {len(self.rows)}"
-                raise ValueError(msg)
-            return list(self.index)
-        from langchain_rolling_memory.search import message_index_text
-        from langchain_rolling_memory.serde import loads_message
+        """The date and indexed text of each row, for a backend that indexes at append."""
+        from langchain_rolling_memory.search import message_index_text, payload_index_text
 
-        return [IndexedRow(self.now, message_index_text(loads_message(p))) for p, _ in self.rows]
+        if self.messages is not None and len(self.messages) == len(self.rows):
+            texts = [message_index_text(message) for message in self.messages]
+        else:
+            texts = [payload_index_text(payload) for payload, _ in self.rows]
+        return [IndexedRow(at, text) for at, text in zip(self.created_at(), texts, strict=True)]
 
 
 _T = TypeVar("_T")

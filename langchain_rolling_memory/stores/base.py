@@ -35,7 +35,7 @@ from langchain_rolling_memory.stores.backend import OPERATOR, SCHEMA_VERSION, Ap
 from langchain_rolling_memory.stores.export import client_export, session_export
 from langchain_rolling_memory.stores.fact_api import FactApi
 from langchain_rolling_memory.stores.lifecycle import Lifecycle
-from langchain_rolling_memory.stores.searching import CreatedAt, SearchApi, index_of
+from langchain_rolling_memory.stores.searching import CreatedAt, SearchApi, dates_of
 from langchain_rolling_memory.usage import SummaryUsage
 
 __all__ = [
@@ -105,7 +105,8 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         Everything is validated and serialized before anything is written: bad input raises
         and writes nothing. `created_at` dates the messages (seconds or a datetime, naive
         read as UTC; one for the batch or one per message) for imports and replays; None
-        dates them now. Each message is indexed for `search` in the same write.
+        dates them now. Each message is searchable (`search`) once the call returns: a
+        backend indexes it in the same write, or (SQLite, in-memory) at its next search.
 
         `client_id` names whose session it is: the first write naming a client makes the session
         that client's, and from then on an append naming another client, or none, raises
@@ -141,7 +142,9 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         if not rows:
             return None
         now = self._now()
-        return AppendBatch(session_id, client, rows, now, index_of(messages, created_at, now))
+        return AppendBatch(
+            session_id, client, rows, now, dates_of(len(rows), created_at, now), tuple(messages)
+        )
 
     def read(
         self,

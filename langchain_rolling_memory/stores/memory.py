@@ -4,8 +4,8 @@ An erase drops the objects at once; nothing is written anywhere, so `vacuum()` h
 
 Search ranks with one `search.Bm25Index` over every message and fact of the process (so its
 statistics span clients, as SQLite's FTS5 table does); a search keeps only its scope's entries.
-The index is caught up at the first search after writes, so a turn without recall does not pay
-for indexing.
+The index is caught up at the first search after writes (a message's words are read from its
+stored JSON then), so a turn without recall does not pay for indexing.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from langchain_rolling_memory.errors import OwnershipError, StoreError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.search import Bm25Index, index_text
+from langchain_rolling_memory.search import Bm25Index, index_text, payload_index_text
 from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, SummaryWrite
 from langchain_rolling_memory.stores.base import RollingStore
 
@@ -65,6 +65,7 @@ class InMemoryRollingStore(RollingStore):
         self._index = Bm25Index()
         # Written but not yet indexed, in write order: the index breaks ties by the order of
         # its additions, so catching up in this order ranks as indexing at each write did.
+        # A message waits as its stored JSON, a fact as its indexed text.
         self._pending: dict[tuple[str, str, Any], str] = {}
 
     def close(self) -> None:
@@ -79,9 +80,9 @@ class InMemoryRollingStore(RollingStore):
             self._pending.clear()
             self._index = Bm25Index()
 
-    def _to_index(self, doc: tuple[str, str, Any], text: str) -> None:
+    def _to_index(self, doc: tuple[str, str, Any], source: str) -> None:
         self._pending.pop(doc, None)  # a rewrite goes to the end, as `Bm25Index.add` moves it
-        self._pending[doc] = text
+        self._pending[doc] = source
 
     def _unindex(self, doc: tuple[str, str, Any]) -> None:
         # Both: a rewritten fact can be pending while its old text is still indexed.
@@ -90,8 +91,8 @@ class InMemoryRollingStore(RollingStore):
 
     def _catch_up(self) -> None:
         """Index what was written since the last search (called under the lock)."""
-        for doc, text in self._pending.items():
-            self._index.add(doc, text)
+        for doc, source in self._pending.items():
+            self._index.add(doc, payload_index_text(source) if doc[0] == "m" else source)
         self._pending.clear()
 
     def _session(self, session_id: str, client_id: str | None, now: float, *, owned: bool = True) -> _Session:
@@ -108,7 +109,7 @@ class InMemoryRollingStore(RollingStore):
         return session
 
     def _append(self, batch: AppendBatch) -> list[int]:
-        session_id, rows, now, entries = batch.session_id, batch.rows, batch.now, batch.entries()
+        session_id, rows, now = batch.session_id, batch.rows, batch.now
         with self._lock:
             session = self._session(session_id, batch.client_id, now)
             start = len(session.rows) + 1
@@ -116,9 +117,9 @@ class InMemoryRollingStore(RollingStore):
             session.rows.extend(
                 (seq, payload, tokens) for seq, (payload, tokens) in zip(seqs, rows, strict=True)
             )
-            session.dates.extend(entry.created_at for entry in entries)
-            for seq, entry in zip(seqs, entries, strict=True):
-                self._to_index(("m", session_id, seq), entry.text)
+            session.dates.extend(batch.created_at())
+            for seq, (payload, _) in zip(seqs, rows, strict=True):
+                self._to_index(("m", session_id, seq), payload)
             session.updated_at = now
             return seqs
 

@@ -12,16 +12,14 @@ import math
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from langchain_core.messages import BaseMessage
-
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.records import SessionInfo
-from langchain_rolling_memory.search import SearchHit, message_index_text, query_terms
+from langchain_rolling_memory.search import SearchHit, query_terms
 from langchain_rolling_memory.serde import loads_message
-from langchain_rolling_memory.stores.backend import IndexedRow, SearchRow, StoreBackend
+from langchain_rolling_memory.stores.backend import SearchRow, StoreBackend
 
-__all__ = ["CreatedAt", "SearchApi", "check_owner", "hits_of", "index_of", "search_request", "search_scope"]
+__all__ = ["CreatedAt", "SearchApi", "check_owner", "dates_of", "hits_of", "search_request", "search_scope"]
 
 CreatedAt = float | datetime | Sequence[float | datetime] | None
 """``created_at=`` of `append`: one date for the whole batch, one per message, or None (now)."""
@@ -43,21 +41,22 @@ def _seconds(value: object) -> float:
     raise ConfigurationError(msg)
 
 
-def index_of(messages: Sequence[BaseMessage], created_at: CreatedAt, now: float) -> list[IndexedRow]:
-    """The date and indexed text of each message to append (bad dates raise, before any write)."""
-    if created_at is None or isinstance(created_at, (int, float, datetime)):
-        dates = [now if created_at is None else _seconds(created_at)] * len(messages)
-    elif isinstance(created_at, Sequence) and not isinstance(created_at, (str, bytes)):
-        if len(created_at) != len(messages):
+def dates_of(count: int, created_at: CreatedAt, now: float) -> list[float] | None:
+    """The date of each of `count` messages to append (None: all `now`); bad dates raise,
+    before any write."""
+    if created_at is None:
+        return None
+    if isinstance(created_at, (int, float, datetime)):
+        return [_seconds(created_at)] * count
+    if isinstance(created_at, Sequence) and not isinstance(created_at, (str, bytes)):
+        if len(created_at) != count:
             msg = (
                 f"created_at must have one date per message, got {len(created_at)} "
-                f"for {len(messages)} messages; pass one date for the batch or one per message"
+                f"for {count} messages; pass one date for the batch or one per message"
             )
             raise ConfigurationError(msg)
-        dates = [_seconds(value) for value in created_at]
-    else:
-        dates = [_seconds(created_at)]  # raises with the message above
-    return [IndexedRow(at, message_index_text(m)) for at, m in zip(dates, messages, strict=True)]
+        return [_seconds(value) for value in created_at]
+    return [_seconds(created_at)]  # raises with the message above
 
 
 def search_scope(client_id: str | None, session_id: str | None, limit: int) -> tuple[str | None, str | None]:

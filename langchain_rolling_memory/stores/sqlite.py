@@ -31,8 +31,7 @@ import langchain_rolling_memory.stores.forks as forks
 import langchain_rolling_memory.stores.sqlite_sql as sql
 from langchain_rolling_memory.errors import OwnershipError, StoreError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.search import fts5_query, index_text, message_index_text
-from langchain_rolling_memory.serde import loads_message
+from langchain_rolling_memory.search import fts5_query, index_text, payload_index_text
 from langchain_rolling_memory.stores.backend import (
     SCHEMA_VERSION,
     AppendBatch,
@@ -127,6 +126,7 @@ class SQLiteRollingStore(RollingStore):
         else:
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 30000")
+        conn.create_function(sql.INDEX_TEXT, 1, payload_index_text, deterministic=True)
         # Zero deleted content instead of leaving it in free space (off in upstream builds).
         conn.execute("PRAGMA secure_delete = ON")
         if self.path != ":memory:" and not self.read_only:
@@ -281,7 +281,7 @@ class SQLiteRollingStore(RollingStore):
         messages = conn.execute(q.backfill_messages)
         conn.executemany(
             q.index_message,
-            ((sid, seq, message_index_text(loads_message(payload))) for sid, seq, payload in messages),
+            ((sid, seq, payload_index_text(payload)) for sid, seq, payload in messages),
         )
         facts = conn.execute(q.backfill_facts)
         conn.executemany(q.index_fact, ((fid, cid, index_text(text)) for fid, cid, text in facts))
@@ -304,7 +304,7 @@ class SQLiteRollingStore(RollingStore):
 
     def _append(self, batch: AppendBatch) -> list[int]:
         session_id, client_id, rows, now = batch.session_id, batch.client_id, batch.rows, batch.now
-        entries, q = batch.entries(), self.q
+        q = self.q
         with self._write() as conn:
             row = conn.execute(q.session_head, (session_id,)).fetchone()
             owner, last = (row[0], int(row[1])) if row else (None, 0)
@@ -315,19 +315,37 @@ class SQLiteRollingStore(RollingStore):
             conn.executemany(
                 q.insert_messages,
                 [
-                    (session_id, seq, payload, tokens, entry.created_at)
-                    for seq, (payload, tokens), entry in zip(seqs, rows, entries, strict=True)
+                    (session_id, seq, payload, tokens, at)
+                    for seq, (payload, tokens), at in zip(seqs, rows, batch.created_at(), strict=True)
                 ],
             )
-            conn.executemany(
-                q.index_message,
-                [(session_id, seq, entry.text) for seq, entry in zip(seqs, entries, strict=True)],
-            )
         return seqs
+
+    def _catch_up(self) -> None:
+        """Index the messages appended since the last search (schema 3), in one transaction."""
+        q = self.q
+        if not self._query(q.unindexed):
+            return
+        if self.read_only:
+            logger.warning(
+                "rolling memory: %s: messages appended since the last search are not indexed yet and "
+                "a read-only store cannot index them, so this search does not see them; search once "
+                "from a writable store",
+                self.path,
+            )
+            return
+        with self._write() as conn:
+            self._index_pending(conn)
+
+    def _index_pending(self, conn: sqlite3.Connection) -> None:
+        if conn.execute(self.q.unindexed).fetchone():
+            conn.execute(self.q.index_pending)
+            conn.execute(self.q.mark_indexed)
 
     def _search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
+        self._catch_up()
         params = {"q": fts5_query(terms), "sid": session_id, "cid": client_id, "limit": limit}
         return sql.search_rows_of(self._query(self.q.search, params))  # type: ignore[arg-type]
 
@@ -431,7 +449,9 @@ class SQLiteRollingStore(RollingStore):
     def _insert_fact(self, conn: sqlite3.Connection, fact: Fact) -> None:
         q = self.q
         if conn.execute(q.upsert_fact, sql.fact_params(fact)).rowcount == 1:
-            # Written (not another client's id): its index entry follows its text.
+            # Written (not another client's id): its index entry follows its text, after the
+            # messages appended before it, so that entries keep write order (FTS5 breaks ties by it).
+            self._index_pending(conn)
             conn.execute(q.unindex_fact, (fact.id,))
             conn.execute(q.index_fact, (fact.id, fact.client_id, index_text(fact.text)))
 

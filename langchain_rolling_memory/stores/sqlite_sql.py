@@ -12,6 +12,14 @@ can leave an entry behind. External content rather than contentless: SQLite befo
 can delete from a contentless table only if handed the exact text it indexed, which would
 have to be recomputed from the message (and would break if the indexed text ever changed).
 Ranking is FTS5's `bm25()`.
+
+Messages are indexed lazily (schema 3): an append writes the message only, and a session whose
+`last_seq` is past its `indexed_seq` has messages to index; the first search after writes
+indexes them all, every session of the file, in one statement (their words read from the
+stored JSON by the `INDEX_TEXT` function the connection registers), in write order, so that
+FTS5's statistics and its ties (broken by entry number) are those of indexing at each append.
+A turn without recall pays nothing for search. Facts, written seldom, are indexed with their row
+(after the messages appended before them, for the same order).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from langchain_rolling_memory.records import Fact, Row, SessionInfo, SummaryReco
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, SearchRow
 
 __all__ = [
+    "INDEX_TEXT",
     "MIGRATIONS",
     "Queries",
     "check_prefix",
@@ -37,6 +46,8 @@ __all__ = [
     "summary_of",
 ]
 
+INDEX_TEXT = "lrm_index_text"
+"""The SQL function (one argument, a message's JSON) every connection registers for the index."""
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
 _FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned"
 # What an erase deletes by session id, in this order (the sessions row last).
@@ -117,6 +128,13 @@ MIGRATIONS: tuple[str, ...] = (
         DELETE FROM {p}search_docs WHERE fact_id = old.id;
     END;
     """,
+    # 3: messages are indexed at the first search after their append, not with it: a session's
+    # `indexed_seq` is the last seq in the index (everything, for rows written at schema 2).
+    """
+    ALTER TABLE {p}sessions ADD COLUMN indexed_seq INTEGER NOT NULL DEFAULT 0;
+    UPDATE {p}sessions SET indexed_seq = last_seq;
+    CREATE INDEX IF NOT EXISTS {p}sessions_unindexed ON {p}sessions (session_id) WHERE indexed_seq < last_seq;
+    """,
 )
 if len(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
     raise RuntimeError("one SQLite migration per schema version is required")
@@ -149,6 +167,18 @@ class Queries:
         self.index_message = f"INSERT INTO {p}search_docs (session_id, seq, text) VALUES (?, ?, ?)"
         self.index_fact = f"INSERT INTO {p}search_docs (fact_id, client_id, text) VALUES (?, ?, ?)"
         self.unindex_fact = f"DELETE FROM {p}search_docs WHERE fact_id = ?"
+        # Schema 3: the messages appended since the last search, indexed in write order (a
+        # message's date is its write time unless an import gave one; then by date).
+        self.unindexed = f"SELECT 1 FROM {p}sessions WHERE indexed_seq < last_seq LIMIT 1"
+        self.index_pending = f"""
+            INSERT INTO {p}search_docs (session_id, seq, text)
+            SELECT m.session_id, m.seq, {INDEX_TEXT}(m.message)
+            FROM {p}sessions AS s JOIN {p}messages AS m
+                ON m.session_id = s.session_id AND m.seq > s.indexed_seq
+            WHERE s.indexed_seq < s.last_seq
+            ORDER BY m.created_at, m.session_id, m.seq
+        """
+        self.mark_indexed = f"UPDATE {p}sessions SET indexed_seq = last_seq WHERE indexed_seq < last_seq"
 
         self.session_head = f"SELECT client_id, last_seq FROM {p}sessions WHERE session_id = ?"
         self.upsert_session = (
