@@ -8,6 +8,7 @@ view's summary message as records, not instructions. It does not read or write a
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -349,7 +350,13 @@ def summary_message(text: str, language: str = "en") -> HumanMessage:
     sits (Gemini drops a non-leading `SystemMessage` when the prompt has no system message),
     and it never gains the authority of the system prompt.
     """
-    return HumanMessage(content=f"{summary_frame(language)}\n{quote_summary(text)}", id=SUMMARY_MESSAGE_ID)
+    return HumanMessage(content=_summary_content(text, language), id=SUMMARY_MESSAGE_ID)
+
+
+@functools.lru_cache(maxsize=256)
+def _summary_content(text: str, language: str) -> str:
+    # Every turn's view frames the same summary again until the next fold: quote it once.
+    return f"{summary_frame(language)}\n{quote_summary(text)}"
 
 
 def summary_text(message: BaseMessage) -> str | None:
