@@ -25,9 +25,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 RESOLUTIONS = ("lowest-direct", "highest")
@@ -78,7 +79,9 @@ def _pythons(asked: list[str]) -> list[Path]:
     }
     allowed = {v: p for v, p in found.items() if v[:2] >= floor[:2]}
     if asked:
-        chosen = [p for v, p in sorted(allowed.items()) if any(".".join(map(str, v)).startswith(a) for a in asked)]
+        chosen = [
+            p for v, p in sorted(allowed.items()) if any(".".join(map(str, v)).startswith(a) for a in asked)
+        ]
         return chosen or [Path(a) for a in asked]
     if not allowed:
         return [Path(sys.executable)]
@@ -131,7 +134,9 @@ def _one(python: Path, resolution: str, scratch: Path, pytest_args: list[str]) -
     env["PYTHONPATH"] = str(ROOT)
     tests = _run([vpy, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args], log, env)
     tail = tests.stdout.strip().splitlines()[-1:] or [""]
-    counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(n) for n, kind in _COUNT.findall(tail[0])}
+    counts = {
+        kind.rstrip("s") if kind.startswith("error") else kind: int(n) for n, kind in _COUNT.findall(tail[0])
+    }
     return Row(version, resolution, "ok", counts, versions, time.monotonic() - started)
 
 
@@ -167,10 +172,16 @@ def main(argv: list[str] | None = None) -> int:
         for resolution in args.resolution or RESOLUTIONS:
             row = _one(python, resolution, scratch, args.pytest_args.split())
             rows.append(row)
-            print(f"{row.python} {row.resolution}: {row.install} {row.counts} ({row.seconds:.0f} s)", flush=True)
+            print(
+                f"{row.python} {row.resolution}: {row.install} {row.counts} ({row.seconds:.0f} s)", flush=True
+            )
     print(f"\nlogs: {scratch}\n")
     print(_table(rows))
-    return 0 if all(r.install == "ok" and not r.counts.get("failed") and not r.counts.get("error") for r in rows) else 1
+    return (
+        0
+        if all(r.install == "ok" and not r.counts.get("failed") and not r.counts.get("error") for r in rows)
+        else 1
+    )
 
 
 if __name__ == "__main__":
