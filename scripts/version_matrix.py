@@ -109,7 +109,9 @@ def _one(python: Path, resolution: str, scratch: Path, pytest_args: list[str]) -
     log.write_text("", encoding="utf-8")
     uv = _uv()
     started = time.monotonic()
-    _run([uv, "venv", "--quiet", "--python", str(python), str(venv)], log)
+    _run(
+        [uv, "venv", "--quiet", "--seed", "--python", str(python), str(venv)], log
+    )  # --seed: pip, which a test uses
     vpy = str(venv / "bin" / "python")
     installed = _run(
         [uv, "pip", "install", "--python", vpy, "--resolution", resolution, "-e", f"{ROOT}[dev]"], log
