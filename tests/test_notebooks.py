@@ -54,7 +54,7 @@ def kernel_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 def test_notebook_runs_top_to_bottom_offline(path: Path, kernel_name: str) -> None:
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    notebook = nbformat.read(path, as_version=4)
+    notebook = nbformat.read(str(path), as_version=4)  # nbformat 5.10.0 (the lower bound) takes no Path
     client = nbclient.NotebookClient(
         notebook, timeout=240, kernel_name=kernel_name, resources={"metadata": {"path": str(path.parent)}}
     )

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import os
+import re
 import subprocess
 import sys
+import tarfile
+import tomllib
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,6 +82,11 @@ def test_wheel_and_sdist_build_install_and_import(tmp_path: Path) -> None:
     wheels = list((tmp_path / "dist").glob("*.whl"))
     sdists = list((tmp_path / "dist").glob("*.tar.gz"))
     assert len(wheels) == 1 and len(sdists) == 1
+    # The sdist ships its tests, so it ships what they read: the notebooks and the benchmarks.
+    with tarfile.open(sdists[0]) as sdist:
+        shipped = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    for path in [*ROOT.glob("notebooks/*.ipynb"), ROOT / "benchmarks" / "agent_middleware.py"]:
+        assert path.relative_to(ROOT).as_posix() in shipped, f"the sdist lacks {path.relative_to(ROOT)}"
     names = zipfile.ZipFile(wheels[0]).namelist()
     assert "langchain_rolling_memory/py.typed" in names
     assert any(n.endswith("entry_points.txt") for n in names)
@@ -108,3 +119,76 @@ def test_wheel_and_sdist_build_install_and_import(tmp_path: Path) -> None:
     ).stdout
     assert str(target) in out
     assert "0.0.0" not in out
+
+
+def _pyproject() -> dict[str, Any]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]  # type: ignore[no-any-return]
+
+
+def _minor(spec: str) -> tuple[int, int]:
+    major, minor = re.search(r">=\s*(\d+)\.(\d+)", spec).groups()  # type: ignore[union-attr]
+    return int(major), int(minor)
+
+
+def test_every_extra_the_code_names_exists_and_holds_the_module() -> None:
+    extras = _pyproject()["optional-dependencies"]
+    named = set()
+    for path in (ROOT / "langchain_rolling_memory").rglob("*.py"):
+        named |= set(re.findall(r'require\("(\w+)", "(\w+)"', path.read_text(encoding="utf-8")))
+    assert ("matplotlib", "plot") in named
+    for module, extra in named:
+        assert extra in extras, f"the code names the extra [{extra}], which pyproject.toml lacks"
+        wanted = module.replace("_", "-").split(".")[0]
+        assert any(req.replace("_", "-").startswith(wanted) for req in extras[extra]), (module, extra)
+    # The command needs rich alone; matplotlib (and numpy, pillow...) only for --plot.
+    assert not [req for req in extras["cli"] if req.startswith("matplotlib")]
+
+
+def test_the_python_versions_listed_are_the_ones_every_extra_installs_on() -> None:
+    """requires-python and the classifiers name no Python that an extra's dependencies refuse."""
+    project = _pyproject()
+    floor = _minor(project["requires-python"])
+    listed = sorted(
+        tuple(int(p) for p in c.rsplit(" ", 1)[1].split("."))
+        for c in project["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    )
+    assert listed[0] == floor, f"classifiers start at {listed[0]}, requires-python at {floor}"
+    for requirement in (r for reqs in project["optional-dependencies"].values() for r in reqs):
+        name = re.split(r"[\[<>=;! ]", requirement, maxsplit=1)[0]
+        if name == "langchain-rolling-memory":
+            continue
+        try:
+            needs = importlib.metadata.metadata(name).get("Requires-Python")
+        except importlib.metadata.PackageNotFoundError:
+            continue  # not installed here: the version matrix (scripts/version_matrix.py) covers it
+        if needs and ">=" in needs:
+            assert _minor(needs) <= floor, (
+                f"{name} needs Python {needs}, the package says {project['requires-python']}"
+            )
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "from langchain_rolling_memory.lab.cli import main\n"
+        "talk = pathlib.Path('talk.jsonl')\n"
+        'talk.write_text(\'{"role": "user", "content": "hi"}\\n\')\n'
+        "sys.exit(main(['replay', str(talk), '--plot', 'out.png']))\n",
+        "from langchain_rolling_memory.lab.eval import plot_eval\nplot_eval(None, path='out.png')\n",
+    ],
+    ids=["replay --plot", "eval plot"],
+)
+def test_a_plot_without_matplotlib_names_the_plot_extra(code: str, tmp_path: Path) -> None:
+    blocker = "import pathlib, sys\nsys.modules['matplotlib'] = None  # as if not installed\n"
+    done = subprocess.run(
+        [sys.executable, "-c", blocker + code],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "pip install 'langchain-rolling-memory[plot]'" in done.stderr, done.stderr
+    assert not (tmp_path / "out.png").exists()

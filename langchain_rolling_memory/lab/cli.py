@@ -211,7 +211,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     strategies = default_strategies(window=args.window, max_turns=args.max_turns, keep_last=args.keep_last)
     console = _console()
     if args.plot:
-        require("matplotlib", "cli", feature="replay --plot")
+        require("matplotlib", "plot", feature="replay --plot")
     with _progress(len(conversation)) as advance:
         report = replay(conversation, strategies=strategies, summarizer=summarizer, on_progress=advance)
     if args.json:
@@ -385,7 +385,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
 
     if args.plot:
-        require("matplotlib", "cli", feature="eval --plot")
+        require("matplotlib", "plot", feature="eval --plot")
     if args.judge and not args.answer_model:
         msg = "--judge grades the answers of --answer-model; add --answer-model openai or gemini"
         raise ConfigurationError(msg)

@@ -30,7 +30,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from langchain_rolling_memory.errors import ConfigurationError, ConversationFormatError
+from langchain_rolling_memory.errors import ConfigurationError, ConversationFormatError, require
 from langchain_rolling_memory.history import RollingSummaryChatMessageHistory
 from langchain_rolling_memory.lab.conversations import parse_records
 from langchain_rolling_memory.lab.eval_store import recall_tokens_within, store_recall
@@ -506,7 +506,8 @@ def format_table(report: EvalReport) -> str:
 
 
 def plot_eval(report: EvalReport, *, path: str | Path) -> None:
-    """Answer in context against mean memory tokens, one point per strategy (needs matplotlib)."""
+    """Answer in context against mean memory tokens, one point per strategy (the ``plot`` extra)."""
+    require("matplotlib", "plot", feature="the eval plot")
     import matplotlib
 
     matplotlib.use("Agg")

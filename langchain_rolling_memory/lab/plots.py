@@ -1,6 +1,6 @@
 """Matplotlib figures of a replay (cumulative tokens, request sizes); no simulation here.
 
-matplotlib is the ``cli`` extra; it is imported when a figure is drawn, with the Agg
+matplotlib is the ``plot`` extra; it is imported when a figure is drawn, with the Agg
 backend when a file is written so that no display is needed.
 """
 
@@ -26,7 +26,7 @@ def plot_replay(report: ReplayReport, *, path: str | Path | None = None, title: 
     Returns:
         The matplotlib `Figure` (already closed if `path` was given).
     """
-    require("matplotlib", "cli", feature="plotting a replay")
+    require("matplotlib", "plot", feature="plotting a replay")
     import matplotlib
 
     if path is not None:
