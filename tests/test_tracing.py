@@ -13,7 +13,7 @@ import itertools
 import logging
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -270,47 +270,36 @@ class StructuredFakeChatModel(GenericFakeChatModel):
         return self | RunnableLambda(lambda raw: {"raw": raw, "parsed": schema.model_validate_json(raw.text)})
 
 
-def test_a_structured_summarizer_call_is_named_and_its_model_call_tagged() -> None:
+def _structured_summarizer() -> tuple[Any, str]:
     from langchain_rolling_memory.summarizers import chat_model_summarizer
 
-    collector = RunCollector()
     reply = AIMessage('{"topic": "tea", "key_facts": ["Ana drinks tea"]}')
     model = StructuredFakeChatModel(messages=itertools.repeat(reply), tags=[SUMMARY_MODEL])
-    history = RollingSummaryChatMessageHistory(
-        "s1",
-        summarizer=chat_model_summarizer(model, structured=True),
-        max_turns=3,
-        keep_last=1,
-        store=open_store("memory://"),
-    )
-    chain = RunnableWithMessageHistory(answer_model(), lambda session_id: history)
-    for i in range(3):
-        chain.invoke([HumanMessage(f"q{i}")], config=_history_config(collector))
-    assert "Ana drinks tea" in history.summary
-    for run in assert_children_of_a_turn(collector):
-        # The structured call (model, then parser) is the named run; the model call inside it
-        # inherits the tags and metadata.
-        assert SUMMARIZE in [r.name for r in collector.lineage(run)]
-        assert TAG_NOSTREAM in (run.tags or [])
-        assert run.extra["metadata"]["lc_source"] == TAG
+    return chat_model_summarizer(model, structured=True), "Ana drinks tea"
 
 
-def test_an_lcel_summarizer_call_is_named_and_tagged_like_the_chat_model_ones() -> None:
+def _lcel_summarizer() -> tuple[Any, str]:
     from langchain_core.output_parsers import StrOutputParser
 
+    return summary_model() | StrOutputParser(), "point0"
+
+
+@pytest.mark.parametrize("build", [_structured_summarizer, _lcel_summarizer], ids=["structured", "lcel"])
+def test_a_structured_or_lcel_summarizer_call_is_named_and_its_model_call_tagged(
+    build: Callable[[], tuple[Any, str]],
+) -> None:
     collector = RunCollector()
+    summarizer, expected = build()
     history = RollingSummaryChatMessageHistory(
-        "s1",
-        summarizer=summary_model() | StrOutputParser(),
-        max_turns=3,
-        keep_last=1,
-        store=open_store("memory://"),
+        "s1", summarizer=summarizer, max_turns=3, keep_last=1, store=open_store("memory://")
     )
     chain = RunnableWithMessageHistory(answer_model(), lambda session_id: history)
     for i in range(3):
         chain.invoke([HumanMessage(f"q{i}")], config=_history_config(collector))
-    assert "point0" in history.summary
+    assert expected in history.summary
     for run in assert_children_of_a_turn(collector):
+        # The named run is the summarizer's call (for a structured model: model, then parser;
+        # for an LCEL chain: the chain); the model call inside it inherits tags and metadata.
         assert SUMMARIZE in [r.name for r in collector.lineage(run)]
         assert TAG_NOSTREAM in (run.tags or [])
         assert run.extra["metadata"]["lc_source"] == TAG
