@@ -191,3 +191,32 @@ def test_a_script_that_never_closes_its_store_exits_at_once_and_leaves_nothing_o
     finally:
         backend.close()
         wipe(backend)
+
+
+def test_a_guard_left_pending_by_a_loop_closed_by_hand_is_collected_without_an_error() -> None:
+    # A runner that closes its loop without cancelling the tasks (pytest-asyncio 1.0, a script
+    # calling loop.close()) leaves the close-with-loop guard pending; when the collector
+    # destroys it, the guard must not try to await its close (that raised "coroutine ignored
+    # GeneratorExit" from inside the collector).
+    import asyncio
+    import gc
+
+    from langchain_rolling_memory.stores.lifecycle import close_with_loop
+
+    async def close() -> None:
+        await asyncio.sleep(0)  # a real close suspends (the pool's or the client's)
+
+    async def open_guard() -> None:
+        close_with_loop(close)
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(open_guard())
+    loop.close()
+    del loop
+    seen: list[object] = []
+    previous, sys.unraisablehook = sys.unraisablehook, seen.append
+    try:
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    assert seen == []

@@ -145,8 +145,11 @@ def close_with_loop(close: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
     async def guard() -> None:
         try:
             await asyncio.Event().wait()
-        finally:
+        except asyncio.CancelledError:
             await close()
+            raise
+        # A loop closed with this task still pending destroys it (GeneratorExit): nothing can
+        # be awaited then, so nothing is tried (a `finally` awaiting would raise in the collector).
 
     return asyncio.get_running_loop().create_task(guard(), name="rolling-memory-close-with-loop")
 
