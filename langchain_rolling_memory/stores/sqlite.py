@@ -82,6 +82,7 @@ class SQLiteRollingStore(RollingStore):
         >>> store = open_store("sqlite:///:memory:")
         >>> store.append("s1", [HumanMessage("hi")])
         [1]
+        >>> store.close()
     """
 
     schemes = ("sqlite",)
