@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import closing
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
@@ -63,7 +64,7 @@ def _sql_rows(store: RollingStore) -> list[str]:
     if isinstance(store, SQLiteRollingStore):
         import sqlite3
 
-        with sqlite3.connect(store.path) as conn:
+        with closing(sqlite3.connect(store.path)) as conn:
             for table in _SQL_TABLES:
                 for row in conn.execute(f"SELECT * FROM {prefix}{table}"):
                     lines.append(f"{table}: {row!r}")
@@ -133,7 +134,7 @@ def set_schema_version(store: RollingStore, version: int) -> None:
         import sqlite3
 
         assert isinstance(store, SQLiteRollingStore)
-        with sqlite3.connect(store.path) as conn:
+        with closing(sqlite3.connect(store.path)) as conn, conn:
             conn.execute(f"UPDATE {prefix}meta SET value = ? WHERE key = 'schema_version'", (str(version),))
     elif name == "postgres":
         import psycopg

@@ -392,20 +392,20 @@ def test_interpreter_exit_waits_for_a_pending_background_compaction(tmp_path: Pa
     done = _run_exit_script(tmp_path, "slow")
     assert done.returncode == 0, done.stderr
     assert "main thread done" in done.stdout
-    store = SQLiteRollingStore(tmp_path / "m.db")
-    record = store.summary("s")
-    assert record is not None
-    assert record.text == "landed after exit: 4"
-    assert len(store.transcript("s")) == 6
+    with SQLiteRollingStore(tmp_path / "m.db") as store:
+        record = store.summary("s")
+        assert record is not None
+        assert record.text == "landed after exit: 4"
+        assert len(store.transcript("s")) == 6
 
 
 def test_interpreter_exit_does_not_hang_on_a_hung_summarizer(tmp_path: Path) -> None:
     done = _run_exit_script(tmp_path, "hang")
     assert done.returncode == 0, done.stderr
     assert "did not finish before exit" in done.stderr
-    store = SQLiteRollingStore(tmp_path / "m.db")
-    assert store.summary("s") is None
-    assert len(store.transcript("s")) == 6  # nothing lost
+    with SQLiteRollingStore(tmp_path / "m.db") as store:
+        assert store.summary("s") is None
+        assert len(store.transcript("s")) == 6  # nothing lost
 
 
 # ---------------------------------------------------------------- the threads underneath

@@ -4,6 +4,7 @@ a real SQLite FTS5 table accepts whatever the user typed."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 
 import pytest
 
@@ -135,7 +136,7 @@ def test_bm25_refuses_impossible_parameters() -> None:
 
 
 @pytest.fixture
-def fts() -> sqlite3.Connection:
+def fts() -> Iterator[sqlite3.Connection]:
     db = sqlite3.connect(":memory:")
     db.execute("create virtual table t using fts5(body)")
     db.executemany(
@@ -148,7 +149,8 @@ def fts() -> sqlite3.Connection:
             ("élodie noël",),
         ],
     )
-    return db
+    yield db
+    db.close()
 
 
 @pytest.mark.parametrize(("text", "_expected"), HOSTILE)

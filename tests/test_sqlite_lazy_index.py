@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -122,7 +123,7 @@ def test_a_schema_2_file_is_migrated_without_indexing_anything_twice(tmp_path: P
     store.append("s1", [HumanMessage("Paris in spring"), AIMessage("Paris it is")], client_id="c1")
     assert len(store.search("paris", client_id="c1")) == 2  # indexed, as schema 2 did at append
     store.close()
-    with sqlite3.connect(path) as conn:  # back to the schema-2 layout
+    with closing(sqlite3.connect(path)) as conn, conn:  # back to the schema-2 layout
         conn.execute("DROP INDEX lrm_sessions_unindexed")
         conn.execute("ALTER TABLE lrm_sessions DROP COLUMN indexed_seq")
         conn.execute("UPDATE lrm_meta SET value = '2' WHERE key = 'schema_version'")

@@ -3,7 +3,9 @@ closed is final, and a store left open when a script ends."""
 
 from __future__ import annotations
 
+import gc
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -220,3 +222,18 @@ def test_a_guard_left_pending_by_a_loop_closed_by_hand_is_collected_without_an_e
     finally:
         sys.unraisablehook = previous
     assert seen == []
+
+
+def test_a_sqlite_store_dropped_without_close_closes_its_own_connection(tmp_path: Path) -> None:
+    """Before: the connection stayed open until collected, and Python 3.13 then warns
+    "ResourceWarning: unclosed database" (an error under this suite's warning filter)."""
+    store = SQLiteRollingStore(tmp_path / "dropped.db")
+    store.append("s1", [HumanMessage("kept")])
+    conn = store._conn
+    assert conn is not None
+    del store
+    gc.collect()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        conn.execute("SELECT 1")
+    with SQLiteRollingStore(tmp_path / "dropped.db") as again:  # the data was committed
+        assert [m.content for m in again.transcript("s1")] == ["kept"]

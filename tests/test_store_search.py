@@ -252,8 +252,9 @@ def _downgrade(store: RollingStore) -> None:
     prefix = store.prefix  # type: ignore[attr-defined]
     if name == "sqlite":
         import sqlite3
+        from contextlib import closing
 
-        with sqlite3.connect(store.path) as conn:  # type: ignore[attr-defined]
+        with closing(sqlite3.connect(store.path)) as conn, conn:  # type: ignore[attr-defined]
             for trigger in ("search_docs_added", "search_docs_gone", "messages_unindexed", "facts_unindexed"):
                 conn.execute(f"DROP TRIGGER {prefix}{trigger}")
             conn.execute(f"DROP TABLE {prefix}search")

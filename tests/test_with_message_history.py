@@ -161,22 +161,22 @@ def test_history_factory_config_carries_client_and_session(store: RollingStore) 
 
 
 def test_dict_input_with_output_key_and_rolling_summary_in_prompt(tmp_path: Any) -> None:
-    store = open_store(f"sqlite:///{tmp_path / 'chain.db'}")
-    model = RecordingModel()
-    prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("history"), ("human", "{question}")])
-    chain = RunnableWithMessageHistory(
-        prompt | model.runnable | RunnableLambda(lambda m: {"answer": m}),
-        lambda sid: RollingSummaryChatMessageHistory(
-            sid, summarizer=summarize, store=store, max_turns=4, keep_last=2
-        ),
-        input_messages_key="question",
-        history_messages_key="history",
-        output_messages_key="answer",
-    )
-    for i in range(4):
-        chain.invoke({"question": f"q{i}"}, config=config("dict"))
-    sent = model.prompts[-1]
-    assert sent[0].id == "rolling-memory-summary"
-    assert "q0" in sent[0].text
-    assert texts(sent[-1:]) == ["q3"]
-    assert len(store.transcript("dict")) == 8
+    with open_store(f"sqlite:///{tmp_path / 'chain.db'}") as store:
+        model = RecordingModel()
+        prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("history"), ("human", "{question}")])
+        chain = RunnableWithMessageHistory(
+            prompt | model.runnable | RunnableLambda(lambda m: {"answer": m}),
+            lambda sid: RollingSummaryChatMessageHistory(
+                sid, summarizer=summarize, store=store, max_turns=4, keep_last=2
+            ),
+            input_messages_key="question",
+            history_messages_key="history",
+            output_messages_key="answer",
+        )
+        for i in range(4):
+            chain.invoke({"question": f"q{i}"}, config=config("dict"))
+        sent = model.prompts[-1]
+        assert sent[0].id == "rolling-memory-summary"
+        assert "q0" in sent[0].text
+        assert texts(sent[-1:]) == ["q3"]
+        assert len(store.transcript("dict")) == 8

@@ -17,6 +17,7 @@ write-protected file (or ``read_only=True``) is opened read-only, so reads still
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
@@ -81,6 +82,7 @@ class SQLiteRollingStore(RollingStore):
         >>> store = open_store("sqlite:///:memory:")
         >>> store.append("s1", [HumanMessage("hi")])
         [1]
+        >>> store.close()
     """
 
     schemes = ("sqlite",)
@@ -298,6 +300,15 @@ class SQLiteRollingStore(RollingStore):
             super().close()
             conn, self._conn = self._conn, None
             if conn is not None:
+                conn.close()
+
+    def __del__(self) -> None:
+        # A store dropped without close() closes its own connection, quietly: from Python 3.13
+        # a sqlite3 connection collected open warns "unclosed database". A forked child never
+        # gets here with the parent's connection: `_after_fork` abandoned it and set None.
+        conn = self.__dict__.get("_conn")
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
                 conn.close()
 
     # ------------------------------------------------------------------ primitives
