@@ -12,6 +12,7 @@ import textwrap
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import STORE_FACTORIES, _probe, unique_prefix
@@ -211,17 +212,18 @@ def test_a_guard_left_pending_by_a_loop_closed_by_hand_is_collected_without_an_e
     async def open_guard() -> None:
         close_with_loop(close)
 
-    loop = asyncio.new_event_loop()
-    loop.run_until_complete(open_guard())
-    loop.close()
-    del loop
-    seen: list[object] = []
+    seen: list[Any] = []
     previous, sys.unraisablehook = sys.unraisablehook, seen.append
     try:
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(open_guard())
+        loop.close()
+        del loop
         gc.collect()
     finally:
         sys.unraisablehook = previous
-    assert seen == []
+    # Only the guard's own errors count: earlier tests' garbage may be collected here too.
+    assert [u for u in seen if "close_with_loop" in repr(u.object)] == []
 
 
 def test_a_sqlite_store_dropped_without_close_closes_its_own_connection(tmp_path: Path) -> None:
