@@ -74,9 +74,6 @@ def latest_human(messages: Sequence[BaseMessage]) -> int | None:
     return None
 
 
-_last_human = latest_human
-
-
 def _kept_from(
     n: int,
     due: tuple[bool, bool],
@@ -150,7 +147,7 @@ def fold_cut(
     )
     if target <= 0:
         return 0
-    human = _last_human(messages)
+    human = latest_human(messages)
     if human is not None:
         target = min(target, human)
     return tool_safe_cut(messages, min(target, pending_calls(messages)), keep_more=True)

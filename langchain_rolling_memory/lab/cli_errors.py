@@ -48,16 +48,15 @@ class FirstCallGuard:
         self.inner = inner
         self.succeeded = 0
 
-    def _failed(self, exc: Exception) -> StopRun | None:
-        return None if self.succeeded else StopRun(exc)
+    def _stop_if_first(self, exc: Exception) -> None:
+        if not self.succeeded:
+            raise StopRun(exc) from exc
 
     def summarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
         try:
             result = self.inner.summarize(previous, messages)
         except Exception as exc:
-            stop = self._failed(exc)
-            if stop is not None:
-                raise stop from exc
+            self._stop_if_first(exc)
             raise
         self.succeeded += 1
         return result
@@ -66,9 +65,7 @@ class FirstCallGuard:
         try:
             result = await self.inner.asummarize(previous, messages)
         except Exception as exc:
-            stop = self._failed(exc)
-            if stop is not None:
-                raise stop from exc
+            self._stop_if_first(exc)
             raise
         self.succeeded += 1
         return result
