@@ -357,13 +357,13 @@ def test_replay_of_a_long_file_shows_a_progress_bar_on_a_terminal(
 
     from rich.console import Console
 
-    from langchain_rolling_memory.lab import cli
+    from langchain_rolling_memory.lab import cli_runs
 
     terminal = io.StringIO()
-    plain = cli._console
+    plain = cli_runs.new_console
     monkeypatch.setattr(
-        cli,
-        "_console",
+        cli_runs,
+        "new_console",
         lambda stderr=False: Console(file=terminal, force_terminal=True, width=100) if stderr else plain(),
     )
     assert main(["replay", str(_write_jsonl(tmp_path / "talk.jsonl", 200))]) == 0
