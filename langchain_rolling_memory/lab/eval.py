@@ -420,12 +420,16 @@ class EvalReport:
 def run_eval(
     conversations: Sequence[EvalConversation],
     *,
-    strategies: Sequence[str] = DEFAULT_STRATEGIES,
+    strategies: Sequence[str | Strategy] = DEFAULT_STRATEGIES,
     source: str = "",
     on_progress: Callable[[str, str], None] | None = None,
     on_answer: Callable[[str, EvalQuestion, list[BaseMessage]], None] | None = None,
 ) -> EvalReport:
     """Score every question of every conversation under each strategy.
+
+    `strategies` are names of `STRATEGIES` or `Strategy` objects, used as they are (a
+    store-backed recall on a server, say); their names must differ. A responder that has a
+    ``close`` method is closed once its conversation's questions are asked.
 
     `on_answer` sees each (strategy name, question, memory) once it is scored: the keyed path
     (`judge.AnswerGrader`) asks a real model there, outside the timed search.
@@ -436,11 +440,16 @@ def run_eval(
         >>> run_eval([conv], strategies=["recall-500"]).rows()[0]["answer_in_context"]
         1.0
     """
-    unknown = [n for n in strategies if n not in STRATEGIES]
+    unknown = [n for n in strategies if not isinstance(n, Strategy) and n not in STRATEGIES]
     if unknown or not strategies:
         msg = f"unknown strategies {unknown or '(none given)'}; choose among {sorted(STRATEGIES)}"
         raise ConfigurationError(msg)
-    chosen = [STRATEGIES[n] for n in strategies]
+    chosen = [s if isinstance(s, Strategy) else STRATEGIES[s] for s in strategies]
+    names = [s.name for s in chosen]
+    if len(set(names)) < len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        msg = f"strategies must have different names, got {twice} more than once; rename or drop the repeats"
+        raise ConfigurationError(msg)
     overall = {s.name: _Tally() for s in chosen}
     by_category: dict[str, dict[int, _Tally]] = {s.name: {} for s in chosen}
     for conversation in conversations:
@@ -448,17 +457,25 @@ def run_eval(
             if on_progress is not None:
                 on_progress(conversation.name, strategy.name)
             respond = strategy.prepare(conversation)
-            for question in conversation.questions:
-                start = time.perf_counter()
-                memory = respond(question.question)
-                seconds = time.perf_counter() - start
-                words = set(tokens("\n".join(m.text for m in memory)))
-                covered = answer_in_context(question.answer, words)
-                used = count_tokens(memory) if memory else 0
-                overall[strategy.name].add(covered, used, seconds)
-                by_category[strategy.name].setdefault(question.category, _Tally()).add(covered, used, seconds)
-                if on_answer is not None:
-                    on_answer(strategy.name, question, memory)
+            try:
+                for question in conversation.questions:
+                    start = time.perf_counter()
+                    memory = respond(question.question)
+                    seconds = time.perf_counter() - start
+                    words = set(tokens("\n".join(m.text for m in memory)))
+                    covered = answer_in_context(question.answer, words)
+                    used = count_tokens(memory) if memory else 0
+                    overall[strategy.name].add(covered, used, seconds)
+                    by_category[strategy.name].setdefault(question.category, _Tally()).add(
+                        covered, used, seconds
+                    )
+                    if on_answer is not None:
+                        on_answer(strategy.name, question, memory)
+            finally:
+                # A store-backed responder owns a store (a server's, perhaps): not left to the collector.
+                close = getattr(respond, "close", None)
+                if callable(close):
+                    close()
     return EvalReport(source, len(conversations), chosen, overall, by_category)
 
 

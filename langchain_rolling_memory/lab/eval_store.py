@@ -1,19 +1,22 @@
 """The store-backed strategy of the LoCoMo evaluation: the product's own path, measured on what the model is sent.
 
-Owns loading one conversation into a SQLite store (one client, its sessions with their dates)
-and asking each question in a new session of that client through `with_rolling_memory` with a
-recording chat model, and measuring the memory message's frame so that a budget can hold the
-whole message. It does not score (`eval` does) and calls no real model.
+Owns loading one conversation into a store (a temporary SQLite file, or any backend's URL under
+a fresh prefix; one client, its sessions with their dates), asking each question in a new
+session of that client through `with_rolling_memory` with a recording chat model, erasing the
+client when the responder is closed, and measuring the memory message's frame so that a budget
+can hold the whole message. It does not score (`eval` does) and calls no real model.
 """
 
 from __future__ import annotations
 
 import itertools
 import tempfile
+import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlencode, urlsplit
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -25,10 +28,18 @@ from langchain_rolling_memory.framing import MemoryBlock, memory_message
 from langchain_rolling_memory.policy import TokenCounter, count_tokens
 from langchain_rolling_memory.recall import RECALL_HEADER
 from langchain_rolling_memory.runnable import with_rolling_memory
+from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.stores.urls import open_store
 from langchain_rolling_memory.summarizers import extractive_summarizer
 
-__all__ = ["RecordingChatModel", "memory_frame_tokens", "recall_tokens_within", "store_recall"]
+__all__ = [
+    "RecordingChatModel",
+    "StoreResponder",
+    "memory_frame_tokens",
+    "recall_tokens_within",
+    "store_recall",
+    "with_fresh_prefix",
+]
 
 CLIENT = "locomo"
 
@@ -77,31 +88,73 @@ def _load(store: Any, turns: Sequence[_Turn]) -> None:
         store.append(session_id, [t.message for t in batch], client_id=CLIENT, created_at=dates)
 
 
-def store_recall(budget: int) -> Callable[[_Conversation], Callable[[str], list[BaseMessage]]]:
-    """A strategy's `prepare`: the conversation in a SQLite store, each question asked through
-    ``with_rolling_memory(recall_tokens=budget)`` in a new session; the responder returns what
-    the model was sent, the question itself left out."""
+class StoreResponder:
+    """One conversation in a store, asked one question at a time: called with a question, it
+    returns what the model was sent, the question itself left out.
 
-    def prepare(conversation: _Conversation) -> Callable[[str], list[BaseMessage]]:
-        folder = tempfile.TemporaryDirectory(prefix="lrm-eval-")
-        store = open_store(f"sqlite:///{Path(folder.name) / 'eval.db'}")
-        _load(store, conversation.turns)
-        model = RecordingChatModel()
-        chat = with_rolling_memory(
-            model, store=store, summarizer=extractive_summarizer(), recall_tokens=budget
+    It owns the store: `close` (or, failing that, garbage collection) erases the conversation's
+    client from a store opened by URL before closing it, and deletes a temporary SQLite file.
+    """
+
+    def __init__(
+        self, store: RollingStore, budget: int, folder: tempfile.TemporaryDirectory[str] | None
+    ) -> None:
+        self.store = store
+        self._model = RecordingChatModel()
+        self._chat = with_rolling_memory(
+            self._model, store=store, summarizer=extractive_summarizer(), recall_tokens=budget
         )
-        numbers = itertools.count(1)
+        self._numbers = itertools.count(1)
+        # Nothing to erase in a temporary file: deleting the folder erases it.
+        self._closer = weakref.finalize(self, _close, store, folder is None, folder)
 
-        def respond(question: str) -> list[BaseMessage]:
-            session = f"question-{next(numbers)}"
-            chat.invoke(question, config={"configurable": {"client_id": CLIENT, "session_id": session}})
-            # A new session per question, erased after it: no question is recalled by the next.
-            store.clear_session(session)
-            return model.requests[-1][:-1]
+    def __call__(self, question: str) -> list[BaseMessage]:
+        session = f"question-{next(self._numbers)}"
+        self._chat.invoke(question, config={"configurable": {"client_id": CLIENT, "session_id": session}})
+        # A new session per question, erased after it: no question is recalled by the next.
+        self.store.clear_session(session)
+        return self._model.requests[-1][:-1]
 
-        # The responder owns the store: closing it and its folder goes with the responder.
-        weakref.finalize(respond, _close, store, folder)
-        return respond
+    def close(self) -> None:
+        """Erase the conversation from the store and close it (once; later calls do nothing)."""
+        self._closer()
+
+
+def with_fresh_prefix(url: str) -> str:
+    """`url` with a ``prefix`` of its own (``eval<hex>_``, or ``eval:<hex>:`` for Redis keys), so
+    that one conversation's tables or keys are apart from any other's on a shared server."""
+    tag = uuid.uuid4().hex[:8]
+    parts = urlsplit(url)
+    redis = parts.scheme.split("+", 1)[0].lower() in ("redis", "rediss")
+    prefix = f"eval:{tag}:" if redis else f"eval{tag}_"
+    # Appended last: `stores.urls.split_prefix` takes the last `prefix` a URL gives.
+    return f"{url}{'&' if parts.query else '?'}{urlencode({'prefix': prefix})}"
+
+
+def store_recall(budget: int, store_url: str | None = None) -> Callable[[_Conversation], StoreResponder]:
+    """A strategy's `prepare`: the conversation in a store, each question asked through
+    ``with_rolling_memory(recall_tokens=budget)`` in a new session (see `StoreResponder`).
+
+    Args:
+        budget: the `recall_tokens` of `with_rolling_memory`.
+        store_url: a backend's URL (``postgresql://...``, ``redis://...``); each conversation is
+            loaded under a fresh prefix (`with_fresh_prefix`) and its client forgotten when the
+            responder is closed. None (the default): a temporary SQLite file per conversation.
+    """
+
+    def prepare(conversation: _Conversation) -> StoreResponder:
+        folder: tempfile.TemporaryDirectory[str] | None = None
+        if store_url is None:
+            folder = tempfile.TemporaryDirectory(prefix="lrm-eval-")
+            store = open_store(f"sqlite:///{Path(folder.name) / 'eval.db'}")
+        else:
+            store = open_store(with_fresh_prefix(store_url))
+        try:
+            _load(store, conversation.turns)
+            return StoreResponder(store, budget, folder)
+        except BaseException:
+            _close(store, folder is None, folder)
+            raise
 
     return prepare
 
@@ -130,6 +183,13 @@ def recall_tokens_within(total: int, token_counter: TokenCounter = count_tokens)
     return total - memory_frame_tokens(token_counter)
 
 
-def _close(store: Any, folder: tempfile.TemporaryDirectory[str]) -> None:
-    store.close()
-    folder.cleanup()
+def _close(store: RollingStore, erase: bool, folder: tempfile.TemporaryDirectory[str] | None) -> None:
+    try:
+        if erase:
+            store.forget(CLIENT)
+    finally:
+        try:
+            store.close()
+        finally:
+            if folder is not None:
+                folder.cleanup()
