@@ -50,6 +50,25 @@ class TestSearch:
         assert hits[0].score >= hits[1].score
         assert hits[0].message == HumanMessage("We booked the Paris trip for May")
 
+    @pytest.mark.parametrize("scope", ["client", "session"])
+    def test_a_rare_word_outranks_a_word_in_every_message(self, store: RollingStore, scope: str) -> None:
+        # BM25's IDF: the speaker's name is in every message (and said three times in one),
+        # the rare word in one; a ranking without IDF (PostgreSQL's ts_rank_cd) put the name first.
+        chatter = [HumanMessage(f"Melanie said hello number {i}", name="Melanie") for i in range(10)]
+        store.append(
+            "s1",
+            [
+                *chatter,
+                HumanMessage("Melanie told Melanie's friend about Melanie's day", name="Melanie"),
+                AIMessage("The pottery class starts on Monday"),
+            ],
+            client_id="alice",
+        )
+        where = {"client_id": "alice"} if scope == "client" else {"session_id": "s1"}
+        hits = store.search("Did Melanie like the pottery?", limit=3, **where)  # type: ignore[arg-type]
+        assert hits[0].key == ("message", "s1", 12)
+        assert hits[0].score > hits[1].score
+
     def test_a_search_never_crosses_clients(self, store: RollingStore) -> None:
         _fill(store)
         store.add_fact("bob", "Bob loves Paris")

@@ -167,3 +167,26 @@ def test_a_turns_read_scans_only_the_unsummarized_tail_in_postgres(
     assert all(int(n.get("Rows Removed by Filter", 0)) == 0 for n in scans)  # type: ignore[call-overload]
     # 100 unsummarized messages, 13 wanted: the scan stops at 13 (newest first), at any length.
     assert sum(int(n["Actual Rows"]) for n in scans) <= 13  # type: ignore[call-overload]
+
+
+async def test_an_english_search_config_stems_and_drops_its_stop_words(
+    pg_store: tuple[RollingStore, str],
+) -> None:
+    from conftest import disposing, unique_prefix
+
+    from langchain_rolling_memory.stores.postgres import PostgresRollingStore
+
+    store = PostgresRollingStore.from_url(POSTGRES_URL, table_prefix=unique_prefix(), search_config="english")
+    async with disposing(store):
+        store.append(
+            "s1",
+            [HumanMessage("We booked two rooms in Lyon"), AIMessage("The booking is confirmed")],
+            client_id="ana",
+        )
+        store.append("s2", [HumanMessage("Nothing about hotels here")], client_id="ana")
+        # 'bookings' and 'booked' share the stem 'book'; 'own' is a stop word of the english
+        # configuration (not of ours): its term matches nothing and raises nothing.
+        hits = store.search("own bookings", client_id="ana")
+        assert {h.key for h in hits} == {("message", "s1", 1), ("message", "s1", 2)}
+        assert store.search("own", client_id="ana") == []
+        assert await store.asearch("own bookings", session_id="s1") != []

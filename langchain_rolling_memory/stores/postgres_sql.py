@@ -7,7 +7,9 @@ statement (data-modifying CTEs run in one snapshot, in autocommit mode).
 
 Search (schema 2): a `tsv tsvector` column on messages and facts, written with the row by the
 same statement (so the index follows every append and is erased with its row), GIN-indexed,
-ranked by `ts_rank_cd` against `to_tsquery(search_config, search.tsquery(terms))`. The text
+matched with `to_tsquery(search_config, search.tsquery(terms))` and ranked by BM25 computed in
+the search statement (`ts_rank_cd` has no IDF: on LoCoMo it recalled 56.4% of the answers where
+BM25 recalls ~61%, as SQLite's FTS5 does). The text
 handed to `to_tsvector` is `search.index_text`, already folded (accents, case), so the default
 ``simple`` configuration matches French and English words alike without the `unaccent`
 extension (which needs a superuser to install); another configuration (``english``,
@@ -61,6 +63,9 @@ __all__ = [
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
 _CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?")
 _FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned"
+# BM25's term saturation and length normalisation, as `search.Bm25Index` ranks.
+_K1 = 1.2
+_B = 0.75
 
 # Append-only: migration N brings the schema from version N-1 to N. Never edit one that shipped.
 MIGRATIONS: tuple[str, ...] = (
@@ -278,25 +283,65 @@ class Queries:
             "source = excluded.source, updated_at = excluded.updated_at, pinned = excluded.pinned, "
             "tsv = excluded.tsv WHERE f.client_id = excluded.client_id"
         )
-        # Search: the scope's matching messages, then (a client named) its matching facts, in
-        # one ranking; a session scope reads one session, a client scope the sessions it owns.
-        nulls = "NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::float8, NULL::float8, NULL::bool"
-        messages = (
-            f"SELECT ts_rank_cd(m.tsv, q.q) AS score, m.session_id, m.seq, m.message, m.created_at, {nulls} "
-            f"FROM {p}messages AS m, q WHERE m.tsv @@ q.q AND "
-        )
-        facts = (
-            "SELECT ts_rank_cd(f.tsv, q.q), NULL, NULL, NULL, NULL, "
-            + ", ".join(f"f.{c.strip()}" for c in _FACT_COLUMNS.split(","))
-            + f" FROM {p}facts AS f, q WHERE f.client_id = %(cid)s::text AND f.tsv @@ q.q"
-        )
-        head = "WITH q AS (SELECT to_tsquery(%(cfg)s::regconfig, %(q)s) AS q) "
-        tail = " ORDER BY score DESC, session_id, seq LIMIT %(limit)s"
-        self.search_session = f"{head}({messages}m.session_id = %(sid)s) UNION ALL ({facts}){tail}"
-        self.search_client = (
-            f"{head}({messages}m.session_id IN (SELECT session_id FROM {p}sessions "
-            f"WHERE client_id = %(cid)s)) UNION ALL ({facts}){tail}"
-        )
+        # Search: BM25 over the scope's matching messages and (a client named) its matching
+        # facts, in one statement. `cand` is every row matching a term, so a term's document
+        # frequency is counted over it exactly; N is the scope's message count (its sessions'
+        # last_seq) plus the client's facts; a message's length is its lexeme count. A term
+        # counts once per row (messages are short; `tf` of 1), with k1 and b as `Bm25Index`.
+        # ts_rank_cd has no IDF: a speaker's name, in every message, ranked as the rare word.
+        facts_of = f"SELECT count(*) FROM {p}facts WHERE client_id = %(cid)s::text"
+        scopes = {
+            "session": (
+                "m.session_id = %(sid)s",
+                f"SELECT last_seq FROM {p}sessions WHERE session_id = %(sid)s",
+            ),
+            "client": (
+                f"m.session_id IN (SELECT session_id FROM {p}sessions WHERE client_id = %(cid)s)",
+                f"SELECT sum(last_seq) FROM {p}sessions WHERE client_id = %(cid)s",
+            ),
+        }
+        searches = {}
+        for scope, (where, count) in scopes.items():
+            searches[scope] = f"""
+                WITH q AS (SELECT to_tsquery(%(cfg)s::regconfig, %(q)s) AS q),
+                terms AS (
+                    SELECT t.i, to_tsquery(%(cfg)s::regconfig, t.q) AS tq
+                    FROM unnest(%(qs)s::text[]) WITH ORDINALITY AS t(q, i)
+                ),
+                cand AS (
+                    (SELECT m.session_id, m.seq, NULL::text AS fact_id, m.tsv
+                     FROM {p}messages AS m, q WHERE m.tsv @@ q.q AND {where})
+                    UNION ALL
+                    (SELECT NULL, NULL, f.id, f.tsv
+                     FROM {p}facts AS f, q WHERE f.client_id = %(cid)s::text AND f.tsv @@ q.q)
+                ),
+                hits AS (
+                    SELECT c.session_id, c.seq, c.fact_id, length(c.tsv)::float8 AS dl, t.i
+                    FROM cand AS c JOIN terms AS t ON c.tsv @@ t.tq
+                ),
+                df AS (SELECT i, count(*)::float8 AS df FROM hits GROUP BY i),
+                stats AS (
+                    SELECT greatest(coalesce(({count}), 0) + ({facts_of}), (SELECT count(*) FROM cand))::float8 AS n,
+                           greatest((SELECT avg(length(tsv)) FROM cand)::float8, 1.0) AS avgdl
+                ),
+                top AS (
+                    SELECT h.session_id, h.seq, h.fact_id,
+                           sum(ln(1 + (s.n - d.df + 0.5) / (d.df + 0.5))
+                               * {_K1 + 1} / (1 + {_K1} * ({1 - _B} + {_B} * h.dl / s.avgdl))) AS score
+                    FROM hits AS h JOIN df AS d USING (i) CROSS JOIN stats AS s
+                    GROUP BY h.session_id, h.seq, h.fact_id
+                    ORDER BY score DESC, h.session_id, h.seq, h.fact_id LIMIT %(limit)s
+                )
+                SELECT top.score, top.session_id, top.seq, m.message, m.created_at,
+                       {", ".join(f"f.{c.strip()}" for c in _FACT_COLUMNS.split(","))}
+                FROM top
+                LEFT JOIN {p}messages AS m
+                    ON top.fact_id IS NULL AND m.session_id = top.session_id AND m.seq = top.seq
+                LEFT JOIN {p}facts AS f ON f.id = top.fact_id
+                ORDER BY top.score DESC, top.session_id, top.seq, top.fact_id
+            """
+        self.search_session = searches["session"]
+        self.search_client = searches["client"]
         self.check_config = "SELECT %s::regconfig"
         self.unindexed_messages = f"SELECT session_id, seq, message FROM {p}messages WHERE tsv IS NULL"
         self.index_messages = (
@@ -511,7 +556,14 @@ def search_params(
     from langchain_rolling_memory.search import tsquery
 
     sql = q.search_client if session_id is None else q.search_session
-    params = {"cfg": config, "q": tsquery(terms), "sid": session_id, "cid": client_id, "limit": limit}
+    params = {
+        "cfg": config,
+        "q": tsquery(terms),
+        "qs": [tsquery([term]) for term in terms],
+        "sid": session_id,
+        "cid": client_id,
+        "limit": limit,
+    }
     return sql, params
 
 
