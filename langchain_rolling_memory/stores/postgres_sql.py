@@ -309,20 +309,20 @@ class Queries:
                     FROM unnest(%(qs)s::text[]) WITH ORDINALITY AS t(q, i)
                 ),
                 cand AS (
-                    (SELECT m.session_id, m.seq, NULL::text AS fact_id, m.tsv
+                    (SELECT m.session_id, m.seq, NULL::text AS fact_id, length(m.tsv)::float8 AS dl,
+                            ARRAY(SELECT t.i FROM terms AS t WHERE m.tsv @@ t.tq) AS present
                      FROM {p}messages AS m, q WHERE m.tsv @@ q.q AND {where})
                     UNION ALL
-                    (SELECT NULL, NULL, f.id, f.tsv
+                    (SELECT NULL, NULL, f.id, length(f.tsv)::float8,
+                            ARRAY(SELECT t.i FROM terms AS t WHERE f.tsv @@ t.tq)
                      FROM {p}facts AS f, q WHERE f.client_id = %(cid)s::text AND f.tsv @@ q.q)
                 ),
-                hits AS (
-                    SELECT c.session_id, c.seq, c.fact_id, length(c.tsv)::float8 AS dl, t.i
-                    FROM cand AS c JOIN terms AS t ON c.tsv @@ t.tq
-                ),
+                hits AS (SELECT c.session_id, c.seq, c.fact_id, c.dl, unnest(c.present) AS i FROM cand AS c),
                 df AS (SELECT i, count(*)::float8 AS df FROM hits GROUP BY i),
                 stats AS (
-                    SELECT greatest(coalesce(({count}), 0) + ({facts_of}), (SELECT count(*) FROM cand))::float8 AS n,
-                           greatest((SELECT avg(length(tsv)) FROM cand)::float8, 1.0) AS avgdl
+                    SELECT greatest(coalesce(({count}), 0) + ({facts_of}), count(*))::float8 AS n,
+                           greatest(avg(dl), 1.0) AS avgdl
+                    FROM cand
                 ),
                 top AS (
                     SELECT h.session_id, h.seq, h.fact_id,
