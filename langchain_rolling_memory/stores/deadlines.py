@@ -77,8 +77,15 @@ class Deadlines:
                 self._thread.start()
             watch = Watch(next(self._keys))
             self._live.add(watch.key)
-            heapq.heappush(self._heap, (self._clock() + seconds, watch.key, watch, action))
-            self._cond.notify()
+            due = self._clock() + seconds
+            # The thread sleeps until the earliest deadline in the heap (or, empty, until told):
+            # only a new earliest one needs to wake it. Statements arm the same timeout, so
+            # that is the first one after an idle spell, not one wake-up (and a GIL hand-off)
+            # per statement.
+            wake = not self._heap or due < self._heap[0][0]
+            heapq.heappush(self._heap, (due, watch.key, watch, action))
+            if wake:
+                self._cond.notify()
             return watch
 
     def _loop(self) -> None:
