@@ -9,31 +9,37 @@ Categories 1-4 of LoCoMo are scored (5, adversarial, has no gold answer). Memory
 `count_tokens_approximately` of the memory messages; search time is the strategy's own work
 per question (search and rendering; the summary is built once per conversation, not timed).
 
-Strategies are a small registry (`STRATEGIES`): a name, a label and a function that prepares a
-conversation and returns ``question -> memory messages``; a store-backed recall is one more entry.
+The conversations come from `locomo.read_locomo`, the one LoCoMo reader (re-exported here
+with its records). Strategies are a small registry (`STRATEGIES`): a name, a label and a
+function that prepares a conversation and returns ``question -> memory messages``; a
+store-backed recall is one more entry.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import random
-import re
 import statistics
 import time
-import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 
-from langchain_rolling_memory.errors import ConfigurationError, ConversationFormatError, require
+from langchain_rolling_memory.errors import ConfigurationError, require
 from langchain_rolling_memory.history import RollingSummaryChatMessageHistory
-from langchain_rolling_memory.lab.conversations import parse_records
 from langchain_rolling_memory.lab.eval_store import recall_tokens_within, store_recall
+from langchain_rolling_memory.lab.locomo import (
+    CATEGORIES,
+    EvalConversation,
+    EvalQuestion,
+    EvalTurn,
+    parse_date,
+    read_locomo,
+)
 from langchain_rolling_memory.policy import count_tokens
 from langchain_rolling_memory.recall import recall_block
 from langchain_rolling_memory.search import Bm25Index, SearchHit, content_words, query_terms, tokens
@@ -51,132 +57,11 @@ __all__ = [
     "Strategy",
     "answer_in_context",
     "format_table",
+    "parse_date",
     "read_locomo",
     "run_eval",
     "sample_questions",
 ]
-
-CATEGORIES: dict[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-"""LoCoMo's question categories that have a gold answer, by number."""
-
-_MONTHS = {
-    name: number
-    for number, name in enumerate(
-        (
-            "january",
-            "february",
-            "march",
-            "april",
-            "may",
-            "june",
-            "july",
-            "august",
-            "september",
-            "october",
-            "november",
-            "december",
-        ),
-        start=1,
-    )
-}
-_DATE = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})", re.IGNORECASE)
-
-
-# ------------------------------------------------------------------------------ reading
-
-
-@dataclass(frozen=True)
-class EvalTurn:
-    """One message of a conversation, with its session number and date."""
-
-    session: int
-    seq: int
-    message: BaseMessage
-    created_at: float | None
-
-    @property
-    def session_id(self) -> str:
-        return f"session-{self.session}"
-
-
-@dataclass(frozen=True)
-class EvalQuestion:
-    question: str
-    answer: str
-    category: int
-
-
-@dataclass(frozen=True)
-class EvalConversation:
-    name: str
-    turns: list[EvalTurn]
-    questions: list[EvalQuestion]
-
-
-def parse_date(text: object) -> float | None:
-    """``"1:56 pm on 8 May, 2023"`` as UTC seconds (None when it is not such a date)."""
-    match = _DATE.search(text) if isinstance(text, str) else None
-    if not match or match.group(5).lower() not in _MONTHS:
-        return None
-    hour, minute, half, day, month, year = match.groups()
-    hour24 = int(hour) % 12 + (12 if half.lower() == "pm" else 0)
-    moment = datetime(int(year), _MONTHS[month.lower()], int(day), hour24, int(minute), tzinfo=timezone.utc)
-    return moment.timestamp()
-
-
-def _conversation(data: dict[str, Any], name: str) -> EvalConversation:
-    body = data["conversation"] if isinstance(data.get("conversation"), dict) else data
-    # The reader of `replay` decides the text of each turn (image captions included) and the
-    # order; this walk only adds what it drops: speaker names, session numbers and dates.
-    messages = parse_records(body, source=name)
-    turns: list[EvalTurn] = []
-    for message in messages:
-        number = int(message.session.rsplit("-", 1)[1])
-        index = int(message.where.rsplit(" ", 1)[1])
-        speaker = body[f"session_{number}"][index - 1].get("speaker")
-        kind = HumanMessage if message.role == "user" else AIMessage
-        named = kind(message.content, name=speaker) if isinstance(speaker, str) else kind(message.content)
-        turns.append(EvalTurn(number, index, named, parse_date(body.get(f"session_{number}_date_time"))))
-    questions = [
-        EvalQuestion(str(q.get("question", "")), str(q["answer"]), int(q["category"]))
-        for q in data.get("qa", [])
-        if isinstance(q, dict) and q.get("category") in CATEGORIES and "answer" in q
-    ]
-    return EvalConversation(name, turns, questions)
-
-
-def read_locomo(path: str | Path) -> list[EvalConversation]:
-    """Every conversation of a LoCoMo file: the release's zip, a list JSON or one conversation's JSON."""
-    path = Path(path)
-    if not path.is_file():
-        msg = f"no LoCoMo file at {str(path)!r}; pass locomo10.zip or a conversation .json"
-        raise ConversationFormatError(msg)
-    items: list[tuple[str, Any]] = []
-    if path.suffix == ".zip":
-        with zipfile.ZipFile(path) as archive:
-            for member in sorted(n for n in archive.namelist() if n.endswith(".json")):
-                items.append((Path(member).stem, json.loads(archive.read(member))))
-    else:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            msg = f"{path}, line {exc.lineno}: not valid JSON ({exc.msg})"
-            raise ConversationFormatError(msg) from None
-        entries = data if isinstance(data, list) else [data]
-        items = [
-            (str(e.get("sample_id", i)) if isinstance(e, dict) else str(i), e) for i, e in enumerate(entries)
-        ]
-    out = []
-    for name, data in items:
-        if not isinstance(data, dict):
-            msg = f"{path}: conversation {name} is not a JSON object"
-            raise ConversationFormatError(msg)
-        out.append(_conversation(data, f"{path.name}:{name}"))
-    if not out:
-        msg = f"{path}: no LoCoMo conversation found"
-        raise ConversationFormatError(msg)
-    return out
-
 
 # ------------------------------------------------------------------------------ the rule
 
@@ -435,6 +320,7 @@ def run_eval(
     (`judge.AnswerGrader`) asks a real model there, outside the timed search.
 
     Example:
+        >>> from langchain_core.messages import HumanMessage
         >>> turns = [EvalTurn(1, 1, HumanMessage("I adopted a cat named Oscar"), 0.0)]
         >>> conv = EvalConversation("c", turns, [EvalQuestion("Cat's name?", "Oscar", 4)])
         >>> run_eval([conv], strategies=["recall-500"]).rows()[0]["answer_in_context"]
