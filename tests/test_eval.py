@@ -13,7 +13,7 @@ from langchain_core.messages import HumanMessage
 from langchain_rolling_memory.errors import ConfigurationError, ConversationFormatError
 from langchain_rolling_memory.framing import MEMORY_MESSAGE_ID
 from langchain_rolling_memory.lab.cli import main
-from langchain_rolling_memory.lab.conversations import find_locomo
+from langchain_rolling_memory.lab.conversations import find_locomo, load_locomo
 from langchain_rolling_memory.lab.eval import (
     DEFAULT_STRATEGIES,
     STRATEGIES,
@@ -118,6 +118,26 @@ def test_reader_errors_name_the_file(tmp_path: Path) -> None:
     bad.write_text("{", encoding="utf-8")
     with pytest.raises(ConversationFormatError, match=r"bad\.json, line 1: not valid JSON"):
         read_locomo(bad)
+    messages = tmp_path / "messages.json"
+    messages.write_text(json.dumps([{"role": "user", "content": "hi"}]), encoding="utf-8")
+    with pytest.raises(
+        ConversationFormatError, match=r"messages\.json:0: a LoCoMo conversation needs a 'speaker_a'"
+    ):
+        read_locomo(messages)
+
+
+def test_the_replay_and_the_eval_read_the_same_turns(tmp_path: Path) -> None:
+    path = _locomo(tmp_path)
+    (conversation,) = read_locomo(path)
+    eval_view = [
+        ("user" if isinstance(t.message, HumanMessage) else "assistant", t.session_id, t.message.text)
+        for t in conversation.turns
+    ]
+    replay_view = [(m.role, m.session, m.content) for m in load_locomo(path)]
+    assert replay_view == eval_view
+    assert (
+        replay_view[2][2] == "I ran a charity race for the shelter. [shares a photo: a runner with a medal]"
+    )
 
 
 def test_every_strategy_runs_on_a_tiny_conversation(tmp_path: Path) -> None:

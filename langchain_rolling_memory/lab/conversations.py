@@ -1,4 +1,8 @@
-"""Reading recorded conversations (JSONL, JSON, LoCoMo) into messages; no memory logic here.
+"""Recorded conversations (JSONL, JSON, LoCoMo) read into messages for the replay; no memory logic here.
+
+Owns `ConversationMessage` (a message with its session, client and place in the source) and the
+JSONL and JSON formats. A LoCoMo conversation is read by `locomo` (the one LoCoMo reader, shared
+with the eval) and only turned into `ConversationMessage`s here.
 
 Formats:
 
@@ -8,15 +12,14 @@ Formats:
 * JSON: a list of such objects, or ``{"messages": [...]}``.
 * LoCoMo (Maharana et al., 2024): a conversation object with ``speaker_a``, ``speaker_b`` and
   ``session_N`` lists, as a ``.json`` file or the release's ``locomo10.zip``. ``speaker_a``
-  plays the user, ``speaker_b`` the assistant.
+  plays the user (the client, named after them), ``speaker_b`` the assistant; each
+  ``session_N`` is a session.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +29,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from langchain_rolling_memory.errors import ConversationFormatError
 from langchain_rolling_memory.ids import validate_id
+from langchain_rolling_memory.lab.locomo import (
+    find_locomo,
+    locomo_object,
+    locomo_turns,
+    read_json,
+    zip_member,
+)
 
 __all__ = [
     "ConversationMessage",
@@ -107,10 +117,9 @@ def parse_jsonl(lines: Iterable[str], *, source: str = "<jsonl>") -> list[Conver
 
 def parse_records(data: object, *, source: str = "<json>") -> list[ConversationMessage]:
     """Parse decoded JSON: a list of message objects, ``{"messages": [...]}`` or a LoCoMo object."""
-    if isinstance(data, dict) and "speaker_a" in data:
-        return _from_locomo(data, source)
-    if isinstance(data, dict) and isinstance(data.get("conversation"), dict):
-        return _from_locomo(data["conversation"], source)
+    conversation = locomo_object(data)
+    if conversation is not None:
+        return _from_locomo(conversation, source)
     if isinstance(data, dict) and isinstance(data.get("messages"), list):
         data = data["messages"]
     if not isinstance(data, list):
@@ -124,36 +133,19 @@ def _slug(name: str) -> str:
     return slug[:64] or DEFAULT_CLIENT
 
 
-def _session_numbers(conversation: dict[str, Any]) -> list[int]:
-    return sorted(
-        int(m.group(1))
-        for key, value in conversation.items()
-        if (m := re.fullmatch(r"session_(\d+)", key)) and isinstance(value, list)
-    )
-
-
 def _from_locomo(conversation: dict[str, Any], source: str) -> list[ConversationMessage]:
-    speaker_a = conversation.get("speaker_a")
-    if not isinstance(speaker_a, str):
-        msg = f"{source}: a LoCoMo conversation needs a 'speaker_a' name"
-        raise ConversationFormatError(msg)
-    client = _slug(speaker_a)
-    out: list[ConversationMessage] = []
-    for number in _session_numbers(conversation):
-        for i, turn in enumerate(conversation[f"session_{number}"], start=1):
-            where = f"session_{number} turn {i}"
-            if not isinstance(turn, dict) or not isinstance(turn.get("text"), str):
-                msg = f"{source}, {where}: expected {{'speaker': ..., 'text': ...}}, got {turn!r:.60}"
-                raise ConversationFormatError(msg)
-            text = turn["text"]
-            if isinstance(turn.get("blip_caption"), str):
-                text = f"{text} [shares a photo: {turn['blip_caption']}]"
-            role = "user" if turn.get("speaker") == speaker_a else "assistant"
-            out.append(ConversationMessage(role, text, f"session-{number}", client, where))
-    if not out:
-        msg = f"{source}: the LoCoMo conversation has no session_N turns"
-        raise ConversationFormatError(msg)
-    return out
+    turns = locomo_turns(conversation, source)  # checks that speaker_a is a name
+    client = _slug(conversation["speaker_a"])
+    return [
+        ConversationMessage(
+            "user" if isinstance(t.message, HumanMessage) else "assistant",
+            t.message.text,
+            t.session_id,
+            client,
+            f"session_{t.session} turn {t.seq}",
+        )
+        for t in turns
+    ]
 
 
 def load_locomo(path: str | Path, conversation: str | int = 0) -> list[ConversationMessage]:
@@ -165,34 +157,9 @@ def load_locomo(path: str | Path, conversation: str | int = 0) -> list[Conversat
     """
     path = Path(path)
     if path.suffix != ".zip":
-        return parse_records(_read_json(path), source=str(path))
-    with zipfile.ZipFile(path) as archive:
-        members = sorted(n for n in archive.namelist() if n.endswith(".json"))
-        if not members:
-            msg = f"{path}: no .json conversation inside the zip"
-            raise ConversationFormatError(msg)
-        stems = [Path(n).stem for n in members]
-        if isinstance(conversation, int) or (str(conversation).isdigit() and str(conversation) not in stems):
-            index = int(conversation)
-            if not 0 <= index < len(members):
-                msg = f"{path}: conversation index must be in 0..{len(members) - 1}, got {index}"
-                raise ConversationFormatError(msg)
-            member = members[index]
-        elif str(conversation) in stems:
-            member = members[stems.index(str(conversation))]
-        else:
-            msg = f"{path}: no conversation {conversation!r}; choose one of {stems} or an index"
-            raise ConversationFormatError(msg)
-        data = json.loads(archive.read(member))
+        return parse_records(read_json(path), source=str(path))
+    member, data = zip_member(path, conversation)
     return parse_records(data, source=f"{path}:{member}")
-
-
-def _read_json(path: Path) -> object:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        msg = f"{path}, line {exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})"
-        raise ConversationFormatError(msg) from None
 
 
 def _lines(path: Path) -> Iterator[str]:
@@ -220,19 +187,5 @@ def load_conversation(path: str | Path, *, conversation: str | int = 0) -> list[
         return parse_jsonl(_lines(path), source=str(path))
     head = path.read_text(encoding="utf-8").lstrip()[:1]
     if path.suffix == ".json" or head in ("[", ""):
-        return parse_records(_read_json(path), source=str(path))
+        return parse_records(read_json(path), source=str(path))
     return parse_jsonl(_lines(path), source=str(path))
-
-
-def find_locomo(start: str | Path | None = None) -> Path | None:
-    """The LoCoMo release, if this machine has it: ``$ROLLING_MEMORY_LOCOMO``, else
-    ``shared/data/locomo/locomo10.zip`` in the current folder or one of its parents."""
-    env = os.environ.get("ROLLING_MEMORY_LOCOMO")
-    if env:
-        return Path(env) if Path(env).exists() else None
-    here = Path(start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / "shared" / "data" / "locomo" / "locomo10.zip"
-        if candidate.is_file():
-            return candidate
-    return None

@@ -15,7 +15,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -25,6 +25,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from langchain_rolling_memory.framing import MemoryBlock, memory_message
+from langchain_rolling_memory.lab.locomo import EvalConversation, EvalTurn
 from langchain_rolling_memory.policy import TokenCounter, count_tokens
 from langchain_rolling_memory.recall import RECALL_HEADER
 from langchain_rolling_memory.runnable import with_rolling_memory
@@ -42,23 +43,6 @@ __all__ = [
 ]
 
 CLIENT = "locomo"
-
-
-class _Turn(Protocol):
-    @property
-    def session_id(self) -> str: ...
-
-    @property
-    def message(self) -> BaseMessage: ...
-
-    @property
-    def created_at(self) -> float | None: ...
-
-
-class _Conversation(Protocol):
-    # The eval's `EvalConversation`, named by shape: importing it would make a cycle.
-    @property
-    def turns(self) -> Sequence[Any]: ...
 
 
 class RecordingChatModel(BaseChatModel):
@@ -81,7 +65,7 @@ class RecordingChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=AIMessage("ok"))])
 
 
-def _load(store: Any, turns: Sequence[_Turn]) -> None:
+def _load(store: Any, turns: Sequence[EvalTurn]) -> None:
     for session_id, group in itertools.groupby(turns, key=lambda t: t.session_id):
         batch = list(group)
         dates = [t.created_at if t.created_at is not None else 0.0 for t in batch]
@@ -131,7 +115,7 @@ def with_fresh_prefix(url: str) -> str:
     return f"{url}{'&' if parts.query else '?'}{urlencode({'prefix': prefix})}"
 
 
-def store_recall(budget: int, store_url: str | None = None) -> Callable[[_Conversation], StoreResponder]:
+def store_recall(budget: int, store_url: str | None = None) -> Callable[[EvalConversation], StoreResponder]:
     """A strategy's `prepare`: the conversation in a store, each question asked through
     ``with_rolling_memory(recall_tokens=budget)`` in a new session (see `StoreResponder`).
 
@@ -142,7 +126,7 @@ def store_recall(budget: int, store_url: str | None = None) -> Callable[[_Conver
             responder is closed. None (the default): a temporary SQLite file per conversation.
     """
 
-    def prepare(conversation: _Conversation) -> StoreResponder:
+    def prepare(conversation: EvalConversation) -> StoreResponder:
         folder: tempfile.TemporaryDirectory[str] | None = None
         if store_url is None:
             folder = tempfile.TemporaryDirectory(prefix="lrm-eval-")

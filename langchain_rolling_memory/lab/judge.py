@@ -3,7 +3,7 @@ memory, a judge model grades the answer against the gold one (the J score), and 
 
 Owns the answer and judge prompts, the provider clients built for them (key and ``base_url``
 from the environment, like `summarizers.providers`), the CORRECT/WRONG reading and the J and
-token tallies per strategy and category. It does not choose memory (`eval`'s strategies do)
+token tallies per strategy and category. It does not choose memory (`eval_strategies` does)
 and does not read files.
 
 The judge follows the LLM-as-a-judge protocol of the mem0 paper: it sees the question, the
@@ -19,12 +19,13 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from langchain_rolling_memory.errors import ConfigurationError, MissingCredentialsError, require
+from langchain_rolling_memory.lab.locomo import EvalQuestion
 from langchain_rolling_memory.summarizers.failures import describe_error, is_permanent_error, status_of
 
 __all__ = [
@@ -67,18 +68,6 @@ JUDGE_PROMPT = (
 
 _LABEL = re.compile(r"\b(CORRECT|WRONG)\b")
 _AUTH_STATUS = frozenset({401, 403})
-
-
-class _Question(Protocol):
-    # The eval's `EvalQuestion`, named by shape: the library's lab modules import one way only.
-    @property
-    def question(self) -> str: ...
-
-    @property
-    def answer(self) -> str: ...
-
-    @property
-    def category(self) -> int: ...
 
 
 # ------------------------------------------------------------------------------ the clients
@@ -227,7 +216,7 @@ class AnswerGrader:
     samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     keep_samples: int = 3
 
-    def __call__(self, strategy: str, question: _Question, memory: Sequence[BaseMessage]) -> None:
+    def __call__(self, strategy: str, question: EvalQuestion, memory: Sequence[BaseMessage]) -> None:
         result = self.results.setdefault(strategy, _StrategyResult())
         reply = self._ask(self.answer_model, answer_messages(memory, question.question), self.answer_name)
         result.answers.add(reply)
