@@ -47,6 +47,7 @@ from pathlib import Path
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from benchmarks._shared import locomo_path, markdown_table, percentile
+from benchmarks.store_turn_cost import _drop_ours
 from langchain_rolling_memory import open_store
 from langchain_rolling_memory.lab.eval import EvalConversation, read_locomo
 from langchain_rolling_memory.recalling import Recaller, recall_limit
@@ -286,6 +287,7 @@ def measure(corpus: Corpus, kind: str, folder: Path, times: Times) -> None:
             )
         finally:
             store.forget(client)
+            _drop_ours(store)  # its tables or keys too, not only the client's rows
             store.close()
         p50 = percentile(times[(corpus.name, kind, "search", n)], 0.5)
         print(
