@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+import langchain_rolling_memory.stores.postgres_search as pgs
 import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
@@ -166,8 +167,8 @@ class AsyncPostgresPrimitives(StoreBackend):
     async def _asearch(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
-        sql, params = pg.search_params(self.q, list(terms), client_id, session_id, limit, self.search_config)
-        return pg.search_rows_of(await self._afetch("search", sql, params))
+        sql, params = pgs.search_params(self.q, list(terms), client_id, session_id, limit, self.search_config)
+        return pgs.search_rows_of(await self._afetch("search", sql, params))
 
     async def _alast_seq(self, session_id: str, reader: Reader | None = None) -> int:
         rows = await self._afetch_session(self.q.last_seq, (session_id,), session_id, reader)

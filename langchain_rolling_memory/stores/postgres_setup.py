@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import langchain_rolling_memory.stores.postgres_search as pgs
 import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, newer_schema
@@ -93,17 +94,17 @@ class PostgresSetup:
         with conn.cursor(name=f"lrm_backfill_{self.prefix}") as cur:
             cur.execute(q.unindexed_messages)
             while records := cur.fetchmany(2000):
-                conn.execute(q.index_messages, pg.backfill_messages(records, cfg))
+                conn.execute(q.index_messages, pgs.backfill_messages(records, cfg))
         facts = conn.execute(q.unindexed_facts).fetchall()
         if facts:
-            conn.execute(q.index_facts, pg.backfill_facts(facts, cfg))
+            conn.execute(q.index_facts, pgs.backfill_facts(facts, cfg))
 
     async def _abackfill(self, conn: Any) -> None:
         q, cfg = self.q, self.search_config
         async with conn.cursor(name=f"lrm_backfill_{self.prefix}") as cur:
             await cur.execute(q.unindexed_messages)
             while records := await cur.fetchmany(2000):
-                await conn.execute(q.index_messages, pg.backfill_messages(records, cfg))
+                await conn.execute(q.index_messages, pgs.backfill_messages(records, cfg))
         facts = await (await conn.execute(q.unindexed_facts)).fetchall()
         if facts:
-            await conn.execute(q.index_facts, pg.backfill_facts(facts, cfg))
+            await conn.execute(q.index_facts, pgs.backfill_facts(facts, cfg))

@@ -6,19 +6,8 @@ the async one in `postgres_aio.py`. Each statement is a single round trip; the o
 statement (data-modifying CTEs run in one snapshot, in autocommit mode).
 
 Search (schema 2): a `tsv tsvector` column on messages and facts, written with the row by the
-same statement (so the index follows every append and is erased with its row), GIN-indexed,
-matched with `to_tsquery(search_config, search.tsquery(terms))` and ranked by BM25 computed in
-the search statement (`ts_rank_cd` has no IDF: on LoCoMo it recalled 56.4% of the answers where
-BM25 recalls ~61%, as SQLite's FTS5 does). The text
-handed to `to_tsvector` is `search.index_text`, already folded (accents, case), so the default
-``simple`` configuration matches French and English words alike without the `unaccent`
-extension (which needs a superuser to install); another configuration (``english``,
-``french``: stemming, stop words) is a store option.
-
-Indexed with the append, not lazily as SQLite is, by measurement: `to_tsvector` and the GIN
-insert (``fastupdate``, PostgreSQL's default, queues it) cost the server ~20 us a message, under
-5% of a turn's round trips, while the folded text is computed in Python, so a lazy index would
-add two round trips (read the payloads, write their vectors) to every turn that recalls.
+same statement, so the index follows every append and is erased with its row; the search
+statement itself, BM25 in SQL, and the backfill of older rows are in `postgres_search.py`.
 """
 
 from __future__ import annotations
@@ -35,12 +24,12 @@ from langchain_rolling_memory.search import index_text
 from langchain_rolling_memory.stores.backend import (
     SCHEMA_VERSION,
     AppendBatch,
-    SearchRow,
     SummaryWrite,
 )
 from langchain_rolling_memory.stores.deadlines import Deadlines, Watch, sever
 
 __all__ = [
+    "FACT_COLUMNS",
     "MIGRATIONS",
     "VACUUM_RESTORE",
     "VACUUM_UNLIMITED",
@@ -53,7 +42,6 @@ __all__ = [
     "failure",
     "lost",
     "rows_of",
-    "search_rows_of",
     "session_of",
     "summary_and_tail_of",
     "summary_of",
@@ -62,10 +50,7 @@ __all__ = [
 
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
 _CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?")
-_FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned"
-# BM25's term saturation and length normalisation, as `search.Bm25Index` ranks.
-_K1 = 1.2
-_B = 0.75
+FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned"
 
 # Append-only: migration N brings the schema from version N-1 to N. Never edit one that shipped.
 MIGRATIONS: tuple[str, ...] = (
@@ -274,74 +259,15 @@ class Queries:
             f"DELETE FROM {p}{table} WHERE session_id = ANY(%s::text[])"
             for table in ("leases", "messages", "summaries", "sessions")
         )
-        self.list_facts = f"SELECT {_FACT_COLUMNS} FROM {p}facts WHERE client_id = %s ORDER BY created_at, id"
+        self.list_facts = f"SELECT {FACT_COLUMNS} FROM {p}facts WHERE client_id = %s ORDER BY created_at, id"
         self.delete_facts = f"DELETE FROM {p}facts WHERE client_id = %s"
         self.put_fact = (
-            f"INSERT INTO {p}facts AS f ({_FACT_COLUMNS}, tsv) "
+            f"INSERT INTO {p}facts AS f ({FACT_COLUMNS}, tsv) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector(%s::regconfig, %s)) "
             "ON CONFLICT (id) DO UPDATE SET text = excluded.text, key = excluded.key, "
             "source = excluded.source, updated_at = excluded.updated_at, pinned = excluded.pinned, "
             "tsv = excluded.tsv WHERE f.client_id = excluded.client_id"
         )
-        # Search: BM25 over the scope's matching messages and (a client named) its matching
-        # facts, in one statement. `cand` is every row matching a term, so a term's document
-        # frequency is counted over it exactly; N is the scope's message count (its sessions'
-        # last_seq) plus the client's facts; a message's length is its lexeme count. A term
-        # counts once per row (messages are short; `tf` of 1), with k1 and b as `Bm25Index`.
-        # ts_rank_cd has no IDF: a speaker's name, in every message, ranked as the rare word.
-        facts_of = f"SELECT count(*) FROM {p}facts WHERE client_id = %(cid)s::text"
-        scopes = {
-            "session": (
-                "m.session_id = %(sid)s",
-                f"SELECT last_seq FROM {p}sessions WHERE session_id = %(sid)s",
-            ),
-            "client": (
-                f"m.session_id IN (SELECT session_id FROM {p}sessions WHERE client_id = %(cid)s)",
-                f"SELECT sum(last_seq) FROM {p}sessions WHERE client_id = %(cid)s",
-            ),
-        }
-        searches = {}
-        for scope, (where, count) in scopes.items():
-            searches[scope] = f"""
-                WITH q AS (SELECT to_tsquery(%(cfg)s::regconfig, %(q)s) AS q),
-                terms AS (
-                    SELECT t.i, to_tsquery(%(cfg)s::regconfig, t.q) AS tq
-                    FROM unnest(%(qs)s::text[]) WITH ORDINALITY AS t(q, i)
-                ),
-                cand AS (
-                    (SELECT m.session_id, m.seq, NULL::text AS fact_id, length(m.tsv)::float8 AS dl,
-                            ARRAY(SELECT t.i FROM terms AS t WHERE m.tsv @@ t.tq) AS present
-                     FROM {p}messages AS m, q WHERE m.tsv @@ q.q AND {where})
-                    UNION ALL
-                    (SELECT NULL, NULL, f.id, length(f.tsv)::float8,
-                            ARRAY(SELECT t.i FROM terms AS t WHERE f.tsv @@ t.tq)
-                     FROM {p}facts AS f, q WHERE f.client_id = %(cid)s::text AND f.tsv @@ q.q)
-                ),
-                hits AS (SELECT c.session_id, c.seq, c.fact_id, c.dl, unnest(c.present) AS i FROM cand AS c),
-                df AS (SELECT i, count(*)::float8 AS df FROM hits GROUP BY i),
-                stats AS (
-                    SELECT greatest(coalesce(({count}), 0) + ({facts_of}), count(*))::float8 AS n,
-                           greatest(avg(dl), 1.0) AS avgdl
-                    FROM cand
-                ),
-                top AS (
-                    SELECT h.session_id, h.seq, h.fact_id,
-                           sum(ln(1 + (s.n - d.df + 0.5) / (d.df + 0.5))
-                               * {_K1 + 1} / (1 + {_K1} * ({1 - _B} + {_B} * h.dl / s.avgdl))) AS score
-                    FROM hits AS h JOIN df AS d USING (i) CROSS JOIN stats AS s
-                    GROUP BY h.session_id, h.seq, h.fact_id
-                    ORDER BY score DESC, h.session_id, h.seq, h.fact_id LIMIT %(limit)s
-                )
-                SELECT top.score, top.session_id, top.seq, m.message, m.created_at,
-                       {", ".join(f"f.{c.strip()}" for c in _FACT_COLUMNS.split(","))}
-                FROM top
-                LEFT JOIN {p}messages AS m
-                    ON top.fact_id IS NULL AND m.session_id = top.session_id AND m.seq = top.seq
-                LEFT JOIN {p}facts AS f ON f.id = top.fact_id
-                ORDER BY top.score DESC, top.session_id, top.seq, top.fact_id
-            """
-        self.search_session = searches["session"]
-        self.search_client = searches["client"]
         self.check_config = "SELECT %s::regconfig"
         self.unindexed_messages = f"SELECT session_id, seq, message FROM {p}messages WHERE tsv IS NULL"
         self.index_messages = (
@@ -548,43 +474,3 @@ def fact_params(fact: Fact, config: str = "simple") -> tuple[Any, ...]:
 def fact_of(record: tuple[Any, ...]) -> Fact:
     fact_id, client_id, text, key, source, created_at, updated_at, pinned = record
     return Fact(fact_id, client_id, text, key, source, created_at, updated_at, bool(pinned))
-
-
-def search_params(
-    q: Queries, terms: list[str], client_id: str | None, session_id: str | None, limit: int, config: str
-) -> tuple[str, dict[str, Any]]:
-    from langchain_rolling_memory.search import tsquery
-
-    sql = q.search_client if session_id is None else q.search_session
-    params = {
-        "cfg": config,
-        "q": tsquery(terms),
-        "qs": [tsquery([term]) for term in terms],
-        "sid": session_id,
-        "cid": client_id,
-        "limit": limit,
-    }
-    return sql, params
-
-
-def search_rows_of(records: list[tuple[Any, ...]]) -> list[SearchRow]:
-    out: list[SearchRow] = []
-    for score, sid, seq, payload, at, *fact in records:
-        if fact[0] is not None:
-            out.append((float(score), None, None, None, None, fact_of(tuple(fact))))
-        else:
-            out.append((float(score), str(sid), int(seq), str(payload), float(at), None))
-    return out
-
-
-def backfill_messages(records: list[tuple[Any, ...]], config: str) -> tuple[Any, ...]:
-    """Parameters of `Queries.index_messages` for rows written before the search index."""
-    from langchain_rolling_memory.search import message_index_text
-    from langchain_rolling_memory.serde import loads_message
-
-    texts = [message_index_text(loads_message(str(payload))) for _, _, payload in records]
-    return (config, [r[0] for r in records], [int(r[1]) for r in records], texts)
-
-
-def backfill_facts(records: list[tuple[Any, ...]], config: str) -> tuple[Any, ...]:
-    return (config, [r[0] for r in records], [index_text(str(r[1])) for r in records])
