@@ -231,3 +231,21 @@ def test_the_fitted_store_strategy_keeps_the_whole_memory_message_within_2000_to
     }
     assert rows["store-recall-2000"]["tokens_p95"] > 2000  # the block alone is charged 2,000
     assert rows["store-recall-fit-2000"]["tokens_p95"] <= 2000
+
+
+def test_a_broken_zip_or_member_is_a_format_error_in_both_readers(tmp_path: Path) -> None:
+    import zipfile
+
+    broken = tmp_path / "locomo10.zip"
+    with zipfile.ZipFile(broken, "w") as archive:
+        archive.writestr("locomo/26.json", "{not json")
+    for read in (read_locomo, load_locomo):
+        with pytest.raises(
+            ConversationFormatError, match=r"locomo10\.zip:locomo/26\.json, line 1: not valid JSON"
+        ):
+            read(broken)
+    not_a_zip = tmp_path / "other.zip"
+    not_a_zip.write_text("plain text", encoding="utf-8")
+    for read in (read_locomo, load_locomo):
+        with pytest.raises(ConversationFormatError, match=r"other\.zip: not a readable zip file"):
+            read(not_a_zip)

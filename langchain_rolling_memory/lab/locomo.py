@@ -183,13 +183,30 @@ def _questions(data: dict[str, Any]) -> list[EvalQuestion]:
 # ------------------------------------------------------------------------------ files
 
 
+def _decoded(text: str | bytes, where: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        msg = f"{where}, line {exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})"
+        raise ConversationFormatError(msg) from None
+
+
 def read_json(path: Path) -> object:
     """A JSON file, decoded; invalid JSON is a `ConversationFormatError` naming line and column."""
+    return _decoded(path.read_text(encoding="utf-8"), str(path))
+
+
+def _open_zip(path: Path) -> zipfile.ZipFile:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        msg = f"{path}, line {exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})"
+        return zipfile.ZipFile(path)
+    except zipfile.BadZipFile as exc:
+        msg = f"{path}: not a readable zip file ({exc}); pass locomo10.zip or a conversation .json"
         raise ConversationFormatError(msg) from None
+
+
+def _member(archive: zipfile.ZipFile, path: Path, member: str) -> object:
+    """One member of the release's zip, decoded; invalid JSON names the member, line and column."""
+    return _decoded(archive.read(member), f"{path}:{member}")
 
 
 def _zip_members(archive: zipfile.ZipFile) -> list[str]:
@@ -204,7 +221,7 @@ def zip_member(path: Path, conversation: str | int = 0) -> tuple[str, object]:
         conversation: the position (0-9) or the file's stem (``"26"``); a number that is
             not a stem is a position.
     """
-    with zipfile.ZipFile(path) as archive:
+    with _open_zip(path) as archive:
         members = _zip_members(archive)
         if not members:
             msg = f"{path}: no .json conversation inside the zip"
@@ -221,7 +238,7 @@ def zip_member(path: Path, conversation: str | int = 0) -> tuple[str, object]:
         else:
             msg = f"{path}: no conversation {conversation!r}; choose one of {stems} or an index"
             raise ConversationFormatError(msg)
-        return member, json.loads(archive.read(member))
+        return member, _member(archive, path, member)
 
 
 def read_locomo(path: str | Path) -> list[EvalConversation]:
@@ -232,8 +249,8 @@ def read_locomo(path: str | Path) -> list[EvalConversation]:
         raise ConversationFormatError(msg)
     items: list[tuple[str, Any]] = []
     if path.suffix == ".zip":
-        with zipfile.ZipFile(path) as archive:
-            items = [(Path(m).stem, json.loads(archive.read(m))) for m in _zip_members(archive)]
+        with _open_zip(path) as archive:
+            items = [(Path(m).stem, _member(archive, path, m)) for m in _zip_members(archive)]
     else:
         data = read_json(path)
         entries = data if isinstance(data, list) else [data]
