@@ -62,6 +62,15 @@ class Lifecycle:
         self._check_open()
         self._setup()
 
+    def _setup_or_close(self) -> None:
+        """`setup` from a constructor: if it fails, what the constructor opened is closed
+        before the error goes on, so a store that cannot be set up leaves nothing open."""
+        try:
+            self.setup()
+        except BaseException:
+            self.close()
+            raise
+
     async def asetup(self) -> None:
         """`setup` from async code (native on PostgreSQL, a worker thread elsewhere)."""
         self._check_open()

@@ -162,11 +162,7 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Post
         forks.track(self)
         close_at_exit(self)
         if setup:
-            try:
-                self.setup()
-            except BaseException:
-                self.close()
-                raise
+            self._setup_or_close()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> PostgresRollingStore:

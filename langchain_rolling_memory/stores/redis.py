@@ -175,11 +175,7 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         if self._borrowed is not None:
             use_thread_twins(self, AsyncRedisPrimitives)  # no async resource: the async API runs in a thread
         if setup:
-            try:
-                self.setup()
-            except BaseException:
-                self.close()
-                raise
+            self._setup_or_close()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisRollingStore:
