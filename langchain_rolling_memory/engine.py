@@ -95,6 +95,7 @@ def _install_args(done: CompactionResult, owner: str) -> dict[str, Any]:
         "expected_version": done.version - 1,
         "meta": dict(done.meta),
         "lease_owner": owner,
+        "generation": done.generation,
     }
 
 
@@ -238,13 +239,13 @@ class Compactor:
         `client_id` (None included): the store then refuses another client's session in that
         same read (see `RollingStore.read`)."""
         limit = self.planner.read_limit
-        record, rows = self.store.summary_and_tail(session_id, limit=limit, client_id=client_id)
-        return self._find_question(session_id, self.planner.state(record, rows), client_id)
+        turn = self.store.read_turn(session_id, limit=limit, client_id=client_id)
+        return self._find_question(session_id, self.planner.state(*turn), client_id)
 
     async def aload(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> SessionState:
         limit = self.planner.read_limit
-        record, rows = await self.store.asummary_and_tail(session_id, limit=limit, client_id=client_id)
-        return await self._afind_question(session_id, self.planner.state(record, rows), client_id)
+        turn = await self.store.aread_turn(session_id, limit=limit, client_id=client_id)
+        return await self._afind_question(session_id, self.planner.state(*turn), client_id)
 
     # Behind a backlog whose read tail holds no user message (a long tool loop while
     # compaction fails), the question is in the unread part: read it, newest page first,
@@ -377,8 +378,11 @@ class Compactor:
             self._fail(session_id, exc)
             return None
         try:
-            # Re-read under the lease: another process may have folded these messages already.
-            state = self.planner.fresh(state, self.store.summary(session_id)) or self.load(session_id)
+            # Re-read under the lease: another process may have folded these messages already,
+            # or the session may have been erased (its generation changed: nothing to fold).
+            state = self.planner.fresh(state, self.store.read_turn(session_id, limit=0)) or self.load(
+                session_id
+            )
             oldest = self.store.read(session_id, **self.planner.backlog(state)) if state.truncated else None
             plan = self.planner.plan(state, oldest, force)
             if plan is None:
@@ -413,9 +417,9 @@ class Compactor:
             self._fail(session_id, exc)
             return None
         try:
-            state = self.planner.fresh(state, await self.store.asummary(session_id)) or await self.aload(
-                session_id
-            )
+            state = self.planner.fresh(
+                state, await self.store.aread_turn(session_id, limit=0)
+            ) or await self.aload(session_id)
             oldest = (
                 await self.store.aread(session_id, **self.planner.backlog(state)) if state.truncated else None
             )

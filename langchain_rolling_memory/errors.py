@@ -13,7 +13,8 @@ Every exception subclasses the builtin a caller would already catch::
     ├── MissingCredentialsError(RuntimeError)  a provider key is not set
     ├── SummarizerError(RuntimeError)       the summarizer failed or returned nothing usable
     └── StoreError(RuntimeError)            a backend could not do what was asked
-        └── SchemaVersionError              the store was written by a newer version
+        ├── SchemaVersionError              the store was written by a newer version
+        └── StaleWriteError                 a write planned from a read that an erase overtook
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "OwnershipError",
     "RollingMemoryError",
     "SchemaVersionError",
+    "StaleWriteError",
     "StoreError",
     "SummarizerError",
 ]
@@ -97,6 +99,19 @@ class StoreError(RollingMemoryError, RuntimeError):
 
 class SchemaVersionError(StoreError):
     """The store was created by a newer version of this package."""
+
+
+class StaleWriteError(StoreError):
+    """A write planned from an earlier read was refused: the session it was read from was
+    erased (or erased and re-created) since, so writing would bring erased data back."""
+
+    @classmethod
+    def for_session(cls, session_id: str, what: str) -> StaleWriteError:
+        msg = (
+            f"{what} refused: session {session_id!r} was erased or re-created after it was read "
+            "(its erase generation changed); nothing was written"
+        )
+        return cls(msg)
 
 
 def require(module: str, extra: str, *, feature: str) -> None:

@@ -21,12 +21,12 @@ from langchain_core.runnables import Runnable
 from langchain_core.utils.json import parse_json_markdown
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from langchain_rolling_memory.errors import ConfigurationError, FactError, InvalidIdError
+from langchain_rolling_memory.errors import ConfigurationError, FactError, InvalidIdError, StaleWriteError
 from langchain_rolling_memory.fact_rules import ReplyPlan, check_reply
 from langchain_rolling_memory.framing import quote_fact
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.prompts import render_transcript
-from langchain_rolling_memory.records import CompactionResult, Fact
+from langchain_rolling_memory.records import CompactionResult, Fact, SessionMark
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.tracing import EXTRACT_FACTS, traced
 
@@ -224,7 +224,7 @@ class FactExtractor:
             return None, str(exc)
 
     @staticmethod
-    def _refused(result: ExtractionResult, exc: FactError) -> ExtractionResult:
+    def _refused(result: ExtractionResult, exc: FactError | StaleWriteError) -> ExtractionResult:
         logger.warning("rolling memory: fact extraction stopped part way: %s", exc)
         result.error = str(exc)
         return result
@@ -232,9 +232,18 @@ class FactExtractor:
     # ------------------------------------------------------------------ sync
 
     def extract(
-        self, store: RollingStore | None, client_id: str, messages: Sequence[BaseMessage]
+        self,
+        store: RollingStore | None,
+        client_id: str,
+        messages: Sequence[BaseMessage],
+        *,
+        planned_from: SessionMark | None = None,
     ) -> ExtractionResult:
-        """Ask the model about `messages` and apply its answer to `client_id`'s facts."""
+        """Ask the model about `messages` and apply its answer to `client_id`'s facts.
+
+        `planned_from` (the session the messages were read from, at its erase generation) makes
+        every added or updated fact conditional on that session being unerased: an erase that
+        lands during the model call stops the extraction, nothing of it written."""
         target = self._store(store)
         validate_id(client_id, kind="client_id")
         if not messages:
@@ -249,14 +258,16 @@ class FactExtractor:
                 if target.delete_fact(client_id, fact_id):
                     result.deleted.append(fact_id)
             for fact_id, text in plan.updates:
-                updated = target.update_fact(client_id, fact_id, text)
+                updated = target.update_fact(client_id, fact_id, text, planned_from=planned_from)
                 if updated is not None:
                     result.updated.append(updated)
             for text, key in plan.adds:
-                added = target.add_fact(client_id, text, key=key, source="extractor")
+                added = target.add_fact(
+                    client_id, text, key=key, source="extractor", planned_from=planned_from
+                )
                 if added is not None:
                     result.added.append(added)
-        except FactError as exc:
+        except (FactError, StaleWriteError) as exc:
             return self._refused(result, exc)
         return result
 
@@ -265,12 +276,17 @@ class FactExtractor:
         store = self._store(None)
         info = store.session_info(result.session_id)
         if info is not None and info.client_id is not None:
-            self.extract(store, info.client_id, result.messages)
+            self.extract(store, info.client_id, result.messages, planned_from=result.mark)
 
     # ------------------------------------------------------------------ async
 
     async def aextract(
-        self, store: RollingStore | None, client_id: str, messages: Sequence[BaseMessage]
+        self,
+        store: RollingStore | None,
+        client_id: str,
+        messages: Sequence[BaseMessage],
+        *,
+        planned_from: SessionMark | None = None,
     ) -> ExtractionResult:
         """Async twin of `extract`."""
         target = self._store(store)
@@ -288,14 +304,16 @@ class FactExtractor:
                 if await target.adelete_fact(client_id, fact_id):
                     result.deleted.append(fact_id)
             for fact_id, text in plan.updates:
-                updated = await target.aupdate_fact(client_id, fact_id, text)
+                updated = await target.aupdate_fact(client_id, fact_id, text, planned_from=planned_from)
                 if updated is not None:
                     result.updated.append(updated)
             for text, key in plan.adds:
-                added = await target.aadd_fact(client_id, text, key=key, source="extractor")
+                added = await target.aadd_fact(
+                    client_id, text, key=key, source="extractor", planned_from=planned_from
+                )
                 if added is not None:
                     result.added.append(added)
-        except FactError as exc:
+        except (FactError, StaleWriteError) as exc:
             return self._refused(result, exc)
         return result
 
@@ -303,7 +321,7 @@ class FactExtractor:
         store = self._store(None)
         info = await store.asession_info(result.session_id)
         if info is not None and info.client_id is not None:
-            await self.aextract(store, info.client_id, result.messages)
+            await self.aextract(store, info.client_id, result.messages, planned_from=result.mark)
 
     def _store(self, store: RollingStore | None) -> RollingStore:
         target = store if store is not None else self.store

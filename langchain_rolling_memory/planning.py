@@ -31,7 +31,13 @@ from langchain_rolling_memory.policy import (
     with_question,
 )
 from langchain_rolling_memory.prompts import clean_summary
-from langchain_rolling_memory.records import CompactionResult, SessionState, StoredMessage, SummaryRecord
+from langchain_rolling_memory.records import (
+    CompactionResult,
+    SessionState,
+    StoredMessage,
+    SummaryRecord,
+    TurnRead,
+)
 from langchain_rolling_memory.serde import dumps_message, loads_message
 from langchain_rolling_memory.summarizers.base import SummaryResult
 from langchain_rolling_memory.summarizers.structured import StructuredSummary, parse_structured_summary
@@ -174,13 +180,15 @@ class Planner:
         """Unsummarized messages read per turn: one more than the cap, to detect a backlog."""
         return self.policy.cap + 1
 
-    def state(self, record: SummaryRecord | None, rows: list[StoredMessage]) -> SessionState:
+    def state(
+        self, record: SummaryRecord | None, rows: list[StoredMessage], generation: str | None = None
+    ) -> SessionState:
         truncated = len(rows) > self.policy.cap
         tail = rows[-self.policy.cap :] if truncated else rows
         # Without a user message in the tail, the question is the one pinned when it was
         # folded; behind a backlog it may be in the unread part (`lacks_question`).
         pinned = None if truncated or _latest_human(tail) else _pinned(record)
-        return SessionState(record, tail, truncated, pinned)
+        return SessionState(record, tail, truncated, pinned, generation)
 
     def lacks_question(self, state: SessionState) -> bool:
         """True if the latest user message may lie in the unread part of a backlog: the
@@ -375,6 +383,7 @@ class Planner:
             text,
             tuple(plan.messages),
             meta,
+            state.generation,
         )
 
     def _pin(self, state: SessionState, plan: FoldPlan, meta: dict[str, Any]) -> dict[str, Any]:
@@ -391,8 +400,10 @@ class Planner:
             }
         return meta
 
-    def fresh(self, state: SessionState, fresh: SummaryRecord | None) -> SessionState | None:
-        """`state` with the record just read if its version is unchanged, else None (reload)."""
-        if (fresh.version if fresh else 0) != state.version:
+    def fresh(self, state: SessionState, fresh: TurnRead) -> SessionState | None:
+        """`state` with the record just read if neither its version nor the session's erase
+        generation changed, else None (reload: an erase leaves nothing of `state` to fold)."""
+        record = fresh.record
+        if (record.version if record else 0) != state.version or fresh.generation != state.generation:
             return None
-        return replace(state, record=fresh)
+        return replace(state, record=record)

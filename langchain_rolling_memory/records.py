@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from langchain_core.messages import BaseMessage
 
@@ -18,9 +18,11 @@ __all__ = [
     "FactSource",
     "Row",
     "SessionInfo",
+    "SessionMark",
     "SessionState",
     "StoredMessage",
     "SummaryRecord",
+    "TurnRead",
 ]
 
 FactSource = Literal["code", "tool", "extractor"]
@@ -65,6 +67,20 @@ class SummaryRecord:
 
 
 @dataclass(frozen=True)
+class SessionMark:
+    """A session as a read saw it: its id and erase generation.
+
+    Every session row carries a generation that no later row of the same id ever reuses, so an
+    erase (clear, purge, forget, expiry) changes it. A write planned from that read (a summary
+    install, facts extracted from its messages) carries the mark and the store refuses it, in
+    the same atomic step as the write, unless the session still has that generation.
+    """
+
+    session_id: str
+    generation: str
+
+
+@dataclass(frozen=True)
 class SessionState:
     """What one turn reads: the summary record and the unsummarized tail (bounded)."""
 
@@ -75,6 +91,9 @@ class SessionState:
     question: StoredMessage | None = None
     """The latest user message when the tail holds none (folded with the tool exchanges after
     it, or beyond the cap): the view still sends it."""
+    generation: str | None = None
+    """The session's erase generation read with the tail (None: the session had no row); a
+    write planned from this state carries it and is refused once an erase changed it."""
 
     @property
     def summary(self) -> str:
@@ -93,6 +112,15 @@ class SessionState:
         return [m.message for m in self.tail]
 
 
+class TurnRead(NamedTuple):
+    """What `RollingStore.read_turn` returns: the summary record, the unsummarized tail read
+    with it and the session's erase generation (None: the session has no row)."""
+
+    record: SummaryRecord | None
+    messages: list[StoredMessage]
+    generation: str | None
+
+
 @dataclass(frozen=True)
 class CompactionResult:
     """One installed compaction; `messages` are the ones folded into `summary`, `meta` the
@@ -105,6 +133,13 @@ class CompactionResult:
     summary: str
     messages: tuple[BaseMessage, ...] = ()
     meta: Mapping[str, Any] = field(default_factory=dict)
+    generation: str | None = None
+    """The session's erase generation the folded messages were read at (see `SessionMark`)."""
+
+    @property
+    def mark(self) -> SessionMark | None:
+        """Where the folded messages were read, for writes derived from them (extracted facts)."""
+        return None if self.generation is None else SessionMark(self.session_id, self.generation)
 
     @property
     def record(self) -> SummaryRecord:

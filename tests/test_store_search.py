@@ -64,7 +64,7 @@ class TestSearch:
             ],
             client_id="alice",
         )
-        where = {"client_id": "alice"} if scope == "client" else {"session_id": "s1"}
+        where = {"client_id": "alice"} if scope == "client" else {"client_id": "alice", "session_id": "s1"}
         hits = store.search("Did Melanie like the pottery?", limit=3, **where)  # type: ignore[arg-type]
         assert hits[0].key == ("message", "s1", 12)
         assert hits[0].score > hits[1].score
@@ -78,11 +78,15 @@ class TestSearch:
         assert {h.session_id for h in bob if h.kind == "message"} == {"s3"}
         assert store.search("oscar", client_id="bob") == []
 
-    def test_one_session_is_searched_alone_or_with_its_client(self, store: RollingStore) -> None:
+    def test_one_session_is_searched_with_its_client_an_owned_one_never_without(
+        self, store: RollingStore
+    ) -> None:
         _fill(store)
+        store.append("anon", [HumanMessage("Oscar the anonymous cat")])
         store.add_fact("alice", "Alice's cat is Oscar")
-        assert _keys(store.search("oscar", session_id="s2")) == [("message", "s2", 1)]
-        assert store.search("oscar", session_id="s1") == []
+        assert store.search("oscar", session_id="s2") == []  # alice's: a search naming no client
+        assert _keys(store.search("oscar", session_id="anon")) == [("message", "anon", 1)]
+        assert [h.kind for h in store.search("oscar", client_id="alice", session_id="s1")] == ["fact"]
         both = store.search("oscar", client_id="alice", session_id="s2")
         assert sorted(h.kind for h in both) == ["fact", "message"]
 
@@ -184,7 +188,7 @@ class TestErasure:
         _fill(store)
         store.clear_session("s1")
         store.append("s1", [HumanMessage("Rome this time")], client_id="alice")
-        assert _keys(store.search("paris rome", session_id="s1")) == [("message", "s1", 1)]
+        assert _keys(store.search("paris rome", client_id="alice", session_id="s1")) == [("message", "s1", 1)]
 
 
 class TestDates:

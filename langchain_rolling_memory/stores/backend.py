@@ -12,20 +12,37 @@ Data model, per backend:
 * summary: one row per session ``(text, covered_seq, version, meta_json, updated_at)``;
   replaced only by a compare-and-swap on ``version``.
 * lease: one row per session ``(owner, expires_at)`` so one compactor runs at a time.
-* session: ``(client_id, created_at, updated_at, state_json)``; a session belongs to at most
-  one client, fixed by the first write that names one; from then on a write (append, state)
-  naming no client or another one is refused.
+* session: ``(client_id, created_at, updated_at, state_json, generation)``; a session belongs to
+  at most one client, fixed by the first write that names one; from then on a write (append,
+  state) naming no client or another one is refused. `generation` is an opaque string set when
+  the row is created and never reused by a later row of the same id (a random token or a
+  counter that only grows), so every erase (clear, purge, forget, expiry) changes it.
 * facts: per client ``(id, text, key, source, created_at, updated_at, pinned)``.
 * search index (schema 2): one entry per message and per fact, its `search.index_text`,
   erased with its row; `_search` ranks the entries of one scope. A message is found by any
   search that starts after its append returns: a backend may index it with the append or
   (SQLite, in-memory) catch up at the next search.
+
+The invariants every backend enforces inside the atomic step (statement, script or
+transaction) that reads or writes the rows, never by a look-up before it:
+
+* **ownership**: a read or search returns a session's rows only to the session's owner (a run
+  naming no client: only sessions that are nobody's); a client's listing, export and erase
+  reach only the sessions it owns at that instant (an expired or re-created session id
+  listed under an old owner is skipped, not read or erased).
+* **erase generation**: a write planned from an earlier read carries the session's
+  generation it read (`SummaryWrite.generation`, the `mark` of `_change_facts`) and is
+  refused unless the session row still exists with it; a summary is never installed on a
+  session that has no row.
+* **statistics per scope**: a search's scores depend only on the entries of its scope, never
+  on another client's text.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -36,7 +53,7 @@ from typing import Any, Final, Literal, NamedTuple, TypeVar
 from langchain_core.messages import BaseMessage
 
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
-from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 
 __all__ = [
     "OPERATOR",
@@ -48,6 +65,8 @@ __all__ = [
     "SearchRow",
     "StoreBackend",
     "SummaryWrite",
+    "TurnRows",
+    "new_generation",
     "newer_schema",
     "use_thread_twins",
 ]
@@ -56,6 +75,11 @@ SCHEMA_VERSION = 3
 """Version of the data layout; a store written by a newer version is refused.
 2: per-message dates, the search index, pinned facts. 3: SQLite indexes messages at the
 first search after their append (the other backends have nothing to convert)."""
+
+
+def new_generation() -> str:
+    """A fresh erase generation for a new session row: 64 random bits, never meant to repeat."""
+    return secrets.token_hex(8)
 
 
 def newer_schema(where: str, found: int) -> SchemaVersionError:
@@ -83,13 +107,14 @@ ReadAs = str | None | Literal[_Unchecked.OPERATOR]
 class Reader:
     """The run a session read is made for, checked by the backend in the read itself: the
     session must be nobody's or `client_id`'s (None: a run naming no client reads only
-    sessions that are nobody's)."""
+    sessions that are nobody's); with `exact`, `client_id`'s only (a client's export)."""
 
     client_id: str | None
+    exact: bool = False
 
     def check(self, session_id: str, owner: str | None) -> None:
         """Raise `OwnershipError` unless `owner` (the session's, read with the data) allows it."""
-        if owner is not None and owner != self.client_id:
+        if owner != self.client_id and (owner is not None or self.exact):
             raise OwnershipError.for_session(session_id, self.client_id)
 
 
@@ -117,6 +142,18 @@ class SummaryWrite:
     now: float
     #: the owner that must still hold the session's lease, or None for no lease check
     lease_owner: str | None = None
+    #: the session's erase generation the summary was planned from; None: not checked (the
+    #: session row must exist all the same)
+    generation: str | None = None
+
+
+class TurnRows(NamedTuple):
+    """What `_summary_and_tail` reads at one instant: the summary record, the newest rows after
+    it (ascending) and the session's erase generation (None: the session has no row)."""
+
+    record: SummaryRecord | None
+    rows: list[Row]
+    generation: str | None
 
 
 SearchRow = tuple[float, "str | None", "int | None", "str | None", "float | None", "Fact | None"]
@@ -189,8 +226,11 @@ class StoreBackend(ABC):
     ) -> list[SearchRow]:
         """The best `limit` entries holding any of `terms` (never empty), best first: the
         messages of `session_id` if given, else of the sessions `client_id` owns, and the
-        facts of `client_id` if given. The caller has checked that the session is the
-        client's; no entry of another client may come back."""
+        facts of `client_id` if given. Owner filtered in the same statement or script that
+        returns the rows: `session_id`'s messages come back only if the session's owner is
+        `client_id` (None: only if it is nobody's), so a session erased and re-created by
+        another client between a caller's check and this search yields nothing. Scores use
+        statistics (document count, term frequencies, lengths) of the scope's entries only."""
 
     # The session reads take a `reader` (None: the operator's, unchecked): with one, the
     # session's owner is read in the same atomic step as the data (one statement, script or
@@ -211,10 +251,11 @@ class StoreBackend(ABC):
 
     @abstractmethod
     def _cas_summary(self, write: SummaryWrite) -> bool:
-        """Install `write` iff the current version is its `expected_version` (0: none) and, when
-        it names a `lease_owner`, the session's lease row names that owner, checked in the same
-        atomic step. Every erase deletes the lease with the data, so the lease is the erase
-        generation: a compaction that claimed it before an erase can never install after it."""
+        """Install `write` iff, in one atomic step: the session row exists (never create one),
+        its generation is `write.generation` when that is given, the current version is
+        `expected_version` (0: none) and, when it names a `lease_owner`, the session's lease
+        row names that owner. Every erase deletes the row and the lease with the data, so a
+        compaction planned from a read before an erase never installs after it."""
 
     @abstractmethod
     def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
@@ -227,7 +268,8 @@ class StoreBackend(ABC):
     def _get_session(self, session_id: str) -> SessionInfo | None: ...
 
     @abstractmethod
-    def _list_sessions(self, client_id: str) -> list[str]: ...
+    def _list_sessions(self, client_id: str) -> list[str]:
+        """Ids of the sessions whose row names `client_id` as owner now, sorted."""
 
     @abstractmethod
     def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None: ...
@@ -257,27 +299,30 @@ class StoreBackend(ABC):
 
     @abstractmethod
     def _delete_client(self, client_id: str) -> None:
-        """Remove the client's facts and every one of its sessions."""
+        """Remove the client's facts and every session it owns at that instant (owner checked
+        in the erase itself: a session id now owned by another client is left alone)."""
 
     @abstractmethod
     def _purge(self, cutoff: float) -> int:
         """Delete sessions not updated since `cutoff`; return how many."""
 
-    def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+    @abstractmethod
+    def _change_facts(
+        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    ) -> tuple[list[Fact], Fact | None]:
         """Read the client's facts, let `plan` pick the fact to write (None: nothing), write it;
-        return what was read and what was written.
+        return what was read and what was written. One atomic step per client, so two
+        processes adding the same fact store it once.
 
-        The default is a read then a write. Backends shared by processes make it one atomic
-        step per client, so two processes adding the same fact store it once.
+        With `mark` (the facts are derived from that session's messages), raise
+        `StaleWriteError` and write nothing unless, in the same atomic step, the session row
+        exists, is `client_id`'s and has `mark.generation`.
         """
-        existing = self._list_facts(client_id)
-        fact = plan(existing)
-        if fact is not None:
-            self._put_fact(fact)
-        return existing, fact
 
-    async def _achange_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
-        return await self._thread(self._change_facts, client_id, plan)
+    async def _achange_facts(
+        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    ) -> tuple[list[Fact], Fact | None]:
+        return await self._thread(self._change_facts, client_id, plan, mark)
 
     def _vacuum(self) -> None:  # noqa: B027 - a no-op default that backends may override
         """Remove the bytes of erased data where the backend keeps them; the default keeps none."""
@@ -288,23 +333,13 @@ class StoreBackend(ABC):
     async def _thread(self, fn: Callable[..., _T], *args: Any) -> _T:
         return await asyncio.to_thread(fn, *args)
 
-    def _summary_and_tail(
-        self, session_id: str, limit: int, reader: Reader | None = None
-    ) -> tuple[SummaryRecord | None, list[Row]]:
-        """The summary and the newest `limit` rows after it, seen at one instant.
+    @abstractmethod
+    def _summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+        """The summary, the newest `limit` rows after it and the session's generation, seen at
+        one instant with the owner check (one round trip on server backends: it is most of
+        what a turn costs)."""
 
-        The default reads them one after the other (still consistent: the tail starts after
-        the record it read), each checked for `reader`; backends override it to read both
-        (and the owner) in one step: server backends in one round trip, because that is most
-        of what a turn costs.
-        """
-        record = self._get_summary(session_id, reader)
-        covered = record.covered_seq if record else 0
-        return record, self._read(session_id, covered, limit, True, reader)
-
-    async def _asummary_and_tail(
-        self, session_id: str, limit: int, reader: Reader | None = None
-    ) -> tuple[SummaryRecord | None, list[Row]]:
+    async def _asummary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
         return await self._thread(self._summary_and_tail, session_id, limit, reader)
 
     async def _aappend(self, batch: AppendBatch) -> list[int]:

@@ -18,6 +18,7 @@ from langchain_core.messages import BaseMessage
 
 import langchain_rolling_memory.fact_rules as fact_rules
 import langchain_rolling_memory.stores.checks as checks
+from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.records import (
     FACT_SOURCES,
@@ -29,9 +30,10 @@ from langchain_rolling_memory.records import (
     SessionInfo,
     StoredMessage,
     SummaryRecord,
+    TurnRead,
 )
 from langchain_rolling_memory.serde import loads_message
-from langchain_rolling_memory.stores.backend import OPERATOR, SCHEMA_VERSION, AppendBatch, ReadAs
+from langchain_rolling_memory.stores.backend import OPERATOR, SCHEMA_VERSION, AppendBatch, ReadAs, Reader
 from langchain_rolling_memory.stores.export import client_export, session_export
 from langchain_rolling_memory.stores.fact_api import FactApi
 from langchain_rolling_memory.stores.lifecycle import Lifecycle
@@ -52,6 +54,7 @@ __all__ = [
     "SessionInfo",
     "StoredMessage",
     "SummaryRecord",
+    "TurnRead",
 ]
 
 
@@ -184,23 +187,35 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         checks.check_limit(limit)
         return self._decode(await self._aread(session_id, after_seq, limit, newest, checks.reader(client_id)))
 
+    def read_turn(self, session_id: str, *, limit: int, client_id: ReadAs = OPERATOR) -> TurnRead:
+        """What a turn reads, at one instant: the summary record, the newest `limit` messages it
+        does not cover (ascending) and the session's erase generation, owner check included;
+        one round trip on server backends. A write planned from it (`install_summary`'s
+        `generation`, a fact's `planned_from`) is refused once an erase changed the session."""
+        validate_id(session_id)
+        checks.check_count("limit", limit)
+        record, rows, generation = self._summary_and_tail(session_id, limit, checks.reader(client_id))
+        return TurnRead(record, self._decode(rows), generation)
+
+    async def aread_turn(self, session_id: str, *, limit: int, client_id: ReadAs = OPERATOR) -> TurnRead:
+        validate_id(session_id)
+        checks.check_count("limit", limit)
+        record, rows, generation = await self._asummary_and_tail(session_id, limit, checks.reader(client_id))
+        return TurnRead(record, self._decode(rows), generation)
+
     def summary_and_tail(
         self, session_id: str, *, limit: int, client_id: ReadAs = OPERATOR
     ) -> tuple[SummaryRecord | None, list[StoredMessage]]:
-        """What a turn reads: the summary record and the newest `limit` messages it does not
-        cover, ascending; one round trip on server backends, owner check included."""
-        validate_id(session_id)
-        checks.check_count("limit", limit)
-        record, rows = self._summary_and_tail(session_id, limit, checks.reader(client_id))
-        return record, self._decode(rows)
+        """`read_turn` without the generation: the summary record and the newest `limit`
+        messages it does not cover."""
+        turn = self.read_turn(session_id, limit=limit, client_id=client_id)
+        return turn.record, turn.messages
 
     async def asummary_and_tail(
         self, session_id: str, *, limit: int, client_id: ReadAs = OPERATOR
     ) -> tuple[SummaryRecord | None, list[StoredMessage]]:
-        validate_id(session_id)
-        checks.check_count("limit", limit)
-        record, rows = await self._asummary_and_tail(session_id, limit, checks.reader(client_id))
-        return record, self._decode(rows)
+        turn = await self.aread_turn(session_id, limit=limit, client_id=client_id)
+        return turn.record, turn.messages
 
     def transcript(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> list[BaseMessage]:
         """Every message ever appended to the session, in order."""
@@ -233,15 +248,19 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         expected_version: int,
         meta: Mapping[str, Any] | None = None,
         lease_owner: str | None = None,
+        generation: str | None = None,
     ) -> bool:
         """Compare-and-swap the summary; False if another writer installed one first.
 
         With `lease_owner`, also False (nothing written) unless that owner still holds the lease
         it took with `claim`: every erase deletes the lease with the data, so a compaction that
         claimed before an erase never installs after it, whatever the new conversation holds.
+        With `generation` (`read_turn`'s), also False unless the session still has it: a summary
+        planned from a read made before an erase never lands. Never installs on a session
+        that has no row (no message, or erased).
         """
         write = checks.summary_args(
-            session_id, text, covered_seq, expected_version, meta, lease_owner, self._now()
+            session_id, text, covered_seq, expected_version, meta, lease_owner, self._now(), generation
         )
         return self._cas_summary(write)
 
@@ -254,9 +273,10 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         expected_version: int,
         meta: Mapping[str, Any] | None = None,
         lease_owner: str | None = None,
+        generation: str | None = None,
     ) -> bool:
         write = checks.summary_args(
-            session_id, text, covered_seq, expected_version, meta, lease_owner, self._now()
+            session_id, text, covered_seq, expected_version, meta, lease_owner, self._now(), generation
         )
         return await self._acas_summary(write)
 
@@ -363,30 +383,40 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         await self._avacuum()
 
     def export(self, client_id: str) -> dict[str, Any]:
-        """Everything stored about the client, as JSON-serializable data."""
+        """Everything stored about the client, as JSON-serializable data.
+
+        Each session is read as the client's (`Reader`, owner checked in each read): a session
+        erased and re-created by another client while the export runs is left out, never read.
+        """
         validate_id(client_id, kind="client_id")
+        reader = Reader(client_id, exact=True)
         sessions = []
         for session_id in self._list_sessions(client_id):
-            sessions.append(
-                session_export(
-                    self._get_session(session_id),
-                    self._get_summary(session_id),
-                    self._get_state(session_id),
-                    self._decode(self._read(session_id, 0, None, True)),
-                )
-            )
+            try:
+                info = self._get_session(session_id)
+                summary = self._get_summary(session_id, reader)
+                state = self._get_state(session_id, reader)
+                rows = self._read(session_id, 0, None, True, reader)
+            except OwnershipError:
+                continue
+            if info is None or info.client_id != client_id:
+                continue
+            sessions.append(session_export(info, summary, state, self._decode(rows)))
         return client_export(client_id, self._list_facts(client_id), sessions, self._now())
 
     async def aexport(self, client_id: str) -> dict[str, Any]:
         validate_id(client_id, kind="client_id")
+        reader = Reader(client_id, exact=True)
         sessions = []
         for session_id in await self._alist_sessions(client_id):
-            sessions.append(
-                session_export(
-                    await self._aget_session(session_id),
-                    await self._aget_summary(session_id),
-                    await self._aget_state(session_id),
-                    self._decode(await self._aread(session_id, 0, None, True)),
-                )
-            )
+            try:
+                info = await self._aget_session(session_id)
+                summary = await self._aget_summary(session_id, reader)
+                state = await self._aget_state(session_id, reader)
+                rows = await self._aread(session_id, 0, None, True, reader)
+            except OwnershipError:
+                continue
+            if info is None or info.client_id != client_id:
+                continue
+            sessions.append(session_export(info, summary, state, self._decode(rows)))
         return client_export(client_id, await self._alist_facts(client_id), sessions, self._now())

@@ -98,6 +98,7 @@ def summary_args(
     meta: Mapping[str, Any] | None,
     lease_owner: str | None,
     now: float,
+    generation: str | None = None,
 ) -> SummaryWrite:
     """The one argument of `_cas_summary`, checked and serialized.
 
@@ -116,8 +117,13 @@ def summary_args(
             msg = f"lease_owner must be the owner passed to claim() (a non-empty str) or None, got {lease_owner!r}"
             raise ConfigurationError(msg)
         check_storable(lease_owner, what="lease owner")
+    if generation is not None and (not isinstance(generation, str) or not generation.isascii()):
+        msg = f"generation must be the str that read_turn() returned, or None, got {generation!r:.80}"
+        raise ConfigurationError(msg)
     meta_json = json.dumps(dict(meta or {}))
-    return SummaryWrite(session_id, text, covered_seq, meta_json, expected_version, now, lease_owner)
+    return SummaryWrite(
+        session_id, text, covered_seq, meta_json, expected_version, now, lease_owner, generation
+    )
 
 
 def lease_owner(owner: object) -> str:

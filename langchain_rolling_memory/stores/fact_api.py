@@ -13,7 +13,7 @@ import uuid
 import langchain_rolling_memory.fact_rules as fact_rules
 import langchain_rolling_memory.stores.checks as checks
 from langchain_rolling_memory.ids import validate_id
-from langchain_rolling_memory.records import Fact, FactFilter, FactPlan
+from langchain_rolling_memory.records import Fact, FactFilter, FactPlan, SessionMark
 from langchain_rolling_memory.stores.backend import StoreBackend
 
 __all__ = ["FactApi"]
@@ -70,13 +70,17 @@ class FactApi(StoreBackend):
         key: str | None = None,
         source: str = "code",
         pinned: bool = False,
+        planned_from: SessionMark | None = None,
     ) -> Fact | None:
         """Store a fact about the client and return it.
 
         A fact with the `key` of an existing one replaces its text (a team change updates the
         team fact). An exact duplicate is not stored twice: the existing fact is returned.
         Returns None if `fact_filter` refused the fact. A `pinned` fact (an allergy) is sent
-        before the others when the client's facts exceed their budget.
+        before the others when the client's facts exceed their budget. `planned_from` (a
+        fact derived from a session's messages, e.g. by the extractor) makes the write
+        conditional on that session still being the client's at the generation read:
+        `StaleWriteError`, nothing written, once an erase overtook it.
 
         Example:
             >>> from langchain_rolling_memory import open_store
@@ -89,7 +93,7 @@ class FactApi(StoreBackend):
         if checked is None:
             return None
         plan = self._plan_add(client_id, *checked, source, checks.pinned_flag(pinned))
-        existing, fact = self._change_facts(client_id, plan)
+        existing, fact = self._change_facts(client_id, plan, _mark(planned_from))
         return fact if fact is not None else fact_rules.find_fact(existing, *checked)
 
     async def aadd_fact(
@@ -100,13 +104,14 @@ class FactApi(StoreBackend):
         key: str | None = None,
         source: str = "code",
         pinned: bool = False,
+        planned_from: SessionMark | None = None,
     ) -> Fact | None:
         validate_id(client_id, kind="client_id")
         checked = self._check_fact(text, key, source)
         if checked is None:
             return None
         plan = self._plan_add(client_id, *checked, source, checks.pinned_flag(pinned))
-        existing, fact = await self._achange_facts(client_id, plan)
+        existing, fact = await self._achange_facts(client_id, plan, _mark(planned_from))
         return fact if fact is not None else fact_rules.find_fact(existing, *checked)
 
     def facts(self, client_id: str) -> list[Fact]:
@@ -132,17 +137,23 @@ class FactApi(StoreBackend):
 
         return plan
 
-    def update_fact(self, client_id: str, fact_id: str, text: str) -> Fact | None:
+    def update_fact(
+        self, client_id: str, fact_id: str, text: str, *, planned_from: SessionMark | None = None
+    ) -> Fact | None:
         """Replace the text of one fact; None if the client has no such fact (or the filter
-        refused the new text). Read and write are one step, as in `add_fact`."""
+        refused the new text). Read and write are one step, as in `add_fact`, which also
+        says what `planned_from` does."""
         validate_id(client_id, kind="client_id")
         validate_id(fact_id, kind="fact_id")
-        return self._change_facts(client_id, self._plan_update(fact_id, text))[1]
+        return self._change_facts(client_id, self._plan_update(fact_id, text), _mark(planned_from))[1]
 
-    async def aupdate_fact(self, client_id: str, fact_id: str, text: str) -> Fact | None:
+    async def aupdate_fact(
+        self, client_id: str, fact_id: str, text: str, *, planned_from: SessionMark | None = None
+    ) -> Fact | None:
         validate_id(client_id, kind="client_id")
         validate_id(fact_id, kind="fact_id")
-        return (await self._achange_facts(client_id, self._plan_update(fact_id, text)))[1]
+        plan = self._plan_update(fact_id, text)
+        return (await self._achange_facts(client_id, plan, _mark(planned_from)))[1]
 
     def delete_fact(self, client_id: str, fact_id: str) -> bool:
         """Delete one fact of the client; False if there was none with that id."""
@@ -153,3 +164,14 @@ class FactApi(StoreBackend):
     async def adelete_fact(self, client_id: str, fact_id: str) -> bool:
         client = validate_id(client_id, kind="client_id")
         return await self._adelete_fact(client, validate_id(fact_id, kind="fact_id"))
+
+
+def _mark(mark: object) -> SessionMark | None:
+    """`planned_from` checked: None or a `SessionMark` of a valid session id."""
+    if mark is None:
+        return None
+    if not isinstance(mark, SessionMark) or not isinstance(mark.generation, str):
+        msg = f"planned_from must be a SessionMark (a read's session and generation) or None, got {mark!r}"
+        raise TypeError(msg)
+    validate_id(mark.session_id)
+    return mark

@@ -2,10 +2,11 @@
 
 An erase drops the objects at once; nothing is written anywhere, so `vacuum()` has nothing to do.
 
-Search ranks with one `search.Bm25Index` over every message and fact of the process (so its
-statistics span clients, as SQLite's FTS5 table does); a search keeps only its scope's entries.
-The index is caught up at the first search after writes (a message's words are read from its
-stored JSON then), so a turn without recall does not pay for indexing.
+Search ranks with one `search.Bm25Index` per owner: a client's (its sessions' messages and its
+facts) or, for a session that is nobody's, that session's; so a score depends on its owner's
+text only. A session that a client comes to own moves its entries into the client's index.
+The indexes are caught up at the first search after writes (a message's words are read from
+its stored JSON then), so a turn without recall does not pay for indexing.
 """
 
 from __future__ import annotations
@@ -16,10 +17,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from langchain_rolling_memory.errors import OwnershipError, StoreError
-from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
+from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.search import Bm25Index, index_text, payload_index_text
-from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, SummaryWrite
+from langchain_rolling_memory.stores.backend import (
+    AppendBatch,
+    Reader,
+    SearchRow,
+    SummaryWrite,
+    TurnRows,
+    new_generation,
+)
 from langchain_rolling_memory.stores.base import RollingStore
 
 __all__ = ["InMemoryRollingStore"]
@@ -35,6 +43,13 @@ class _Session:
     state: str | None = None
     lease: tuple[str, float] | None = None
     dates: list[float] = field(default_factory=list)
+    generation: str = field(default_factory=new_generation)
+
+
+# An index's owner: ("c", client_id) for a client's entries, ("s", session_id) for a session
+# that is nobody's. A document: ("m", session_id, seq) or ("f", client_id, fact_id).
+_Scope = tuple[str, str]
+_Doc = tuple[str, str, Any]
 
 
 class _Closed:
@@ -61,12 +76,13 @@ class InMemoryRollingStore(RollingStore):
         self._lock = threading.RLock()
         self._sessions: dict[str, _Session] = {}
         self._facts: dict[str, dict[str, Fact]] = {}
-        # Entries ("m", session_id, seq) and ("f", client_id, fact_id); already folded text.
-        self._index = Bm25Index()
-        # Written but not yet indexed, in write order: the index breaks ties by the order of
+        # One index per owner (`_Scope`), and where each indexed document is.
+        self._indexes: dict[_Scope, Bm25Index] = {}
+        self._where: dict[_Doc, _Scope] = {}
+        # Written but not yet indexed, in write order: an index breaks ties by the order of
         # its additions, so catching up in this order ranks as indexing at each write did.
         # A message waits as its stored JSON, a fact as its indexed text.
-        self._pending: dict[tuple[str, str, Any], str] = {}
+        self._pending: dict[_Doc, str] = {}
 
     def close(self) -> None:
         """Drop the data and refuse every later call, as the other backends do once closed."""
@@ -78,22 +94,46 @@ class InMemoryRollingStore(RollingStore):
             self._sessions.clear()
             self._facts.clear()
             self._pending.clear()
-            self._index = Bm25Index()
+            self._indexes.clear()
+            self._where.clear()
 
-    def _to_index(self, doc: tuple[str, str, Any], source: str) -> None:
+    def _to_index(self, doc: _Doc, source: str) -> None:
         self._pending.pop(doc, None)  # a rewrite goes to the end, as `Bm25Index.add` moves it
         self._pending[doc] = source
 
-    def _unindex(self, doc: tuple[str, str, Any]) -> None:
+    def _unindex(self, doc: _Doc) -> None:
         # Both: a rewritten fact can be pending while its old text is still indexed.
         self._pending.pop(doc, None)
-        self._index.remove(doc)
+        scope = self._where.pop(doc, None)
+        if scope is not None:
+            index = self._indexes[scope]
+            index.remove(doc)
+            if not len(index):
+                del self._indexes[scope]
+
+    def _scope_of(self, doc: _Doc) -> _Scope:
+        if doc[0] == "f":
+            return ("c", doc[1])
+        owner = self._sessions[doc[1]].client_id
+        return ("c", owner) if owner is not None else ("s", doc[1])
 
     def _catch_up(self) -> None:
         """Index what was written since the last search (called under the lock)."""
         for doc, source in self._pending.items():
-            self._index.add(doc, payload_index_text(source) if doc[0] == "m" else source)
+            scope = self._scope_of(doc)
+            self._indexes.setdefault(scope, Bm25Index()).add(
+                doc, payload_index_text(source) if doc[0] == "m" else source
+            )
+            self._where[doc] = scope
         self._pending.clear()
+
+    def _adopt(self, session_id: str, session: _Session) -> None:
+        """Move the entries of a session that was nobody's to its new owner's index."""
+        for seq, payload, _ in session.rows:
+            doc = ("m", session_id, seq)
+            if doc in self._where:
+                self._unindex(doc)
+                self._to_index(doc, payload)
 
     def _session(self, session_id: str, client_id: str | None, now: float, *, owned: bool = True) -> _Session:
         """The session, created if missing; with `owned` (a write on a client's behalf, or an
@@ -104,8 +144,9 @@ class InMemoryRollingStore(RollingStore):
         elif owned:
             if session.client_id is not None and session.client_id != client_id:
                 raise OwnershipError.for_session(session_id, client_id)
-            if session.client_id is None:
+            if session.client_id is None and client_id is not None:
                 session.client_id = client_id
+                self._adopt(session_id, session)
         return session
 
     def _append(self, batch: AppendBatch) -> list[int]:
@@ -128,13 +169,22 @@ class InMemoryRollingStore(RollingStore):
     ) -> list[SearchRow]:
         with self._lock:
             self._catch_up()
+            # The owner is checked here, under the lock that every erase and write takes.
             if session_id is not None:
-                sessions = {session_id}
+                found = self._sessions.get(session_id)
+                sessions = {session_id} if found is not None and found.client_id == client_id else set()
             else:
                 sessions = {sid for sid, s in self._sessions.items() if s.client_id == client_id}
+            if client_id is not None:
+                scope: _Scope = ("c", client_id)
+            elif session_id is not None:
+                scope = ("s", session_id)
+            else:  # pragma: no cover - `search_scope` refuses a search without a scope
+                return []
+            index = self._indexes.get(scope)
             out: list[SearchRow] = []
-            for doc, score in self._index.search(terms, limit=max(len(self._index), 1)):
-                kind, owner, item = cast("tuple[str, str, Any]", doc)
+            for doc, score in index.search(terms, limit=max(len(index), 1)) if index else ():
+                kind, owner, item = cast("_Doc", doc)
                 if kind == "m" and owner in sessions:
                     session = self._sessions[owner]
                     seq, payload, _ = session.rows[item - 1]
@@ -182,21 +232,26 @@ class InMemoryRollingStore(RollingStore):
             session = self._seen(session_id, reader)
             return session.summary if session else None
 
-    def _summary_and_tail(
-        self, session_id: str, limit: int, reader: Reader | None = None
-    ) -> tuple[SummaryRecord | None, list[Row]]:
-        with self._lock:  # both reads (and the owner check) at one instant
-            return super()._summary_and_tail(session_id, limit, reader)
+    def _summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+        with self._lock:  # the reads, the owner check and the generation at one instant
+            session = self._seen(session_id, reader)
+            if session is None:
+                return TurnRows(None, [], None)
+            record = session.summary
+            rows = self._read(session_id, record.covered_seq if record else 0, limit, True)
+            return TurnRows(record, rows, session.generation)
 
     def _cas_summary(self, write: SummaryWrite) -> bool:
         import json
 
         with self._lock:
-            if write.lease_owner is not None:
-                held = self._sessions.get(write.session_id)
-                if held is None or held.lease is None or held.lease[0] != write.lease_owner:
-                    return False
-            session = self._session(write.session_id, None, write.now, owned=False)
+            session = self._sessions.get(write.session_id)
+            if session is None or write.generation not in (None, session.generation):
+                return False
+            if write.lease_owner is not None and (
+                session.lease is None or session.lease[0] != write.lease_owner
+            ):
+                return False
             current = session.summary.version if session.summary else 0
             if current != write.expected_version:
                 return False
@@ -245,6 +300,7 @@ class InMemoryRollingStore(RollingStore):
             self._sessions.pop(session_id, None)
 
     def _list_facts(self, client_id: str) -> list[Fact]:
+        """Facts of the client, oldest first."""
         with self._lock:
             facts = self._facts.get(client_id, {}).values()
             return sorted(facts, key=lambda f: (f.created_at, f.id))
@@ -254,9 +310,19 @@ class InMemoryRollingStore(RollingStore):
             self._facts.setdefault(fact.client_id, {})[fact.id] = replace(fact)
             self._to_index(("f", fact.client_id, fact.id), index_text(fact.text))
 
-    def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+    def _change_facts(
+        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    ) -> tuple[list[Fact], Fact | None]:
         with self._lock:
-            return super()._change_facts(client_id, plan)
+            if mark is not None:
+                session = self._sessions.get(mark.session_id)
+                if session is None or session.client_id != client_id or session.generation != mark.generation:
+                    raise StaleWriteError.for_session(mark.session_id, "fact write")
+            existing = self._list_facts(client_id)
+            fact = plan(existing)
+            if fact is not None:
+                self._put_fact(fact)
+            return existing, fact
 
     def _delete_fact(self, client_id: str, fact_id: str) -> bool:
         with self._lock:
