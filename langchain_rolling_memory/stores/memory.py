@@ -41,7 +41,6 @@ class _Session:
     rows: list[Row] = field(default_factory=list)
     summary: SummaryRecord | None = None
     state: str | None = None
-    lease: tuple[str, float] | None = None
     dates: list[float] = field(default_factory=list)
     generation: str = field(default_factory=new_generation)
 
@@ -76,6 +75,8 @@ class InMemoryRollingStore(RollingStore):
         self._lock = threading.RLock()
         self._sessions: dict[str, _Session] = {}
         self._facts: dict[str, dict[str, Fact]] = {}
+        # Compaction leases by session id, (owner, expires_at); every erase drops the session's.
+        self._leases: dict[str, tuple[str, float]] = {}
         # One index per owner (`_Scope`), and where each indexed document is.
         self._indexes: dict[_Scope, Bm25Index] = {}
         self._where: dict[_Doc, _Scope] = {}
@@ -93,6 +94,7 @@ class InMemoryRollingStore(RollingStore):
             self._lock = _Closed()  # type: ignore[assignment]
             self._sessions.clear()
             self._facts.clear()
+            self._leases.clear()
             self._pending.clear()
             self._indexes.clear()
             self._where.clear()
@@ -196,6 +198,8 @@ class InMemoryRollingStore(RollingStore):
             return out
 
     def _forget_entries(self, session_id: str) -> None:
+        """Unindex the session's messages and drop its lease (called by every erase)."""
+        self._leases.pop(session_id, None)
         session = self._sessions.get(session_id)
         for seq in range(1, len(session.rows) + 1) if session else ():
             self._unindex(("m", session_id, seq))
@@ -248,9 +252,8 @@ class InMemoryRollingStore(RollingStore):
             session = self._sessions.get(write.session_id)
             if session is None or write.generation not in (None, session.generation):
                 return False
-            if write.lease_owner is not None and (
-                session.lease is None or session.lease[0] != write.lease_owner
-            ):
+            lease = self._leases.get(write.session_id)
+            if write.lease_owner is not None and (lease is None or lease[0] != write.lease_owner):
                 return False
             current = session.summary.version if session.summary else 0
             if current != write.expected_version:
@@ -260,18 +263,18 @@ class InMemoryRollingStore(RollingStore):
             return True
 
     def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
-        with self._lock:
-            session = self._session(session_id, None, now, owned=False)
-            if session.lease and session.lease[0] != owner and session.lease[1] > now:
+        with self._lock:  # a lease is kept apart: taking one creates no session
+            lease = self._leases.get(session_id)
+            if lease and lease[0] != owner and lease[1] > now:
                 return False
-            session.lease = (owner, now + ttl)
+            self._leases[session_id] = (owner, now + ttl)
             return True
 
     def _release(self, session_id: str, owner: str) -> None:
         with self._lock:
-            session = self._sessions.get(session_id)
-            if session and session.lease and session.lease[0] == owner:
-                session.lease = None
+            lease = self._leases.get(session_id)
+            if lease and lease[0] == owner:
+                del self._leases[session_id]
 
     def _get_session(self, session_id: str) -> SessionInfo | None:
         with self._lock:
@@ -295,7 +298,8 @@ class InMemoryRollingStore(RollingStore):
 
     def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         with self._lock:
-            self._seen(session_id, reader)
+            if self._seen(session_id, reader) is None and reader is not None:
+                return  # no row yet: a claim racing it is not this run's to erase
             self._forget_entries(session_id)
             self._sessions.pop(session_id, None)
 
