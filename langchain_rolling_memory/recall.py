@@ -56,7 +56,12 @@ def _date(created_at: float | None) -> str:
     if created_at is None:
         return "undated"
     # UTC and English month names, whatever the machine's locale: the same line everywhere.
-    day = datetime.fromtimestamp(created_at, tz=timezone.utc)
+    try:
+        day = datetime.fromtimestamp(created_at, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        # A date no calendar holds (stored in milliseconds before `append` refused them):
+        # the excerpt is shown undated rather than failing every recall that finds it.
+        return "undated"
     return f"{day.day} {_MONTHS[day.month - 1]} {day.year}"
 
 
