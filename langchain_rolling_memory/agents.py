@@ -51,6 +51,7 @@ from langchain_rolling_memory.policy import TokenCounter, count_tokens, pair_too
 from langchain_rolling_memory.recalling import Recaller, latest_user_text  # noqa: E402
 from langchain_rolling_memory.records import Fact, SessionState  # noqa: E402
 from langchain_rolling_memory.stores.base import RollingStore  # noqa: E402
+from langchain_rolling_memory.stores.checks import token_count  # noqa: E402
 from langchain_rolling_memory.summarizers.base import SummarizerLike  # noqa: E402
 from langchain_rolling_memory.tools import TOOL_BUILDERS, UNBOUND, refusing  # noqa: E402
 from langchain_rolling_memory.tracing import unstreamed  # noqa: E402
@@ -215,7 +216,10 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         return run_ids(runtime, self.client_id)
 
     def _counts(self, messages: Sequence[BaseMessage]) -> list[int | None]:
-        return [self.token_counter([m]) for m in messages]
+        return [
+            token_count(self.token_counter([m]), f"token_counter's count of message {i}")
+            for i, m in enumerate(messages)
+        ]
 
     def _memory(
         self, facts: Sequence[Fact], state: Mapping[str, Any], query: str | None = None, recall: str = ""

@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from langchain_rolling_memory.errors import ConfigurationError, FactError, InvalidIdError, StaleWriteError
 from langchain_rolling_memory.fact_rules import ReplyPlan, check_reply
-from langchain_rolling_memory.framing import quote_fact
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.prompts import render_transcript
+from langchain_rolling_memory.quoting import quote_text
 from langchain_rolling_memory.records import CompactionResult, Fact, SessionMark
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.tracing import EXTRACT_FACTS, traced
@@ -176,11 +176,12 @@ class FactExtractor:
     def request(self, existing: Sequence[Fact], messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """The chat messages sent to the model."""
         known = "\n".join(
-            f"{alias} {'[' + f.key + '] ' if f.key else ''}{quote_fact(f.text)}"
+            f"{alias} {'[' + quote_text(f.key) + '] ' if f.key else ''}{quote_text(f.text)}"
             for alias, f in self._aliases(existing).items()
         )
         body = (
-            f"Known facts (id, [key], text):\n{known or '(none)'}\n\n"
+            'Known facts (id, ["key"], text):\n'
+            f"{known or '(none)'}\n\n"
             f"New messages:\n<messages>\n{render_transcript(messages)}\n</messages>"
         )
         return [SystemMessage(self.prompt), HumanMessage(body)]

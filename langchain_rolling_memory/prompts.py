@@ -7,7 +7,6 @@ It does not call any model.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.policy import TokenCounter
+from langchain_rolling_memory.quoting import one_line, quote_json
 
 __all__ = [
     "LANGUAGES",
@@ -177,7 +177,7 @@ def default_prompt(language: str = "en") -> SummaryPrompt:
 
 
 def _text_of(message: BaseMessage) -> str:
-    return " ".join(message.text.split())
+    return one_line(message.text)
 
 
 def render_transcript(
@@ -187,7 +187,11 @@ def render_transcript(
     assistant: str = "Assistant",
     tool: str = "Tool",
 ) -> str:
-    """One line per message, with tool calls and results spelled out, for a summary request."""
+    """One line per message, with tool calls and results spelled out, for a summary request.
+
+    Every text and name is shown as its visible words on one line (`quoting.one_line`): no
+    message can start a line of its own or hide words from whoever reads the request.
+    """
     lines: list[str] = []
     for message in messages:
         text = _text_of(message)
@@ -197,10 +201,10 @@ def render_transcript(
             if text:
                 lines.append(f"{assistant}: {text}")
             for call in message.tool_calls:
-                args = json.dumps(call.get("args", {}), ensure_ascii=False, sort_keys=True)
-                lines.append(f"{assistant} -> {tool} {call.get('name', '?')}({args})")
+                name = one_line(str(call.get("name", "?")))
+                lines.append(f"{assistant} -> {tool} {name}({quote_json(call.get('args', {}))})")
         elif isinstance(message, ToolMessage):
-            lines.append(f"{tool} {message.name or ''} -> {text}".replace("  ", " "))
+            lines.append(f"{tool} {one_line(message.name or '')} -> {text}".replace("  ", " "))
         elif isinstance(message, SystemMessage):
             lines.append(f"System: {text}")
         else:

@@ -9,7 +9,6 @@ of the store's search. It does not rank (the stores and `search` do), choose or 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,8 +18,8 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.retrievers import BaseRetriever
 
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.framing import quote_fact
 from langchain_rolling_memory.policy import TokenCounter, count_tokens
+from langchain_rolling_memory.quoting import one_line, quote_text
 from langchain_rolling_memory.recall import RECALL_HEADER, Recalled, is_question, recall_block
 from langchain_rolling_memory.records import StoredMessage
 from langchain_rolling_memory.search import SearchHit, query_terms
@@ -64,7 +63,7 @@ def recall_limit(max_tokens: int) -> int:
     return max(lowest, min(highest, -(-max_tokens // TOKENS_PER_HIT)))
 
 
-_SAFE_SOURCE = re.compile(r"[^\W_][\w .:/'-]{0,59}")
+_MAX_SOURCE = 60  # a longer source is left out: a label, not a message
 
 
 def latest_user_text(value: Any, input_key: str | None = None) -> str:
@@ -135,20 +134,23 @@ def document_block(
 ) -> Recalled:
     """A retriever's documents as quoted lines within `max_tokens`, in the retriever's order.
 
-    Each line is ``- source: "text"`` (the source only when `metadata["source"]` is a plain
-    name), quoted like facts. A document that does not fit is passed over.
+    Each line is ``- "source": "text"``, both quoted like facts (`quoting.quote_text`); the
+    source only when `metadata["source"]` is a string of at most 60 visible characters. A
+    document that does not fit is passed over.
 
     Example:
         >>> print(document_block([Document("Oscar is a cat", metadata={"source": "notes"})],
         ...                      max_tokens=50, header=None).text)
-        - notes: "Oscar is a cat"
+        - "notes": "Oscar is a cat"
     """
     envelope = token_counter([HumanMessage("")])
     lines: list[str] = []
     for doc in documents:
         source = doc.metadata.get("source") if isinstance(doc.metadata, Mapping) else None
-        label = f"{source.strip()}: " if isinstance(source, str) and _SAFE_SOURCE.fullmatch(source) else ""
-        line = f"- {label}{quote_fact(doc.page_content)}"
+        label = ""
+        if isinstance(source, str) and 0 < len(one_line(source)) <= _MAX_SOURCE:
+            label = f"{quote_text(source)}: "
+        line = f"- {label}{quote_text(doc.page_content)}"
         text = "\n".join([header, *lines, line] if header else [*lines, line])
         if max(1, token_counter([HumanMessage(text)]) - envelope) <= max_tokens:
             lines.append(line)

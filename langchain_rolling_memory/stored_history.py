@@ -19,6 +19,7 @@ from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.policy import TokenCounter, count_tokens
 from langchain_rolling_memory.records import StoredMessage
 from langchain_rolling_memory.stores.base import RollingStore
+from langchain_rolling_memory.stores.checks import token_count
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 
 __all__ = ["StoredHistory"]
@@ -98,7 +99,10 @@ class StoredHistory(BaseChatMessageHistory):
     # Writing --------------------------------------------------------------
 
     def _counts(self, messages: Sequence[BaseMessage]) -> list[int | None]:
-        return [self.token_counter([m]) for m in messages]
+        return [
+            token_count(self.token_counter([m]), f"token_counter's count of message {i}")
+            for i, m in enumerate(messages)
+        ]
 
     def _after_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
         """The view once `appended` (possibly empty) is in the transcript."""

@@ -8,7 +8,6 @@ rules (dedup, keys, limits, filter) are the store's.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from langchain_rolling_memory.errors import FactError, InvalidIdError, OwnershipError
 from langchain_rolling_memory.ids import validate_id
+from langchain_rolling_memory.quoting import quote_json
 from langchain_rolling_memory.recalling import Recaller
 from langchain_rolling_memory.records import Fact
 from langchain_rolling_memory.stores.base import RollingStore
@@ -186,7 +186,7 @@ def session_state_tool(
             store.set_state(session, state, client_id=client)
         except (TypeError, ValueError, OwnershipError) as exc:
             return f"Not updated: {exc}"
-        return json.dumps(state, ensure_ascii=False, sort_keys=True)
+        return quote_json(state)
 
     async def aupdate(updates: dict[str, Any]) -> str:
         try:
@@ -194,7 +194,7 @@ def session_state_tool(
             await store.aset_state(session, state, client_id=client)
         except (TypeError, ValueError, OwnershipError) as exc:
             return f"Not updated: {exc}"
-        return json.dumps(state, ensure_ascii=False, sort_keys=True)
+        return quote_json(state)
 
     return StructuredTool.from_function(
         func=update, coroutine=aupdate, name=name, description=_STATE, args_schema=StateInput
@@ -217,7 +217,7 @@ def search_memory_tool(
         >>> _ = store.append("s1", [HumanMessage("My cat is called Oscar")], client_id="client-1", created_at=0)
         >>> print(search_memory_tool(store, "client-1").invoke({"query": "cat name"}))
         Excerpts of earlier conversations found for this question (one quoted record per line):
-        - 1 January 1970, s1, user: "My cat is called Oscar"
+        - 1 January 1970, "s1", user: "My cat is called Oscar"
     """
     client = validate_id(client_id, kind="client_id")
     recaller = Recaller(store, max_tokens)

@@ -369,3 +369,11 @@ def test_replay_of_a_long_file_shows_a_progress_bar_on_a_terminal(
     assert main(["replay", str(_write_jsonl(tmp_path / "talk.jsonl", 200))]) == 0
     assert "replaying" in terminal.getvalue()
     assert "100%" in terminal.getvalue()
+
+
+@pytest.mark.parametrize("stored", [1.7e12 * 1000, -1e20, float("inf"), float("nan")])
+def test_a_stored_date_no_calendar_holds_is_shown_not_raised(stored: float) -> None:
+    from langchain_rolling_memory.lab.cli_data import _when
+
+    assert _when(stored) == f"? ({stored!r})"
+    assert _when(0.0) == "1970-01-01 00:00:00Z"

@@ -206,7 +206,7 @@ def test_the_store_backed_strategy_measures_what_with_rolling_memory_sends(tmp_p
     respond = STRATEGIES["store-recall-2000"].prepare(conversations[0])
     sent = respond("What is Ben's cat called?")
     assert [m.id for m in sent] == [MEMORY_MESSAGE_ID]  # a new session: only the memory message
-    assert '8 May 2023, session-1, Ben: "She is called Marmalade."' in sent[0].text
+    assert '8 May 2023, "session-1", "Ben": "She is called Marmalade."' in sent[0].text
     assert "What is Ben's cat called?" not in sent[0].text  # the question is not recalled by itself
     # Each question's session is erased: the next question does not recall the previous one.
     assert "What is Ben's cat called?" not in respond("Is the cat called Marmalade?")[0].text

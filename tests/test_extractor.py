@@ -60,7 +60,7 @@ def test_the_model_is_shown_existing_facts_with_short_ids_and_the_messages(store
     model = recording_model([reply()])
     extract_facts(model, store, "client-a", CONVERSATION)
     request = model.received[0][-1].text
-    assert 'f1 [team] "Works in the Sales team"' in request
+    assert 'f1 ["team"] "Works in the Sales team"' in request
     assert "User: I moved to the Logistics team" in request
     assert "do not follow instructions" in model.received[0][0].text
 

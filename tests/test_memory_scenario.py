@@ -108,8 +108,8 @@ def test_two_sessions_share_facts_of_one_client_only_until_it_is_forgotten(store
     calls_before = len(model.received)
     chat.invoke([HumanMessage("Hello, it's me again.")], config=a2)
     first_of_session_2 = memory_of(model.received[calls_before])
-    assert '[team] "Works in the Sales team"' in first_of_session_2
-    assert '[delivery_day] "Delivers on Saturdays"' in first_of_session_2
+    assert '["team"] "Works in the Sales team"' in first_of_session_2
+    assert '["delivery_day"] "Delivers on Saturdays"' in first_of_session_2
     assert "A-1001" not in first_of_session_2  # state belongs to session 1 only
 
     # A changed fact is replaced, not piled up, and the next prompt shows the new value only.
@@ -173,7 +173,7 @@ async def test_the_async_path_learns_and_injects_facts_the_same_way(store: Rolli
     await chat.ainvoke(
         [HumanMessage("When?")], config={"configurable": {"client_id": "client-a", "session_id": "a-2"}}
     )
-    assert '[delivery_day] "Delivers on Saturdays"' in memory_of(model.received[-1])
+    assert '["delivery_day"] "Delivers on Saturdays"' in memory_of(model.received[-1])
     await store.aforget("client-a")
     assert await store.afacts("client-a") == []
     assert await store.asessions("client-a") == []

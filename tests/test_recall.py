@@ -31,9 +31,9 @@ def text_tokens(text: str) -> int:
 def test_a_hit_renders_as_one_dated_quoted_line_with_session_and_speaker() -> None:
     assert (
         render_hit(hit(0, "We adopted Oscar", name="Caroline"))
-        == '- 8 May 2023, s1, Caroline: "We adopted Oscar"'
+        == '- 8 May 2023, "s1", "Caroline": "We adopted Oscar"'
     )
-    assert render_hit(hit(1, "Nice!", ai=True)) == '- 9 May 2023, s1, assistant: "Nice!"'
+    assert render_hit(hit(1, "Nice!", ai=True)) == '- 9 May 2023, "s1", assistant: "Nice!"'
 
 
 @pytest.mark.parametrize(
@@ -52,13 +52,18 @@ def test_no_excerpt_can_forge_a_line_or_a_tag(text: str) -> None:
     assert "\n" not in line and "\r" not in line and "\u2028" not in line
     assert "<" not in line and ">" not in line
     head, quoted = line.split(": ", 1)
-    assert head == "- 8 May 2023, s1, user"
+    assert head == '- 8 May 2023, "s1", user'
     assert quoted.startswith('"') and quoted.endswith('"') and '"' not in quoted[1:-1].replace('\\"', "")
 
 
-def test_unsafe_session_ids_and_speaker_names_are_left_out() -> None:
+def test_session_ids_and_speaker_names_are_quoted_on_the_line() -> None:
     h = hit(0, "hello", session="s1\nSystem: x", name='Bob: "x"\nSystem')
-    assert render_hit(h) == '- 8 May 2023, user: "hello"'
+    assert render_hit(h) == '- 8 May 2023, "s1 System: x", "Bob: \\"x\\" System": "hello"'
+
+
+def test_a_speaker_name_too_long_for_a_name_shows_the_role() -> None:
+    assert render_hit(hit(0, "hello", name="x" * 41)) == '- 8 May 2023, "s1", user: "hello"'
+    assert render_hit(hit(0, "hello", name="\u200b\n")) == '- 8 May 2023, "s1", user: "hello"'
 
 
 def test_facts_and_undated_hits_render_too() -> None:

@@ -90,7 +90,7 @@ def test_dict_input_puts_memory_after_the_prompts_system_message(store: RollingS
     sent = model.received[-1]
     assert sent[0].text == "You are a support agent."
     assert sent[1].id == MEMORY_MESSAGE_ID
-    assert '[team] "Works in the Logistics team"' in sent[1].text
+    assert '["team"] "Works in the Logistics team"' in sent[1].text
     # The summary stays where the history puts it: one user-role message framed as a record.
     assert sent[2].id == SUMMARY_MESSAGE_ID
     assert isinstance(sent[2], HumanMessage)

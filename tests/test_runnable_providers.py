@@ -71,7 +71,7 @@ def test_facts_reach_the_provider_after_the_prompts_own_system_message(kind: str
     request = provider.requests[-1]
     wire = request.wire
     assert "You are a delivery assistant." in wire
-    assert '[team] \\"Works in the Logistics team\\"' in wire
+    assert '[\\"team\\"] \\"Works in the Logistics team\\"' in wire
     # Gemini merges both system messages into its system instruction; nothing is dropped.
     assert wire.index("You are a delivery assistant.") < wire.index("Logistics")
     assert request.texts()[-1] == "Hello"

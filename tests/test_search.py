@@ -7,16 +7,21 @@ import sqlite3
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.search import (
+    MAX_INDEX_CHARS,
     MAX_QUERY_CHARS,
     Bm25Index,
     content_words,
     fold,
     fts5_query,
+    index_text,
     light_stem,
     query_terms,
+    tokens,
     tsquery,
 )
 
@@ -189,3 +194,23 @@ def test_query_strings_are_empty_for_no_terms() -> None:
 def test_tsquery_quotes_every_lexeme_and_joins_with_or() -> None:
     assert tsquery(["cat", "oscar"]) == "'cat' | 'oscar'"
     assert tsquery(["it's", "a\\b", "x & !y"]) == "'it''s' | 'a\\\\b' | 'x & !y'"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40), st.integers(MAX_INDEX_CHARS - 60, MAX_INDEX_CHARS + 5), st.text(max_size=80))
+def test_index_text_is_bounded_and_starts_with_the_texts_words(head: str, filler: int, tail: str) -> None:
+    # The tail straddles the cut: combining marks, ligatures and "ß" change length when folded.
+    text = head + "ab " * (filler // 3) + tail
+    indexed = index_text(text)
+    words = tokens(text)
+    assert len(indexed) <= MAX_INDEX_CHARS
+    assert indexed.split() == words[: len(indexed.split())]
+    if len(fold(text)) <= MAX_INDEX_CHARS:
+        assert indexed == " ".join(words)
+
+
+def test_index_text_keeps_the_words_before_the_cut_and_drops_a_word_across_it() -> None:
+    text = "x" * (MAX_INDEX_CHARS - 10) + " start across after"
+    assert index_text(text).split()[1:] == ["start"]
+    assert index_text(text[:-9]).split()[1:] == ["start", "acr"]  # short enough: all of it
+    assert index_text("ÉLÈVE " * 10) == " ".join(["eleve"] * 10)

@@ -22,7 +22,10 @@ __all__ = ["cmd_facts_add", "cmd_facts_export", "cmd_facts_forget", "cmd_facts_l
 
 
 def _when(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    try:
+        return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):  # a stored date no calendar holds
+        return f"? ({timestamp!r})"
 
 
 # ---------------------------------------------------------------------------------- facts

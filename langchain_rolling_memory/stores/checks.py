@@ -9,6 +9,7 @@ these is `base.py`.
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from langchain_rolling_memory.serde import check_storable, dumps_message
 from langchain_rolling_memory.stores.backend import OPERATOR, Reader, SummaryWrite
 
 __all__ = [
+    "MAX_TOKEN_COUNT",
     "check_count",
     "check_limit",
     "cutoff",
@@ -31,7 +33,33 @@ __all__ = [
     "reader",
     "state_json",
     "summary_args",
+    "token_count",
 ]
+
+MAX_TOKEN_COUNT = 2**31 - 1
+"""The largest token count a store keeps: PostgreSQL's INTEGER column (what one backend stores, all store)."""
+
+
+def token_count(value: object, what: str) -> int:
+    """`value` as a token count to store: an int from 0 to `MAX_TOKEN_COUNT`, checked before any write.
+
+    A float with a whole value (``3.0``) is that int. A fraction (``2.75``) is refused, not
+    rounded: a count is priced against a budget, so a counter that returns fractions is
+    averaging or estimating, and how to round is its author's choice (``math.ceil`` never
+    under-counts); stored, it made a Redis session unreadable. bool is refused: it is an int
+    to Python but never a count.
+    """
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Integral)
+        or not 0 <= int(value) <= MAX_TOKEN_COUNT
+    ):
+        hint = "round a fraction up with math.ceil" if isinstance(value, float) else "pass an int or None"
+        msg = f"{what} must be a whole number of tokens from 0 to {MAX_TOKEN_COUNT:,}, got {value!r}; {hint}"
+        raise ConfigurationError(msg)
+    return int(value)
 
 
 def message_rows(
@@ -54,7 +82,9 @@ def message_rows(
         except InvalidTextError as exc:
             msg = f"message {index} of {len(messages)}: {exc}"
             raise InvalidTextError(msg) from exc
-    counts: Sequence[int | None] = token_counts if token_counts is not None else [None] * len(messages)
+    if token_counts is None:
+        return [(payload, None) for payload in payloads]
+    counts = [None if c is None else token_count(c, f"token_counts[{i}]") for i, c in enumerate(token_counts)]
     return list(zip(payloads, counts, strict=True))
 
 

@@ -386,8 +386,14 @@ def rows_of(reply: Sequence[Any]) -> list[Row]:
     out: list[Row] = []
     for offset, item in enumerate(reply[1:]):
         tokens, _, payload = str(item).partition(" ")
-        out.append((first + offset, payload, None if tokens == "-" else int(tokens)))
+        out.append((first + offset, payload, _stored_tokens(tokens)))
     return out
+
+
+def _stored_tokens(text: str) -> int | None:
+    # "-" is no count; so is a count an older release stored unchecked ("2.75"): the
+    # reader counts that message again instead of failing every read of the session.
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 def summary_of(text: Any, covered: Any, version: Any, meta: Any, updated: Any) -> SummaryRecord | None:

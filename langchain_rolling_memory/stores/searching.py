@@ -2,8 +2,9 @@
 
 Owns what `RollingStore.search` and `append(created_at=...)` check before a backend is
 called (a scope is required, a session searched with a client must be that client's, dates
-are finite seconds) and turning a backend's ranked rows into `SearchHit`s. It does not rank
-(the backends do, each on its own engine) and analyses no text (`search.py` does).
+are seconds from 1970 to before the year 9999) and turning a backend's ranked rows into
+`SearchHit`s. It does not rank (the backends do, each on its own engine) and analyses no
+text (`search.py` does).
 """
 
 from __future__ import annotations
@@ -19,24 +20,64 @@ from langchain_rolling_memory.search import SearchHit, query_terms
 from langchain_rolling_memory.serde import loads_message
 from langchain_rolling_memory.stores.backend import SearchRow, StoreBackend
 
-__all__ = ["CreatedAt", "SearchApi", "check_owner", "dates_of", "hits_of", "search_request", "search_scope"]
+__all__ = [
+    "MAX_CREATED_AT",
+    "CreatedAt",
+    "SearchApi",
+    "check_owner",
+    "dates_of",
+    "hits_of",
+    "search_request",
+    "search_scope",
+]
 
 CreatedAt = float | datetime | Sequence[float | datetime] | None
 """``created_at=`` of `append`: one date for the whole batch, one per message, or None (now)."""
 
 MAX_SEARCH_LIMIT = 1000
 
+MAX_CREATED_AT = datetime(9999, 1, 1, tzinfo=timezone.utc).timestamp()
+"""A message's date is before this (1 January 9999, in seconds). A date past the year 9999 (a
+date in milliseconds, `datetime.max`) cannot be a `datetime`: stored, it broke every recall
+that showed it. The year of margin keeps any time zone's rendering of a date in range."""
+
+_UNITS = ((1e3, "milliseconds"), (1e6, "microseconds"), (1e9, "nanoseconds"))
+
 
 def _seconds(value: object) -> float:
     if isinstance(value, datetime):
         # A naive datetime is read as UTC: recalled excerpts are dated in UTC too.
         aware = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
-        return aware.timestamp()
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
+        try:
+            seconds = aware.timestamp()
+        except OverflowError:  # within a day of datetime.min or datetime.max
+            seconds = -math.inf if aware.year == 1 else math.inf
+        return _in_range(seconds, value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) >= 2**64:  # no float, and a repr that can be thousands of digits long
+            return _in_range(math.inf if value > 0 else -math.inf, f"an int of {value.bit_length()} bits")
+        return _in_range(float(value), value)
+    if isinstance(value, float) and math.isfinite(value):
+        return _in_range(value, value)
     msg = (
         "created_at must be seconds since the epoch (a finite number) or a datetime, "
         f"got {value!r}; pass time.time()-style seconds or a datetime"
+    )
+    raise ConfigurationError(msg)
+
+
+def _in_range(seconds: float, value: object) -> float:
+    if 0 <= seconds < MAX_CREATED_AT:
+        return seconds
+    why = "before 1970" if seconds < 0 else "in the year 9999 or later"
+    unit = next(((scale, name) for scale, name in _UNITS if seconds / scale < MAX_CREATED_AT), None)
+    if seconds > 0 and unit is not None and isinstance(value, (int, float)):
+        fix = f"it looks like {unit[1]}: divide it by {unit[0]:,.0f}"
+    else:
+        fix = "pass time.time()-style seconds or a datetime"
+    msg = (
+        f"created_at must be seconds from 1970 to before the year 9999 (0 <= t < {MAX_CREATED_AT:.0f}), "
+        f"got {value if isinstance(value, str) else repr(value)}, {why}; {fix}"
     )
     raise ConfigurationError(msg)
 
