@@ -77,7 +77,7 @@ def test_an_append_writes_no_index_entry_until_a_search(tmp_path: Path) -> None:
         assert _entries(store) == 3  # every session of the file, not only the scope searched
         store.append("s1", [HumanMessage("Oscar went to Lisbon")], client_id="c1")
         assert _entries(store) == 3
-        assert [h.seq for h in store.search("lisbon", session_id="s1")] == [3]
+        assert [h.seq for h in store.search("lisbon", client_id="c1", session_id="s1")] == [3]
     finally:
         store.close()
 

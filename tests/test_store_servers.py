@@ -189,4 +189,4 @@ async def test_an_english_search_config_stems_and_drops_its_stop_words(
         hits = store.search("own bookings", client_id="ana")
         assert {h.key for h in hits} == {("message", "s1", 1), ("message", "s1", 2)}
         assert store.search("own", client_id="ana") == []
-        assert await store.asearch("own bookings", session_id="s1") != []
+        assert await store.asearch("own bookings", client_id="ana", session_id="s1") != []
