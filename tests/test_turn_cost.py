@@ -71,7 +71,10 @@ class Reads:
             # A one-row read (after a compaction, the check that the folded messages are
             # still in the transcript) is not a read of the tail.
             single = name == "_read" and len(args) > 2 and args[2] == 1
-            self.counts[name] += self._depth == 0 and not single
+            # The re-read under a compaction's lease (`read_turn(limit=0)`: the summary record
+            # and the erase generation, no row) is a summary read, not a read of the tail.
+            head = name == "_summary_and_tail" and len(args) > 1 and args[1] == 0
+            self.counts["_get_summary" if head else name] += self._depth == 0 and not single
             self._depth += 1
             try:
                 return original(*args)
