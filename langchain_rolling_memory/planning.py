@@ -222,14 +222,18 @@ class Planner:
 
         `record` is the summary record read after the write. None when the shortcut cannot be
         sure to equal a fresh `load`: a summary landed meanwhile, another writer's messages
-        sit in between, or the tail was already truncated. The caller then reloads.
+        sit in between, the tail was already truncated, or the session had no row when
+        `state` was read (the erase generation of the row the append created is not known).
+        The caller then reloads.
         """
         if state.truncated or not appended or (record.version if record else 0) != state.version:
+            return None
+        if state.generation is None:
             return None
         last = state.tail[-1].seq if state.tail else state.covered_seq
         if appended[0].seq != last + 1:
             return None
-        extended = self.state(record, [*state.tail, *appended])
+        extended = self.state(record, [*state.tail, *appended], state.generation)
         return None if self.lacks_question(extended) else extended
 
     def folded(self, state: SessionState, result: CompactionResult) -> SessionState | None:
@@ -237,7 +241,8 @@ class Planner:
         reload, because the compaction did not start from this exact state)."""
         if state.truncated or result.version != state.version + 1:
             return None
-        return self.state(result.record, [m for m in state.tail if m.seq > result.covered_seq])
+        tail = [m for m in state.tail if m.seq > result.covered_seq]
+        return self.state(result.record, tail, state.generation)
 
     def token_counts(self, rows: Sequence[StoredMessage]) -> list[int]:
         return [m.tokens if m.tokens is not None else self.token_counter([m.message]) for m in rows]

@@ -35,11 +35,18 @@ def record(version: int, covered: int = 0) -> SummaryRecord:
 def test_extend_only_when_it_equals_a_fresh_read(
     appended: list[StoredMessage], fresh: SummaryRecord | None, extends: bool
 ) -> None:
-    state = PLANNER.state(None, rows(1, 3))
+    state = PLANNER.state(None, rows(1, 3), "gen-1")
     extended = PLANNER.extend(state, appended, fresh)
     assert (extended is not None) == extends
     if extended is not None:
         assert [m.seq for m in extended.tail] == [1, 2, 3, *[m.seq for m in appended]]
+        assert extended.generation == "gen-1"
+
+
+def test_a_state_read_before_the_session_had_a_row_is_reloaded_after_its_first_append() -> None:
+    # The row the append created has a generation this state never saw: a write planned
+    # from it could not be checked against an erase, so the caller reads it.
+    assert PLANNER.extend(PLANNER.state(None, []), rows(1, 2), None) is None
 
 
 def test_a_state_past_the_cap_is_truncated_and_always_due() -> None:
