@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import redis
 from conftest import _probe, unique_prefix
+from hypothesis import given
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 from store_kit import REDIS_URL, raw_contents
 
@@ -20,6 +22,7 @@ from langchain_rolling_memory.records import Fact
 from langchain_rolling_memory.search import index_text, message_index_text
 from langchain_rolling_memory.serde import dumps_message
 from langchain_rolling_memory.stores.redis import RedisRollingStore
+from langchain_rolling_memory.stores.redis_layout import Keys, check_prefix, legacy_target
 
 
 @pytest.fixture
@@ -139,6 +142,54 @@ class TestSearchRace:
         assert store.search("secret", client_id="alice") == []
         store._run = real  # type: ignore[method-assign]
         assert [h.text for h in store.search("secret", client_id="bob")] == ["bravo secret"]
+
+
+# Small alphabets, so that prefixes and ids that nest or look like key parts come up often.
+_PREFIXES = st.text(alphabet="sc:a_", max_size=8).map(check_prefix)
+_IDS = st.text(alphabet="sc:a.", min_size=1, max_size=8).filter(lambda i: set(i) != {"."})
+_PARTS = st.sampled_from(["info", "msgs", "sum", "lease", "batches", "idx", "sessions", "facts"])
+_KEYS = st.tuples(_PREFIXES, st.sampled_from(["schema", "updated", "s", "c"]), _IDS, _PARTS)
+
+
+def _key(prefix: str, kind: str, ident: str, part: str) -> tuple[str, tuple[str, ...]]:
+    """A key of the layout and what it names (the same thing, the same tuple)."""
+    keys = Keys(prefix)
+    if kind in ("schema", "updated"):
+        return getattr(keys, kind), (prefix, kind)
+    if kind == "s":
+        return keys.part(ident, part), (prefix, kind, ident, part)
+    return (keys.facts(ident) if part == "facts" else keys.client_sessions(ident)), (
+        prefix,
+        kind,
+        ident,
+        "facts" if part == "facts" else "sessions",
+    )
+
+
+@st.composite
+def _nesting(draw: st.DrawFn) -> tuple[tuple[str, str, str, str], tuple[str, str, str, str]]:
+    """A key of an outer store whose id starts like a kind, and one of a store nested in it by
+    that kind (``app:`` + session ``s:x``, ``app:s:`` + session ``x``: one key before schema 4)."""
+    prefix, ident, part = draw(_PREFIXES), draw(_IDS), draw(_PARTS)
+    kind, inner = draw(st.sampled_from("sc")), draw(st.sampled_from("sc"))
+    return (prefix, kind, f"{inner}:{ident}", part), (check_prefix(f"{prefix}{kind}:"), inner, ident, part)
+
+
+@given(st.tuples(_KEYS, _KEYS) | _nesting())
+def test_two_keys_are_the_same_key_only_if_they_name_the_same_thing(
+    pair: tuple[tuple[str, str, str, str], tuple[str, str, str, str]],
+) -> None:
+    a, b = pair
+    key_a, named_a = _key(*a)
+    key_b, named_b = _key(*b)
+    assert (key_a == key_b) == (named_a == named_b), (key_a, named_a, named_b)
+
+
+@given(_PREFIXES, _IDS, _PARTS)
+def test_a_key_of_the_old_layout_moves_to_its_own_new_name(prefix: str, ident: str, part: str) -> None:
+    kind = "c" if part in ("sessions", "facts") else "s"
+    assert legacy_target(prefix, f"{prefix}{kind}:{ident}:{part}") == _key(prefix, kind, ident, part)[0]
+    assert legacy_target(prefix, _key(prefix, kind, ident, part)[0]) is None  # already moved
 
 
 class TestNestedPrefixes:
