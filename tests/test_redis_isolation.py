@@ -113,6 +113,23 @@ class TestExpiry:
         store.append("later", [HumanMessage("a write after the expiry")], client_id="other")
         assert _mentions(store, "gone-") == []
 
+    @pytest.mark.parametrize("reach", ["sessions", "search", "forget"])
+    def test_a_client_reaching_its_expired_sessions_leaves_no_id_of_them(
+        self, prefix: str, opened: list[RedisRollingStore], reach: str
+    ) -> None:
+        expiring = _open(opened, prefix, ttl=0.5)
+        lasting = _open(opened, prefix)
+        expiring.append("gone-1", [HumanMessage("pottery class")], client_id="alice")
+        lasting.append("live", [HumanMessage("pottery again")], client_id="alice")  # keeps alice's set
+        _wait_expired(expiring, "gone-1")
+        if reach == "sessions":
+            assert expiring.sessions("alice") == ["live"]
+        elif reach == "search":
+            assert [h.session_id for h in expiring.search("pottery", client_id="alice")] == ["live"]
+        else:
+            expiring.forget("alice")
+        assert _mentions(expiring, "gone-1") == []
+
     def test_a_lease_alone_is_no_session_row(self, prefix: str, opened: list[RedisRollingStore]) -> None:
         store = _open(opened, prefix)
         assert store.claim("s1", "w", 60)

@@ -28,7 +28,7 @@ for _, sid in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if redis.call('HGET', skey(ARGV[1], sid, 'info'), 'client_id') == ARGV[2] then
     table.insert(live, sid)
   else
-    redis.call('SREM', KEYS[1], sid)
+    unlist(ARGV[1], KEYS[1], sid)
   end
 end
 return live

@@ -147,6 +147,12 @@ local function keep_client(csessions, ttl, fresh)
     redis.call('PERSIST', csessions)
   end
 end
+-- An id in a client's set whose session expired or changed owner: out of the set, and out
+-- of `updated` too if the session is gone.
+local function unlist(p, listed, sid)
+  redis.call('SREM', listed, sid)
+  if redis.call('EXISTS', skey(p, sid, 'info')) == 0 then redis.call('ZREM', p..'updated', sid) end
+end
 -- An expired session (`ttl=`) leaves its id in `updated`: each write drops the oldest few
 -- whose session is gone, so they do not pile up (whatever this store's own ttl).
 local function sweep(p, updated)

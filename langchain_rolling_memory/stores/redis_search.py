@@ -2,12 +2,13 @@
 
 A search is two scripts. The first reads the scope's search entries with the owner check
 inside it: the named session's only if its owner is the searching client (none: only if it
-is nobody's), or each session in the client's set that the client owns now (ids it no
-longer owns are dropped from the set there), and the client's facts; each session comes with
-its erase generation. Python ranks them (`rank`: BM25 over the scope's entries alone, so a
-score never depends on another client's text). The second fetches the hits' messages, each
-only if its session still has that owner and that generation: a session erased and
-re-created, by anyone, between the two scripts gives nothing. No connection, no driver.
+is nobody's), or each session in the client's set that the client owns now (an id it no
+longer owns is dropped from the set there, and from `updated` if its session expired), and
+the client's facts; each session comes with its erase generation. Python ranks them (`rank`:
+BM25 over the scope's entries alone, so a score never depends on another client's text).
+The second fetches the hits' messages, each only if its session still has that owner and
+that generation: a session erased and re-created, by anyone, between the two scripts gives
+nothing. No connection, no driver.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ if sid ~= '' then
 else
   local listed = ckey(p, cid, 'sessions')
   for _, s in ipairs(redis.call('SMEMBERS', listed)) do
-    if not take(s) then redis.call('SREM', listed, s) end
+    if not take(s) then unlist(p, listed, s) end
   end
 end
 local facts = {}
