@@ -199,7 +199,7 @@ async def test_a_handed_in_redis_client_serves_both_apis_and_stays_open(redis_pr
             await store.aappend("s1", [AIMessage("async, in a thread")])
             assert [m.content for m in await store.atranscript("s1")] == ["sync", "async, in a thread"]
         assert client.ping()
-        assert client.llen(f"{redis_prefix}s:s1:msgs") == 2
+        assert client.llen(f"{redis_prefix}s:{{s1}}:msgs") == 2
 
 
 async def test_a_handed_in_async_redis_client_serves_the_async_api_and_stays_open(redis_prefix: str) -> None:

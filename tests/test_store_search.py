@@ -296,10 +296,12 @@ def _downgrade(store: RollingStore) -> None:
         import redis
         from store_kit import REDIS_URL
 
-        with redis.Redis.from_url(REDIS_URL) as r:
+        with redis.Redis.from_url(REDIS_URL, decode_responses=True) as r:
             keys = list(r.scan_iter(match=f"{prefix}s:*:idx"))
             assert keys
             r.delete(*keys)
+            for key in r.scan_iter(match=f"{prefix}[sc]:*"):  # the key layout before schema 4
+                r.rename(key, key.replace("{", "", 1).replace("}", "", 1))
     set_schema_version(store, 1)
 
 

@@ -1,9 +1,11 @@
 """Redis backend on redis-py (sync) and `redis.asyncio`: the store class, which joins the two twins.
 
-Owns the clients (its own, or one the caller handed in), the schema record, setup and closing; the sync primitives are in `redis_sync.py`,
-the async ones in `redis_aio.py`, the key layout, the Lua scripts and what both twins share
-in `redis_scripts.py`, the public API in `base.py`. redis-py is imported only when a store
-is created, so the package works without the ``redis`` extra.
+Owns the clients (its own, or one the caller handed in), setup and closing; the sync
+primitives are in `redis_sync.py`, the async ones in `redis_aio.py`, the Lua scripts and what
+both twins share in `redis_scripts.py` (erasing in `redis_erase.py`, search in
+`redis_search.py`), the key layout and its migrations in `redis_layout.py`, the public API in
+`base.py`. redis-py is imported only when a store is created, so the package works without
+the ``redis`` extra.
 
 What an erase leaves behind: `forget`, `clear_session` and `purge` delete the keys at once
 (memory is freed, nothing is readable), and `vacuum()` has nothing to do. Persistence files
@@ -15,8 +17,10 @@ must not hold the data; this store does not, as they rewrite the whole server's 
 
 Search: this backend does not use the RediSearch module (FT.*), which plain Redis lacks. It
 keeps, beside each session's messages, a list of their dates and indexed words, and a
-search reads the scope's lists and facts whole and ranks them in Python with
-`search.Bm25Index(stem=True)`: linear in the client's messages. Measured by
+search reads the scope's lists and facts whole (one script, owner checked in it) and ranks
+them in Python with `search.Bm25Index(stem=True)`, then fetches the hits (a second script,
+which drops a hit whose session changed owner or generation since): linear in the client's
+messages. Measured by
 `benchmarks/search_cost.py` on this machine (p50): ~45-70 ms at 1,000 messages of a client,
 ~350-500 ms at 10,000 (a full read and scan: ~90 ms and ~550 ms-1.1 s). Fine for clients
 with a few thousand messages; beyond that, prefer SQLite or PostgreSQL for recall. The entries
@@ -34,6 +38,7 @@ from urllib.parse import urlsplit
 
 import langchain_rolling_memory.stores.forks as forks
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, StoreError
+from langchain_rolling_memory.stores import redis_layout as layout
 from langchain_rolling_memory.stores import redis_scripts as lua
 from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, newer_schema, use_thread_twins
 from langchain_rolling_memory.stores.base import RollingStore
@@ -43,20 +48,6 @@ from langchain_rolling_memory.stores.redis_sync import SyncRedisPrimitives
 from langchain_rolling_memory.stores.urls import split_prefix
 
 __all__ = ["RedisRollingStore"]
-
-# Append-only, like the SQL migrations: step N brings the keys from version N-1 to N. Keys
-# are created on first use, so version 1 has nothing to convert; 2 (the search entries) is
-# `_backfill`, in Python, because the indexed text is computed here; 3 is SQLite's alone.
-_MIGRATIONS: tuple[str | None, ...] = (None, None, None)
-if len(_MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
-    raise RuntimeError("one Redis migration per schema version is required")
-
-
-def _texts(items: list[Any]) -> list[str]:
-    from langchain_rolling_memory.search import message_index_text
-    from langchain_rolling_memory.serde import loads_message
-
-    return [message_index_text(loads_message(str(item).partition(" ")[2])) for item in items]
 
 
 def _where(url: str) -> str:
@@ -141,8 +132,8 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         if ttl is not None and ttl <= 0:
             msg = f"ttl must be a positive number of seconds or None, got {ttl!r}"
             raise ConfigurationError(msg)
-        self.prefix = lua.check_prefix(key_prefix)
-        self.keys = lua.Keys(self.prefix)
+        self.prefix = layout.check_prefix(key_prefix)
+        self.keys = layout.Keys(self.prefix)
         self.ttl = ttl
         self._ttl_ms = 0 if ttl is None else max(1, math.ceil(ttl * 1000))
         self._url = url or ""
@@ -208,40 +199,7 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
             client.close()
 
     def _migrate(self) -> None:
-        self._r.setnx(self.keys.schema, "0")
-        version = int(self._r.get(self.keys.schema) or 0)
-        if version > SCHEMA_VERSION:
-            raise newer_schema(f"Redis keys {self.prefix}*", version)
-        for number in range(version + 1, SCHEMA_VERSION + 1):
-            step = _MIGRATIONS[number - 1]
-            if step is not None:  # pragma: no cover - no conversion shipped yet
-                self._r.eval(step, 0, self.prefix)
-            if number == 2:
-                self._backfill()
-            self._r.set(self.keys.schema, str(number))
-
-    def _backfill(self) -> None:
-        """Write the search entries of sessions written before schema 2 (their messages had no
-        date: undated). Each session is rewritten under WATCH, so an append meanwhile retries it."""
-        for key in self._r.scan_iter(match=self._msgs_pattern(), count=1000):
-            sid = str(key)[len(self.prefix) + 2 : -len(":msgs")]
-            idx = self.keys.idx(sid)
-            with self._r.pipeline() as pipe:
-                while True:
-                    try:
-                        pipe.watch(key, idx)
-                        items = pipe.lrange(key, 0, -1)
-                        if pipe.llen(idx) >= len(items):
-                            break
-                        entries = [lua.idx_entry(None, text) for text in _texts(items)]
-                        pipe.multi()
-                        pipe.delete(idx)
-                        if entries:
-                            pipe.rpush(idx, *entries)
-                        pipe.execute()
-                        break
-                    except self._redis.WatchError:
-                        continue
+        layout.migrate(self._r, self.prefix, self._redis.WatchError)
 
     def _setup(self) -> None:
         self._call("migrate", self._migrate)
@@ -256,42 +214,7 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         self._schema_state = "ok"
 
     async def _amigrate(self, client: Any) -> None:
-        await client.setnx(self.keys.schema, "0")
-        version = int(await client.get(self.keys.schema) or 0)
-        if version > SCHEMA_VERSION:
-            raise newer_schema(f"Redis keys {self.prefix}*", version)
-        for number in range(version + 1, SCHEMA_VERSION + 1):
-            step = _MIGRATIONS[number - 1]
-            if step is not None:  # pragma: no cover - no conversion shipped yet
-                await client.eval(step, 0, self.prefix)
-            if number == 2:
-                await self._abackfill(client)
-            await client.set(self.keys.schema, str(number))
-
-    async def _abackfill(self, client: Any) -> None:
-        """`_backfill` on an async client."""
-        async for key in client.scan_iter(match=self._msgs_pattern(), count=1000):
-            sid = str(key)[len(self.prefix) + 2 : -len(":msgs")]
-            idx = self.keys.idx(sid)
-            async with client.pipeline() as pipe:
-                while True:
-                    try:
-                        await pipe.watch(key, idx)
-                        items = await pipe.lrange(key, 0, -1)
-                        if await pipe.llen(idx) >= len(items):
-                            break
-                        entries = [lua.idx_entry(None, text) for text in _texts(items)]
-                        pipe.multi()
-                        pipe.delete(idx)
-                        if entries:
-                            pipe.rpush(idx, *entries)
-                        await pipe.execute()
-                        break
-                    except self._redis.WatchError:
-                        continue
-
-    def _msgs_pattern(self) -> str:
-        return "".join(f"\\{c}" if c in "*?[]\\" else c for c in self.prefix) + "s:*:msgs"
+        await layout.amigrate(client, self.prefix, self._redis.WatchError)
 
     def _check_schema(self) -> None:
         version = self._call("migrate", lambda: self._r.get(self.keys.schema))

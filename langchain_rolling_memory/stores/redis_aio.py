@@ -13,10 +13,20 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from langchain_rolling_memory.errors import OwnershipError
-from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
+from langchain_rolling_memory.stores import redis_erase as erase
 from langchain_rolling_memory.stores import redis_scripts as lua
-from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, StoreBackend, SummaryWrite
+from langchain_rolling_memory.stores import redis_search as found
+from langchain_rolling_memory.stores.backend import (
+    AppendBatch,
+    Reader,
+    SearchRow,
+    StoreBackend,
+    SummaryWrite,
+    TurnRows,
+)
 from langchain_rolling_memory.stores.lifecycle import close_with_loop
+from langchain_rolling_memory.stores.redis_layout import Keys
 
 __all__ = ["AsyncRedisPrimitives"]
 
@@ -30,7 +40,7 @@ class AsyncRedisPrimitives(StoreBackend):
     thread-based async defaults of `StoreBackend`."""
 
     prefix: str
-    keys: lua.Keys
+    keys: Keys
     _redis: Any
     _url: str
     _akwargs: dict[str, Any]
@@ -91,7 +101,7 @@ class AsyncRedisPrimitives(StoreBackend):
 
     async def _aappend(self, batch: AppendBatch) -> list[int]:
         keys = self.keys.append(batch.session_id, batch.client_id)
-        args, again = lua.append_args(batch, self._ttl_ms)
+        args, again = lua.append_args(self.prefix, batch, self._ttl_ms)
         await self._aclient()
         script = self._ascripts["append"]
         reply = await self._acall(
@@ -102,26 +112,12 @@ class AsyncRedisPrimitives(StoreBackend):
     async def _asearch(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
-        sessions = [session_id] if session_id is not None else await self._alist_sessions(str(client_id))
-        client = await self._aclient()
-
-        async def go() -> list[SearchRow]:
-            async with client.pipeline(transaction=False) as pipe:
-                for sid in sessions:
-                    pipe.lrange(self.keys.idx(sid), 0, -1)
-                if client_id is not None:
-                    pipe.hgetall(self.keys.facts(client_id))
-                replies = await pipe.execute()
-            facts = lua.facts_of(replies[-1]) if client_id is not None else []
-            ranked = lua.rank(terms, sessions, replies[: len(sessions)], facts, limit)
-            async with client.pipeline(transaction=False) as pipe:
-                for hit in ranked:
-                    if hit[4] is None:  # a message: fetch it
-                        pipe.lindex(self.keys.msgs(str(hit[1])), int(hit[2] or 0) - 1)
-                payloads = await pipe.execute()
-            return lua.search_rows(ranked, payloads)
-
-        return await self._acall("search", go)
+        scope = found.search_args(self.prefix, client_id, session_id)
+        seen = found.found_of(await self._arun("search", "search_scope", [], scope))
+        ranked = found.rank(terms, seen, limit)
+        fetch = found.fetch_args(self.prefix, client_id, seen, ranked)
+        payloads = [] if fetch is None else await self._arun("search", "search_fetch", [], fetch)
+        return found.search_rows(ranked, payloads)
 
     async def _asession_get(
         self, session_id: str, reader: Reader | None, command: Callable[[Any], Any]
@@ -149,12 +145,9 @@ class AsyncRedisPrimitives(StoreBackend):
         reply = await self._arun("read", "read", self.keys.read(session_id, reader is not None), args)
         return lua.rows_of(lua.checked(reply, session_id, reader))
 
-    async def _asummary_and_tail(
-        self, session_id: str, limit: int, reader: Reader | None = None
-    ) -> tuple[SummaryRecord | None, list[Row]]:
-        keys = self.keys.summary_and_tail(session_id, reader is not None)
-        reply = lua.checked(await self._arun("read", "summary_and_tail", keys, [limit]), session_id, reader)
-        return lua.summary_of(*reply[:5]), lua.rows_of(reply[5:])
+    async def _asummary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+        keys = self.keys.summary_and_tail(session_id)
+        return lua.turn_of(await self._arun("read", "summary_and_tail", keys, [limit]), session_id, reader)
 
     async def _alast_seq(self, session_id: str, reader: Reader | None = None) -> int:
         return int(await self._asession_get(session_id, reader, lambda r: r.llen(self.keys.msgs(session_id))))
@@ -165,12 +158,12 @@ class AsyncRedisPrimitives(StoreBackend):
         return lua.summary_of(*values)
 
     async def _acas_summary(self, write: SummaryWrite) -> bool:
-        args = lua.cas_args(write, self._ttl_ms)
+        args = lua.cas_args(self.prefix, write, self._ttl_ms)
         return int(await self._arun("summary", "cas", self.keys.cas(write.session_id), args)) == 1
 
     async def _aclaim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
         args = lua.claim_args(owner, ttl, now)
-        return int(await self._arun("lease", "claim", [self.keys.lease(session_id)], args)) == 1
+        return int(await self._arun("lease", "claim", self.keys.claim(session_id), args)) == 1
 
     async def _arelease(self, session_id: str, owner: str) -> None:
         await self._arun("lease", "release", [self.keys.lease(session_id)], [owner])
@@ -183,7 +176,7 @@ class AsyncRedisPrimitives(StoreBackend):
 
     async def _alist_sessions(self, client_id: str) -> list[str]:
         key = self.keys.client_sessions(client_id)
-        return sorted(await self._arun("read", "list_sessions", [key], [self.prefix]))
+        return sorted(await self._arun("read", "list_sessions", [key], [self.prefix, client_id]))
 
     async def _aget_state(self, session_id: str, reader: Reader | None = None) -> str | None:
         info = self.keys.info(session_id)
@@ -191,34 +184,42 @@ class AsyncRedisPrimitives(StoreBackend):
         return None if value is None else str(value)
 
     async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
-        args = lua.state_args(session_id, client_id, state, now, self._ttl_ms)
+        args = lua.state_args(self.prefix, session_id, client_id, state, now, self._ttl_ms)
         if not int(await self._arun("state", "set_state", self.keys.state(session_id, client_id), args)):
             raise OwnershipError.for_session(session_id, client_id)
 
     async def _adelete_session(self, session_id: str, reader: Reader | None = None) -> None:
-        args = lua.delete_args(self.prefix, session_id, reader)
-        lua.deleted(await self._arun("delete", "delete_session", [], args), session_id, reader)
+        args = erase.delete_args(self.prefix, session_id, reader)
+        erase.deleted(await self._arun("delete", "delete_session", [], args), session_id, reader)
 
     async def _alist_facts(self, client_id: str) -> list[Fact]:
         client = await self._aclient()
         key = self.keys.facts(client_id)
         return lua.facts_of(await self._acall("facts", lambda: client.hgetall(key)))
 
-    async def _achange_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+    async def _achange_facts(
+        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    ) -> tuple[list[Fact], Fact | None]:
         client = await self._aclient()
         key = self.keys.facts(client_id)
+        info = self.keys.info(mark.session_id if mark else "")
+        script = self._ascripts["put_fact"]
 
         async def go() -> tuple[list[Fact], Fact | None]:
             async with client.pipeline() as pipe:
                 while True:
                     try:
                         await pipe.watch(key)
+                        if mark is not None:
+                            lua.check_mark(await pipe.hmget(info, lua.MARK_FIELDS), client_id, mark)
                         existing = lua.facts_of(await pipe.hgetall(key))
                         fact = plan(existing)
                         if fact is not None:
                             pipe.multi()
-                            pipe.hset(key, fact.id, lua.fact_json(fact))
-                            await pipe.execute()
+                            await script(
+                                keys=[key, info], args=lua.fact_args(fact, client_id, mark), client=pipe
+                            )
+                            lua.check_put((await pipe.execute())[0], mark)
                         return existing, fact
                     except self._redis.WatchError:
                         continue
@@ -236,7 +237,7 @@ class AsyncRedisPrimitives(StoreBackend):
         return int(await self._acall("facts", lambda: client.hdel(key, fact_id))) == 1
 
     async def _adelete_client(self, client_id: str) -> None:
-        await self._arun("forget", "delete_client", self.keys.client(client_id), [self.prefix])
+        await self._arun("forget", "delete_client", self.keys.client(client_id), [self.prefix, client_id])
 
     async def _apurge(self, cutoff: float) -> int:
         gone = 0

@@ -1,170 +1,80 @@
-"""The key layout, the Lua scripts and the decoding of their replies (plain Redis: no modules).
+"""The Lua scripts of the Redis backend, their arguments and the decoding of their replies.
 
-No connection and no driver import: shared, with the argument builders and reply decoders
-below, by the sync twin in `redis_sync.py` and the async one in `redis_aio.py`. Every primitive that reads-then-writes is one Lua script, so Redis runs it
-atomically; reads that need two values (summary and tail) are one script too, so a turn
-is one round trip.
+No connection and no driver import: shared by the sync twin in `redis_sync.py` and the async
+one in `redis_aio.py`; the key layout (and its migrations) is in `redis_layout.py`, the search
+scripts in `redis_search.py`. Every primitive that reads-then-writes is one Lua script, so
+Redis runs it atomically, with its invariants (`backend.py`) checked inside it: the owner, the
+session row's erase generation (``generation`` in the info hash, set when the hash is created;
+a hash written before generations has none and reads as ''), the lease. Reads that need two
+values (summary and tail) are one script too, so a turn is one round trip.
 
-Keys, for prefix ``p`` (default ``lrm:``)::
-
-    p schema                 schema version
-    p updated                zset session_id -> updated_at (purge)
-    p s:<sid>:info           hash client_id, created_at, updated_at, state
-    p s:<sid>:msgs           list of "<tokens or -> <message json>"; index i is seq i+1
-    p s:<sid>:sum            hash text, covered_seq, version, meta, updated_at
-    p s:<sid>:lease          hash owner, expires_at
-    p s:<sid>:batches        list of "<batch> <first seq> <count>" (recent appends, for retries)
-    p s:<sid>:idx            list of "<created_at or -> <search.index_text>"; index i is seq i+1
-    p c:<cid>:sessions       set of session ids
-    p c:<cid>:facts          hash fact id -> fact json
-
-Ids may contain ``:``, but a suffix never does, so no two ids map to one key.
+With a ttl, a session's keys expire together (every write refreshes them) and its client's
+session set expires with the client's newest session; the ids an expiry leaves in `updated`
+are dropped by the next writes (`sweep`), and `forget` drops them at once.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, StoreError
-from langchain_rolling_memory.records import Fact, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SummaryWrite
+from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
+from langchain_rolling_memory.records import Fact, Row, SessionInfo, SessionMark, SummaryRecord
+from langchain_rolling_memory.stores import redis_erase, redis_search
+from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SummaryWrite, TurnRows
+from langchain_rolling_memory.stores.redis_layout import LUA
 
 __all__ = [
     "SCRIPTS",
     "SESSION_FIELDS",
-    "SESSION_SUFFIXES",
     "SUMMARY_FIELDS",
-    "Keys",
     "append_args",
     "cas_args",
-    "check_prefix",
+    "check_mark",
+    "check_put",
     "checked",
     "claim_args",
-    "delete_args",
-    "deleted",
     "encode_row",
+    "fact_args",
     "fact_json",
     "facts_of",
     "failure",
-    "idx_of",
-    "rank",
     "read_args",
     "rows_of",
-    "search_rows",
     "seqs_of",
     "session_of",
     "state_args",
     "summary_of",
+    "turn_of",
 ]
 
-_PREFIX = re.compile(r"[A-Za-z0-9_:.\-]{0,64}")
-SESSION_SUFFIXES = ("info", "msgs", "sum", "lease", "batches")
 SUMMARY_FIELDS = ("text", "covered_seq", "version", "meta", "updated_at")
 SESSION_FIELDS = ("client_id", "created_at", "updated_at")
+MARK_FIELDS = ("created_at", "client_id", "generation")
 RECENT_BATCHES = 64
 
 
-def check_prefix(prefix: str) -> str:
-    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
-        msg = f"key_prefix must match [A-Za-z0-9_:.-]{{0,64}}, got {prefix!r}"
-        raise ConfigurationError(msg)
-    return prefix
-
-
-class Keys:
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
-        self.schema = f"{prefix}schema"
-        self.updated = f"{prefix}updated"
-
-    def session(self, sid: str) -> list[str]:
-        """info, msgs, sum, lease, batches."""
-        return [f"{self.prefix}s:{sid}:{suffix}" for suffix in SESSION_SUFFIXES]
-
-    def client_sessions(self, cid: str | None) -> str:
-        # With no client, scripts get a key they never touch (no client id is empty).
-        return f"{self.prefix}c:{cid or ''}:sessions"
-
-    def facts(self, cid: str) -> str:
-        return f"{self.prefix}c:{cid}:facts"
-
-    def info(self, sid: str) -> str:
-        return self.session(sid)[0]
-
-    def msgs(self, sid: str) -> str:
-        return self.session(sid)[1]
-
-    def summary(self, sid: str) -> str:
-        return self.session(sid)[2]
-
-    def lease(self, sid: str) -> str:
-        return self.session(sid)[3]
-
-    def idx(self, sid: str) -> str:
-        """The session's search entries (schema 2), one per message."""
-        return f"{self.prefix}s:{sid}:idx"
-
-    def append(self, sid: str, cid: str | None) -> list[str]:
-        """KEYS of the append script."""
-        return [*self.session(sid), self.client_sessions(cid), self.updated, self.idx(sid)]
-
-    def read(self, sid: str, checked: bool) -> list[str]:
-        """KEYS of the read script (with the info key when the owner is checked)."""
-        return [self.msgs(sid), self.info(sid)] if checked else [self.msgs(sid)]
-
-    def summary_and_tail(self, sid: str, checked: bool = False) -> list[str]:
-        """KEYS of the summary-and-tail script (with the info key when the owner is checked)."""
-        return [self.summary(sid), self.msgs(sid), *([self.info(sid)] if checked else [])]
-
-    def cas(self, sid: str) -> list[str]:
-        """KEYS of the compare-and-swap script."""
-        info, msgs, summary, lease, batches = self.session(sid)
-        return [summary, info, msgs, batches, self.idx(sid), lease]
-
-    def state(self, sid: str, cid: str | None) -> list[str]:
-        """KEYS of the set-state script."""
-        info, msgs, summary, _lease, batches = self.session(sid)
-        return [info, msgs, summary, batches, self.client_sessions(cid), self.updated, self.idx(sid)]
-
-    def client(self, cid: str) -> list[str]:
-        """KEYS of the forget script."""
-        return [self.client_sessions(cid), self.facts(cid)]
-
-
 # Shared Lua helpers, prepended to the scripts that need them.
-_LIB = """
-local function session_keys(p, sid)
-  return {p..'s:'..sid..':info', p..'s:'..sid..':msgs', p..'s:'..sid..':sum',
-          p..'s:'..sid..':lease', p..'s:'..sid..':batches', p..'s:'..sid..':idx'}
-end
-local function drop_session(p, sid)
-  local keys = session_keys(p, sid)
-  local owner = redis.call('HGET', keys[1], 'client_id')
-  redis.call('DEL', unpack(keys))
-  redis.call('ZREM', p..'updated', sid)
-  if owner then redis.call('SREM', p..'c:'..owner..':sessions', sid) end
-end
-local function touch(keys, ttl)
-  if ttl > 0 then
-    for i = 1, #keys do redis.call('PEXPIRE', keys[i], ttl) end
-  end
-end
+_LIB = (
+    LUA
+    + """
 -- The session's owner check and bookkeeping; false if a client owns it and cid ('' for none)
--- is not that client.
-local function own(info, csessions, updated, sid, cid, now)
+-- is not that client. A new row gets the erase generation `gen`.
+local function own(p, info, csessions, updated, sid, cid, now, gen, ttl)
   local owner = redis.call('HGET', info, 'client_id')
   if owner and owner ~= cid then return false end
-  redis.call('HSETNX', info, 'created_at', now)
+  if redis.call('HSETNX', info, 'created_at', now) == 1 then redis.call('HSET', info, 'generation', gen) end
   redis.call('HSET', info, 'updated_at', now)
-  if cid ~= '' and not owner then
-    redis.call('HSET', info, 'client_id', cid)
+  if cid ~= '' then
+    local fresh = redis.call('EXISTS', csessions) == 0
+    if not owner then redis.call('HSET', info, 'client_id', cid) end
     redis.call('SADD', csessions, sid)
+    keep_client(csessions, ttl, fresh)
   end
+  sweep(p, updated)
   redis.call('ZADD', updated, now, sid)
   return true
 end
@@ -186,13 +96,15 @@ local function rows(msgs, after, limit, newest)
   return out
 end
 """
+)
 
 # KEYS: info msgs sum lease batches csessions updated idx
-# ARGV: sid cid now ttl_ms check batch payload... entry... (as many entries as payloads)
+# ARGV: prefix sid cid now ttl_ms check batch generation payload... entry... (one entry per payload)
 APPEND = (
     _LIB
     + """
-local sid, cid, now, ttl, check, batch = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local p, sid, cid, now, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local check, batch = ARGV[6], ARGV[7]
 local owner = redis.call('HGET', KEYS[1], 'client_id')
 if owner and owner ~= cid then return {-1, 0} end
 if check == '1' then
@@ -201,13 +113,13 @@ if check == '1' then
     if b == batch then return {tonumber(first), tonumber(n)} end
   end
 end
-own(KEYS[1], KEYS[6], KEYS[7], sid, cid, now)
-local n = (#ARGV - 6) / 2
+own(p, KEYS[1], KEYS[6], KEYS[7], sid, cid, now, ARGV[8], ttl)
+local n = (#ARGV - 8) / 2
 local total = 0
-for i = 7, 6 + n, 1000 do
-  total = redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, 6 + n)))
+for i = 9, 8 + n, 1000 do
+  total = redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, 8 + n)))
 end
-for i = 7 + n, #ARGV, 1000 do
+for i = 9 + n, #ARGV, 1000 do
   redis.call('RPUSH', KEYS[8], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 local first = total - n + 1
@@ -232,40 +144,54 @@ READ = (
     + "return out"
 )
 
-# KEYS: sum msgs [info]; ARGV: limit -> {[owner,] text, covered, version, meta, updated, first seq, rows...}
+# KEYS: sum msgs info; ARGV: limit
+# -> {generation (nil: no row), owner, text, covered, version, meta, updated, first seq, rows...}
 SUMMARY_AND_TAIL = (
     _LIB
     + """
 local s = redis.call('HMGET', KEYS[1], 'text', 'covered_seq', 'version', 'meta', 'updated_at')
+local row = redis.call('HMGET', KEYS[3], 'created_at', 'client_id', 'generation')
 local covered = tonumber(s[2] or '0')
 local out = rows(KEYS[2], covered, tonumber(ARGV[1]), 1)
 for i = 5, 1, -1 do table.insert(out, 1, s[i] or '') end
+table.insert(out, 1, row[2] or '')
+table.insert(out, 1, row[1] and (row[3] or '') or false)
+return out
 """
-    + _OWNER.format(n=3)
-    + "return out"
 )
 
-# KEYS: sum info msgs batches idx lease; ARGV: expected text covered meta now ttl_ms lease_owner
-# (lease_owner '': no lease check; else the lease, which every erase deletes, must name it)
+# KEYS: sum info msgs batches idx lease
+# ARGV: expected text covered meta now ttl_ms lease_owner generation check_generation prefix
+# Installs only on an existing row (never creates one), of that generation when checked
+# ('1'), under the lease of lease_owner when one is named (every erase deletes the lease).
 CAS_SUMMARY = (
     _LIB
     + """
+local row = redis.call('HMGET', KEYS[2], 'created_at', 'client_id', 'generation')
+if not row[1] then return 0 end
+if ARGV[9] == '1' and (row[3] or '') ~= ARGV[8] then return 0 end
 if ARGV[7] ~= '' and redis.call('HGET', KEYS[6], 'owner') ~= ARGV[7] then return 0 end
 local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if version ~= tonumber(ARGV[1]) then return 0 end
 redis.call('HSET', KEYS[1], 'text', ARGV[2], 'covered_seq', ARGV[3], 'version', version + 1,
            'meta', ARGV[4], 'updated_at', ARGV[5])
-touch({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]}, tonumber(ARGV[6]))
+local ttl = tonumber(ARGV[6])
+touch({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]}, ttl)
+if row[2] then keep_client(ckey(ARGV[10], row[2], 'sessions'), ttl, false) end
 return 1
 """
 )
 
-# KEYS: lease; ARGV: owner expires_at now pexpire_ms
+# KEYS: lease info; ARGV: owner expires_at now pexpire_ms. The key's expiry only cleans up (the
+# rule reads the hash's), and never outlives a session that expires (`ttl=`): an install needs
+# the session row, and an expired session leaves no lease behind.
 CLAIM = """
 local cur = redis.call('HMGET', KEYS[1], 'owner', 'expires_at')
 if cur[1] and cur[1] ~= ARGV[1] and tonumber(cur[2]) > tonumber(ARGV[3]) then return 0 end
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'expires_at', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
+local ms, left = tonumber(ARGV[4]), redis.call('PTTL', KEYS[2])
+if left > 0 and left < ms then ms = left end
+redis.call('PEXPIRE', KEYS[1], ms)
 return 1
 """
 
@@ -275,68 +201,28 @@ if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then redis.call('DEL', KEYS[1
 return 1
 """
 
-# KEYS: info msgs sum batches csessions updated idx; ARGV: sid cid now state ttl_ms
+# KEYS: info msgs sum batches csessions updated idx; ARGV: sid cid now state ttl_ms generation prefix
 SET_STATE = (
     _LIB
     + """
-if not own(KEYS[1], KEYS[5], KEYS[6], ARGV[1], ARGV[2], ARGV[3]) then return 0 end
+local ttl = tonumber(ARGV[5])
+if not own(ARGV[7], KEYS[1], KEYS[5], KEYS[6], ARGV[1], ARGV[2], ARGV[3], ARGV[6], ttl) then return 0 end
 redis.call('HSET', KEYS[1], 'state', ARGV[4])
-touch({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]}, tonumber(ARGV[5]))
+touch({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]}, ttl)
 return 1
 """
 )
 
-# KEYS: csessions; ARGV: prefix -> live session ids (stale members, expired by TTL, removed)
-LIST_SESSIONS = """
-local live = {}
-for _, sid in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  if redis.call('EXISTS', ARGV[1]..'s:'..sid..':info') == 1 then
-    table.insert(live, sid)
-  else
-    redis.call('SREM', KEYS[1], sid)
-  end
+# KEYS: facts info; ARGV: fact_id fact_json cid generation check -> 1, or 0 (nothing written)
+# when checked ('1') and the session row is gone, not cid's, or of another generation
+PUT_FACT = """
+if ARGV[5] == '1' then
+  local row = redis.call('HMGET', KEYS[2], 'created_at', 'client_id', 'generation')
+  if not row[1] or row[2] ~= ARGV[3] or (row[3] or '') ~= ARGV[4] then return 0 end
 end
-return live
-"""
-
-# ARGV: prefix sid [cid check] -> 1, or 0 (nothing erased) when checked: the session is another
-# client's than cid ('' for none), or has no info hash yet
-DELETE_SESSION = (
-    _LIB
-    + """
-if ARGV[4] == '1' then
-  local owner = redis.call('HGET', ARGV[1]..'s:'..ARGV[2]..':info', 'client_id')
-  if owner and owner ~= ARGV[3] then return 0 end
-  if redis.call('EXISTS', ARGV[1]..'s:'..ARGV[2]..':info') == 0 then return 1 end
-end
-drop_session(ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1
 """
-)
-
-# KEYS: csessions facts; ARGV: prefix
-DELETE_CLIENT = (
-    _LIB
-    + """
-for _, sid in ipairs(redis.call('SMEMBERS', KEYS[1])) do drop_session(ARGV[1], sid) end
-redis.call('DEL', KEYS[1], KEYS[2])
-return 1
-"""
-)
-
-# KEYS: updated; ARGV: prefix cutoff batch -> number of sessions deleted (at most `batch`)
-PURGE = (
-    _LIB
-    + """
-local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '('..ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
-local gone = 0
-for _, sid in ipairs(old) do
-  if redis.call('EXISTS', ARGV[1]..'s:'..sid..':info') == 1 then gone = gone + 1 end
-  drop_session(ARGV[1], sid)
-end
-return {#old, gone}
-"""
-)
 
 # name -> Lua source; registered once per client.
 SCRIPTS = {
@@ -347,10 +233,9 @@ SCRIPTS = {
     "claim": CLAIM,
     "release": RELEASE,
     "set_state": SET_STATE,
-    "list_sessions": LIST_SESSIONS,
-    "delete_session": DELETE_SESSION,
-    "delete_client": DELETE_CLIENT,
-    "purge": PURGE,
+    "put_fact": PUT_FACT,
+    **redis_erase.SCRIPTS,
+    **redis_search.SCRIPTS,
 }
 
 
@@ -361,19 +246,6 @@ def checked(reply: Sequence[Any], session_id: str, reader: Reader | None) -> Seq
         return reply
     reader.check(session_id, str(reply[0]) or None)
     return reply[1:]
-
-
-def delete_args(prefix: str, session_id: str, reader: Reader | None) -> list[Any]:
-    """ARGV of the delete-session script (with the owner check when there is a `reader`)."""
-    if reader is None:
-        return [prefix, session_id, "", "0"]
-    return [prefix, session_id, reader.client_id or "", "1"]
-
-
-def deleted(reply: Any, session_id: str, reader: Reader | None) -> None:
-    """Raise `OwnershipError` if the delete-session script refused (its reply is 0)."""
-    if int(reply) == 0:
-        raise OwnershipError.for_session(session_id, reader.client_id if reader else None)
 
 
 def encode_row(payload: str, tokens: int | None) -> str:
@@ -402,23 +274,30 @@ def summary_of(text: Any, covered: Any, version: Any, meta: Any, updated: Any) -
     return SummaryRecord(str(text), int(covered), int(version), json.loads(meta), float(updated))
 
 
-def append_args(batch: AppendBatch, ttl_ms: int) -> tuple[list[Any], list[Any]]:
+def turn_of(reply: Sequence[Any], session_id: str, reader: Reader | None) -> TurnRows:
+    """The summary-and-tail script's reply, once `reader` (if any) passed the owner check."""
+    generation, owner = reply[0], reply[1]
+    if reader is not None:
+        reader.check(session_id, str(owner) or None)
+    return TurnRows(
+        summary_of(*reply[2:7]), rows_of(reply[7:]), None if generation is None else str(generation)
+    )
+
+
+def append_args(prefix: str, batch: AppendBatch, ttl_ms: int) -> tuple[list[Any], list[Any]]:
     """ARGV of the append script: first try, and retry (which looks for the batch first)."""
+    from langchain_rolling_memory.stores.backend import new_generation
+
     marker = uuid.uuid4().hex
     payloads = [encode_row(payload, tokens) for payload, tokens in batch.rows]
     payloads += [idx_entry(entry.created_at, entry.text) for entry in batch.entries()]
-    head = [batch.session_id, batch.client_id or "", repr(batch.now), ttl_ms]
-    return [*head, 0, marker, *payloads], [*head, 1, marker, *payloads]
+    head = [prefix, batch.session_id, batch.client_id or "", repr(batch.now), ttl_ms]
+    tail = [marker, new_generation(), *payloads]
+    return [*head, 0, *tail], [*head, 1, *tail]
 
 
 def idx_entry(created_at: float | None, text: str) -> str:
     return f"{'-' if created_at is None else repr(created_at)} {text}"
-
-
-def idx_of(item: Any) -> tuple[float | None, str]:
-    """``(created_at, indexed text)`` of one entry of a session's idx list."""
-    at, _, text = str(item).partition(" ")
-    return (None if at == "-" else float(at)), text
 
 
 def seqs_of(reply: Sequence[Any], session_id: str, client_id: str | None) -> list[int]:
@@ -438,14 +317,20 @@ def claim_args(owner: str, ttl: float, now: float) -> list[Any]:
     return [owner, repr(now + ttl), repr(now), max(1, math.ceil(ttl * 1000)) + 60_000]
 
 
-def state_args(session_id: str, client_id: str | None, state: str, now: float, ttl_ms: int) -> list[Any]:
-    return [session_id, client_id or "", repr(now), state, ttl_ms]
+def state_args(
+    prefix: str, session_id: str, client_id: str | None, state: str, now: float, ttl_ms: int
+) -> list[Any]:
+    from langchain_rolling_memory.stores.backend import new_generation
+
+    return [session_id, client_id or "", repr(now), state, ttl_ms, new_generation(), prefix]
 
 
-def cas_args(write: SummaryWrite, ttl_ms: int) -> list[Any]:
-    """ARGV of the cas script; an empty owner means no lease check."""
+def cas_args(prefix: str, write: SummaryWrite, ttl_ms: int) -> list[Any]:
+    """ARGV of the cas script; an empty owner means no lease check, a generation of None none."""
     head = [write.expected_version, write.text, write.covered_seq, write.meta_json]
-    return [*head, repr(write.now), ttl_ms, write.lease_owner or ""]
+    checked = "0" if write.generation is None else "1"
+    tail = [write.lease_owner or "", write.generation or "", checked, prefix]
+    return [*head, repr(write.now), ttl_ms, *tail]
 
 
 def session_of(session_id: str, values: Sequence[Any]) -> SessionInfo | None:
@@ -474,52 +359,26 @@ def failure(redis: Any, op: str, exc: BaseException, retried: bool) -> StoreErro
     return StoreError(f"Redis {op} failed{after}: {type(exc).__name__}: {exc}{hint}")
 
 
-def rank(
-    terms: Sequence[str],
-    sessions: Sequence[str],
-    entries: Sequence[Sequence[Any]],
-    facts: list[Fact],
-    limit: int,
-) -> list[tuple[float, str | None, int | None, float | None, Fact | None]]:
-    """The fallback search of a server without the search module: BM25 (light stemming) over
-    the scope's idx entries and facts, read whole; ``(score, sid, seq, created_at, fact)``."""
-    from langchain_rolling_memory.search import Bm25Index, index_text
-
-    index = Bm25Index(stem=True)
-    dates: dict[tuple[str, int], float | None] = {}
-    for sid, items in zip(sessions, entries, strict=True):
-        for offset, item in enumerate(items):
-            at, text = idx_of(item)
-            dates[(sid, offset + 1)] = at
-            index.add((sid, offset + 1), text)
-    by_id = {fact.id: fact for fact in facts}
-    for fact in facts:
-        index.add(fact.id, index_text(fact.text))
-    out: list[tuple[float, str | None, int | None, float | None, Fact | None]] = []
-    for doc, score in index.search(terms, limit=limit):
-        if isinstance(doc, tuple):
-            out.append((score, doc[0], doc[1], dates[doc], None))
-        else:
-            out.append((score, None, None, None, by_id[str(doc)]))
-    return out
-
-
-def search_rows(
-    ranked: list[tuple[float, str | None, int | None, float | None, Fact | None]], payloads: Sequence[Any]
-) -> list[Any]:
-    """`SearchRow`s of `rank`'s output and the message items fetched for its message hits, in
-    order (an item erased meanwhile, None, drops its hit)."""
-    out: list[Any] = []
-    items = iter(payloads)
-    for score, sid, seq, at, fact in ranked:
-        if fact is not None:
-            out.append((score, None, None, None, None, fact))
-            continue
-        item = next(items)
-        if item is not None:
-            out.append((score, sid, seq, str(item).partition(" ")[2], at, None))
-    return out
-
-
 def fact_json(fact: Fact) -> str:
     return json.dumps(fact.to_dict(), ensure_ascii=False)
+
+
+def fact_args(fact: Fact, client_id: str, mark: SessionMark | None) -> list[Any]:
+    """ARGV of the put-fact script (with the session check when there is a `mark`)."""
+    if mark is None:
+        return [fact.id, fact_json(fact), client_id, "", "0"]
+    return [fact.id, fact_json(fact), client_id, mark.generation, "1"]
+
+
+def check_mark(values: Sequence[Any], client_id: str, mark: SessionMark) -> None:
+    """Raise `StaleWriteError` unless the session's `MARK_FIELDS` still match `mark`: its row
+    exists, is `client_id`'s and has the mark's generation."""
+    created, owner, generation = values
+    if created is None or owner != client_id or (generation or "") != mark.generation:
+        raise StaleWriteError.for_session(mark.session_id, "fact write")
+
+
+def check_put(reply: Any, mark: SessionMark | None) -> None:
+    """Raise `StaleWriteError` if the put-fact script refused the write (its reply is 0)."""
+    if mark is not None and not int(reply):
+        raise StaleWriteError.for_session(mark.session_id, "fact write")

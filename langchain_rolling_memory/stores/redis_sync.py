@@ -12,9 +12,19 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from langchain_rolling_memory.errors import OwnershipError
-from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
+from langchain_rolling_memory.stores import redis_erase as erase
 from langchain_rolling_memory.stores import redis_scripts as lua
-from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, StoreBackend, SummaryWrite
+from langchain_rolling_memory.stores import redis_search as found
+from langchain_rolling_memory.stores.backend import (
+    AppendBatch,
+    Reader,
+    SearchRow,
+    StoreBackend,
+    SummaryWrite,
+    TurnRows,
+)
+from langchain_rolling_memory.stores.redis_layout import Keys
 
 __all__ = ["SyncRedisPrimitives"]
 
@@ -28,7 +38,7 @@ class SyncRedisPrimitives(StoreBackend):
     retried once on a fresh connection if the connection dropped."""
 
     prefix: str
-    keys: lua.Keys
+    keys: Keys
     _redis: Any
     _r: Any
     _scripts: dict[str, Any]
@@ -59,7 +69,7 @@ class SyncRedisPrimitives(StoreBackend):
 
     def _append(self, batch: AppendBatch) -> list[int]:
         keys = self.keys.append(batch.session_id, batch.client_id)
-        args, again = lua.append_args(batch, self._ttl_ms)
+        args, again = lua.append_args(self.prefix, batch, self._ttl_ms)
         script = self._scripts["append"]
         reply = self._call(
             "append", lambda: script(keys=keys, args=args), lambda: script(keys=keys, args=again)
@@ -69,25 +79,14 @@ class SyncRedisPrimitives(StoreBackend):
     def _search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
-        sessions = [session_id] if session_id is not None else self._list_sessions(str(client_id))
-
-        def go() -> list[SearchRow]:
-            with self._r.pipeline(transaction=False) as pipe:
-                for sid in sessions:
-                    pipe.lrange(self.keys.idx(sid), 0, -1)
-                if client_id is not None:
-                    pipe.hgetall(self.keys.facts(client_id))
-                replies = pipe.execute()
-            facts = lua.facts_of(replies[-1]) if client_id is not None else []
-            ranked = lua.rank(terms, sessions, replies[: len(sessions)], facts, limit)
-            with self._r.pipeline(transaction=False) as pipe:
-                for hit in ranked:
-                    if hit[4] is None:  # a message: fetch it
-                        pipe.lindex(self.keys.msgs(str(hit[1])), int(hit[2] or 0) - 1)
-                payloads = pipe.execute()
-            return lua.search_rows(ranked, payloads)
-
-        return self._call("search", go)
+        # Two scripts, each checking the owner (and the second the generation) itself: see
+        # `redis_search`.
+        scope = found.search_args(self.prefix, client_id, session_id)
+        seen = found.found_of(self._run("search", "search_scope", [], scope))
+        ranked = found.rank(terms, seen, limit)
+        fetch = found.fetch_args(self.prefix, client_id, seen, ranked)
+        payloads = [] if fetch is None else self._run("search", "search_fetch", [], fetch)
+        return found.search_rows(ranked, payloads)
 
     def _session_get(self, session_id: str, reader: Reader | None, command: Callable[[Any], Any]) -> Any:
         """`command(client)`; with a `reader`, in one MULTI/EXEC with the owner's HGET (one
@@ -112,12 +111,9 @@ class SyncRedisPrimitives(StoreBackend):
         reply = self._run("read", "read", self.keys.read(session_id, reader is not None), args)
         return lua.rows_of(lua.checked(reply, session_id, reader))
 
-    def _summary_and_tail(
-        self, session_id: str, limit: int, reader: Reader | None = None
-    ) -> tuple[SummaryRecord | None, list[Row]]:
-        keys = self.keys.summary_and_tail(session_id, reader is not None)
-        reply = lua.checked(self._run("read", "summary_and_tail", keys, [limit]), session_id, reader)
-        return lua.summary_of(*reply[:5]), lua.rows_of(reply[5:])
+    def _summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+        keys = self.keys.summary_and_tail(session_id)
+        return lua.turn_of(self._run("read", "summary_and_tail", keys, [limit]), session_id, reader)
 
     def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
         return int(self._session_get(session_id, reader, lambda r: r.llen(self.keys.msgs(session_id))))
@@ -129,12 +125,12 @@ class SyncRedisPrimitives(StoreBackend):
         )
 
     def _cas_summary(self, write: SummaryWrite) -> bool:
-        args = lua.cas_args(write, self._ttl_ms)
+        args = lua.cas_args(self.prefix, write, self._ttl_ms)
         return int(self._run("summary", "cas", self.keys.cas(write.session_id), args)) == 1
 
     def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
         args = lua.claim_args(owner, ttl, now)
-        return int(self._run("lease", "claim", [self.keys.lease(session_id)], args)) == 1
+        return int(self._run("lease", "claim", self.keys.claim(session_id), args)) == 1
 
     def _release(self, session_id: str, owner: str) -> None:
         self._run("lease", "release", [self.keys.lease(session_id)], [owner])
@@ -145,7 +141,7 @@ class SyncRedisPrimitives(StoreBackend):
 
     def _list_sessions(self, client_id: str) -> list[str]:
         key = self.keys.client_sessions(client_id)
-        return sorted(self._run("read", "list_sessions", [key], [self.prefix]))
+        return sorted(self._run("read", "list_sessions", [key], [self.prefix, client_id]))
 
     def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
         info = self.keys.info(session_id)
@@ -153,32 +149,39 @@ class SyncRedisPrimitives(StoreBackend):
         return None if value is None else str(value)
 
     def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
-        args = lua.state_args(session_id, client_id, state, now, self._ttl_ms)
+        args = lua.state_args(self.prefix, session_id, client_id, state, now, self._ttl_ms)
         if not int(self._run("state", "set_state", self.keys.state(session_id, client_id), args)):
             raise OwnershipError.for_session(session_id, client_id)
 
     def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
-        args = lua.delete_args(self.prefix, session_id, reader)
-        lua.deleted(self._run("delete", "delete_session", [], args), session_id, reader)
+        args = erase.delete_args(self.prefix, session_id, reader)
+        erase.deleted(self._run("delete", "delete_session", [], args), session_id, reader)
 
     def _list_facts(self, client_id: str) -> list[Fact]:
         key = self.keys.facts(client_id)
         return lua.facts_of(self._call("facts", lambda: self._r.hgetall(key)))
 
-    def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+    def _change_facts(
+        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    ) -> tuple[list[Fact], Fact | None]:
         key = self.keys.facts(client_id)
+        info = self.keys.info(mark.session_id if mark else "")
+        script = self._scripts["put_fact"]
 
         def go() -> tuple[list[Fact], Fact | None]:
             with self._r.pipeline() as pipe:
                 while True:  # optimistic: start again if another writer changed the facts meanwhile
                     try:
                         pipe.watch(key)
+                        if mark is not None:
+                            lua.check_mark(pipe.hmget(info, lua.MARK_FIELDS), client_id, mark)
                         existing = lua.facts_of(pipe.hgetall(key))
                         fact = plan(existing)
                         if fact is not None:
                             pipe.multi()
-                            pipe.hset(key, fact.id, lua.fact_json(fact))
-                            pipe.execute()
+                            # The script checks the mark again, in the write itself.
+                            script(keys=[key, info], args=lua.fact_args(fact, client_id, mark), client=pipe)
+                            lua.check_put(pipe.execute()[0], mark)
                         return existing, fact
                     except self._redis.WatchError:
                         continue
@@ -194,7 +197,7 @@ class SyncRedisPrimitives(StoreBackend):
         return int(self._call("facts", lambda: self._r.hdel(key, fact_id))) == 1
 
     def _delete_client(self, client_id: str) -> None:
-        self._run("forget", "delete_client", self.keys.client(client_id), [self.prefix])
+        self._run("forget", "delete_client", self.keys.client(client_id), [self.prefix, client_id])
 
     def _purge(self, cutoff: float) -> int:
         gone = 0
