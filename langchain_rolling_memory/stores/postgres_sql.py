@@ -108,6 +108,14 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 3: nothing to convert here (SQLite's lazy index); the version is shared by every backend.
     "SELECT 1",
+    # 4: the erase generation of each session row ('' for the rows written before: every row
+    # created from now on gets a fresh one). A summary without a session row is what an install
+    # after an erase left behind (issue 20): the next owner of that id would see it, so it goes.
+    """
+    ALTER TABLE {p}sessions ADD COLUMN IF NOT EXISTS generation TEXT NOT NULL DEFAULT '';
+    DELETE FROM {p}summaries AS s
+        WHERE NOT EXISTS (SELECT 1 FROM {p}sessions AS t WHERE t.session_id = s.session_id)
+    """,
 )
 if len(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
     raise RuntimeError("one PostgreSQL migration per schema version is required")

@@ -46,8 +46,9 @@ __all__ = ["RedisRollingStore"]
 
 # Append-only, like the SQL migrations: step N brings the keys from version N-1 to N. Keys
 # are created on first use, so version 1 has nothing to convert; 2 (the search entries) is
-# `_backfill`, in Python, because the indexed text is computed here; 3 is SQLite's alone.
-_MIGRATIONS: tuple[str | None, ...] = (None, None, None)
+# `_backfill`, in Python, because the indexed text is computed here; 3 is SQLite's alone; 4
+# (the erase generation) has nothing to convert: a session hash without the field reads as ''.
+_MIGRATIONS: tuple[str | None, ...] = (None, None, None, None)
 if len(_MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
     raise RuntimeError("one Redis migration per schema version is required")
 

@@ -135,6 +135,10 @@ MIGRATIONS: tuple[str, ...] = (
     UPDATE {p}sessions SET indexed_seq = last_seq;
     CREATE INDEX IF NOT EXISTS {p}sessions_unindexed ON {p}sessions (session_id) WHERE indexed_seq < last_seq;
     """,
+    # 4: every session row carries its erase generation ('' for the rows written before).
+    """
+    ALTER TABLE {p}sessions ADD COLUMN generation TEXT NOT NULL DEFAULT '';
+    """,
 )
 if len(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
     raise RuntimeError("one SQLite migration per schema version is required")
