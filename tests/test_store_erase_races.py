@@ -22,7 +22,7 @@ from langchain_rolling_memory.errors import FactError, OwnershipError, StaleWrit
 from langchain_rolling_memory.records import SessionMark
 from langchain_rolling_memory.stores import RollingStore
 
-ROUNDS = 120
+ROUNDS = 40
 PROBES = 2
 
 
