@@ -207,3 +207,21 @@ class TestSearchScope:
             store.append("bob-anon", [HumanMessage(f"train cat {i}")])
         store.add_fact("bob", "bob likes the cat oscar")
         assert scores() == before
+
+
+class TestClientReach:
+    def test_a_clients_listing_export_and_forget_reach_only_the_sessions_it_owns_now(
+        self, store: RollingStore
+    ) -> None:
+        store.append("s1", [HumanMessage("alice was here")], client_id="alice")
+        store.append("s2", [HumanMessage("alice stays")], client_id="alice")
+        store.clear_session("s1")
+        store.append("s1", [HumanMessage("bob pin 4321")], client_id="bob")
+        assert store.sessions("alice") == ["s2"]
+        exported = store.export("alice")
+        assert "4321" not in str(exported)
+        assert "alice stays" in str(exported)
+        store.forget("alice")
+        assert store.sessions("bob") == ["s1"]
+        assert [m.content for m in store.transcript("s1", client_id="bob")] == ["bob pin 4321"]
+        assert store.read_turn("s2", limit=5).generation is None
