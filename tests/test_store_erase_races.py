@@ -11,6 +11,7 @@ number of rounds (a second or two on the servers), not by time.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from collections.abc import Callable
@@ -89,6 +90,36 @@ def test_a_search_as_the_first_owner_never_returns_the_next_owners_messages(
         leaks.extend(h.text for h in hits if "bob" in h.text)
 
     _race(lambda i: _bob_then_alice(store, i), probe)
+    assert leaks == []
+
+
+async def test_an_async_search_as_the_first_owner_never_returns_the_next_owners_messages(
+    store: RollingStore,
+) -> None:
+    """The same race on the async API (PostgreSQL and Redis: their native async twins)."""
+    await store.aappend("s", [HumanMessage("zebra alice")], client_id="alice")
+    leaks: list[str] = []
+    done = asyncio.Event()
+
+    async def erase() -> None:
+        try:
+            for i in range(ROUNDS):
+                await store.aclear_session("s")
+                await store.aappend("s", [HumanMessage(f"zebra bob secret {i}")], client_id="bob")
+                await store.aclear_session("s")
+                await store.aappend("s", [HumanMessage(f"zebra alice {i}")], client_id="alice")
+        finally:
+            done.set()
+
+    async def search() -> None:
+        while not done.is_set():
+            try:
+                hits = await store.asearch("zebra", client_id="alice", session_id="s")
+            except OwnershipError:
+                continue
+            leaks.extend(h.text for h in hits if "bob" in h.text)
+
+    await asyncio.gather(erase(), *(search() for _ in range(PROBES)))
     assert leaks == []
 
 
