@@ -190,3 +190,41 @@ async def test_an_english_search_config_stems_and_drops_its_stop_words(
         assert {h.key for h in hits} == {("message", "s1", 1), ("message", "s1", 2)}
         assert store.search("own", client_id="ana") == []
         assert await store.asearch("own bookings", client_id="ana", session_id="s1") != []
+
+
+async def test_a_postgres_store_of_schema_3_gets_erase_generations_and_loses_orphan_summaries(
+    pg_store: tuple[RollingStore, str],
+) -> None:
+    import psycopg
+    from store_kit import reopen, set_schema_version
+
+    from langchain_rolling_memory.errors import StaleWriteError
+    from langchain_rolling_memory.records import SessionMark
+
+    store, _ = pg_store
+    prefix = store.prefix  # type: ignore[attr-defined]
+    store.append("s1", [HumanMessage("hello"), AIMessage("hi")], client_id="ana")
+    assert store.install_summary("s1", "greetings", covered_seq=1, expected_version=0)
+    store.close()
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:  # as schema 3 left it
+        conn.execute(f"ALTER TABLE {prefix}sessions DROP COLUMN generation")
+        # What an install after an erase left before schema 4 (issue 20, defect 2).
+        conn.execute(f"INSERT INTO {prefix}summaries VALUES ('ghost', 'passport X099', 3, 1, '{{}}', 0)")
+    set_schema_version(store, 3)
+    again = reopen(store)
+    try:
+        turn = again.read_turn("s1", limit=5, client_id="ana")
+        assert turn.generation == ""  # a row written before schema 4
+        assert turn.record is not None and turn.record.text == "greetings"
+        assert [m.seq for m in turn.messages] == [2]
+        assert again.summary("ghost") is None
+        assert again.add_fact("ana", "says hello", planned_from=SessionMark("s1", "")) is not None
+        again.clear_session("s1")
+        again.append("s1", [HumanMessage("new")], client_id="ana")
+        fresh = again.read_turn("s1", limit=5).generation
+        assert fresh not in (None, "")
+        assert not again.install_summary("s1", "greetings", covered_seq=1, expected_version=0, generation="")
+        with pytest.raises(StaleWriteError):
+            await again.aadd_fact("ana", "says hello twice", planned_from=SessionMark("s1", ""))
+    finally:
+        await again.aclose()

@@ -56,7 +56,8 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Post
 
     A turn costs two statements whatever the transcript's length: one append (the session
     row's lock hands out gap-free seqs) and one read of the summary with the unsummarized
-    tail (primary-key range on ``(session_id, seq)``). A connection dropped mid-call is
+    tail (primary-key range on ``(session_id, seq)``) and the session's owner and erase
+    generation. A connection dropped mid-call is
     retried once on a fresh connection; an append is retried idempotently (its batch id is
     looked up first), so a message is never doubled. A second failure raises `StoreError`.
 

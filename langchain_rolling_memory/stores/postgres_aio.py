@@ -15,10 +15,18 @@ from typing import Any, TypeVar
 
 import langchain_rolling_memory.stores.postgres_search as pgs
 import langchain_rolling_memory.stores.postgres_sql as pg
-from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
-from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError, StaleWriteError
+from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.stores import postgres_reads
-from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, StoreBackend, SummaryWrite
+from langchain_rolling_memory.stores.backend import (
+    AppendBatch,
+    Reader,
+    SearchRow,
+    StoreBackend,
+    SummaryWrite,
+    TurnRows,
+    new_generation,
+)
 from langchain_rolling_memory.stores.lifecycle import close_with_loop, not_set_up
 from langchain_rolling_memory.stores.postgres_conn import check_connection
 
@@ -118,7 +126,7 @@ class AsyncPostgresPrimitives(StoreBackend):
 
         async def again(conn: Any) -> list[int]:
             async with conn.transaction() as tx:
-                await conn.execute(q.lock_session, (session_id, now, now))
+                await conn.execute(q.lock_session, (session_id, now, now, new_generation()))
                 cur = await conn.execute(q.find_batch, (session_id, params["batch"]))
                 done = [int(r[0]) for r in await cur.fetchall()]
                 if done:
@@ -156,13 +164,12 @@ class AsyncPostgresPrimitives(StoreBackend):
         sql, params = self.q.read(session_id, after_seq, limit, newest)
         return pg.rows_of(await self._afetch_session(sql, params, session_id, reader), newest, limit)
 
-    async def _asummary_and_tail(
-        self, session_id: str, limit: int, reader: Reader | None = None
-    ) -> tuple[SummaryRecord | None, list[Row]]:
+    async def _asummary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
         params = {"sid": session_id, "limit": limit}
-        return pg.summary_and_tail_of(
-            await self._afetch_session(self.q.summary_and_tail, params, session_id, reader)
-        )
+        owner, turn = pg.summary_and_tail_of(await self._afetch("read", self.q.summary_and_tail, params))
+        if reader is not None:
+            reader.check(session_id, owner)
+        return turn
 
     async def _asearch(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
@@ -202,6 +209,7 @@ class AsyncPostgresPrimitives(StoreBackend):
     async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
         lock = self.q.client_lock(client_id or "")
         params = {"sid": session_id, "cid": client_id, "now": now, "state": state, "lock": lock}
+        params["gen"] = new_generation()  # used only if this creates the session row
         if not await self._afetch("state", self.q.set_state, params):
             raise OwnershipError.for_session(session_id, client_id)
 
@@ -232,12 +240,18 @@ class AsyncPostgresPrimitives(StoreBackend):
     async def _alist_facts(self, client_id: str) -> list[Fact]:
         return [pg.fact_of(r) for r in await self._afetch("facts", self.q.list_facts, (client_id,))]
 
-    async def _achange_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+    async def _achange_facts(
+        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    ) -> tuple[list[Fact], Fact | None]:
         q = self.q
 
         async def go(conn: Any) -> tuple[list[Fact], Fact | None]:
             async with conn.transaction():
                 await conn.execute(q.lock_facts, (f"{self.prefix}facts:{client_id}",))
+                if mark is not None:
+                    cur = await conn.execute(q.session_mark, pg.mark_params(mark, client_id))
+                    if not await cur.fetchall():
+                        raise StaleWriteError.for_session(mark.session_id, "fact write")
                 cur = await conn.execute(q.list_facts, (client_id,))
                 existing = [pg.fact_of(r) for r in await cur.fetchall()]
                 fact = plan(existing)

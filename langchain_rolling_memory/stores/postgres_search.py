@@ -17,8 +17,8 @@ Ranking is BM25 computed in the statement, as SQLite's FTS5 and `search.Bm25Inde
 the question's rare word; on LoCoMo it recalled 56.4% of the answers, BM25 60.5% (SQLite 61.0%).
 Every row matching a term is a candidate, so a term's document frequency is counted over the
 candidates exactly; N is the scope's message count (its sessions' ``last_seq``) plus the
-client's facts; a row's length is its lexeme count; a term counts once per row (messages are
-short). Against `ts_rank_cd` on the same store it costs about the same (paired, p50: LoCoMo
+client's facts, so every statistic is the scope's own, never another client's text; a row's
+length is its lexeme count; a term counts once per row (messages are short). Against `ts_rank_cd` on the same store it costs about the same (paired, p50: LoCoMo
 text 25.2 -> 25.4 ms at 10,000 messages of a client).
 
 Indexed with the append, not lazily as SQLite is, by measurement: `to_tsvector` and the GIN
@@ -43,12 +43,23 @@ __all__ = ["backfill_facts", "backfill_messages", "search_params", "search_rows_
 _K1 = 1.2
 _B = 0.75
 
+# The sessions a search may read, by their row now: read by the search statement itself (one
+# snapshot with the messages), never by a look-up before it, so a session erased and re-created
+# by another client between the caller's check and the search yields nothing of that client's.
+# A session named with no client is searched only if it is nobody's.
+_OWNED = {
+    "session": "session_id = %(sid)s AND client_id IS NOT DISTINCT FROM %(cid)s::text",
+    "client": "client_id = %(cid)s::text",
+}
 _SCOPES = {
     # (which messages, how many messages the scope holds)
-    "session": ("m.session_id = %(sid)s", "SELECT last_seq FROM {p}sessions WHERE session_id = %(sid)s"),
+    "session": (
+        "m.session_id = %(sid)s AND EXISTS (SELECT 1 FROM {p}sessions WHERE " + _OWNED["session"] + ")",
+        "SELECT last_seq FROM {p}sessions WHERE " + _OWNED["session"],
+    ),
     "client": (
-        "m.session_id IN (SELECT session_id FROM {p}sessions WHERE client_id = %(cid)s)",
-        "SELECT sum(last_seq) FROM {p}sessions WHERE client_id = %(cid)s",
+        "m.session_id IN (SELECT session_id FROM {p}sessions WHERE " + _OWNED["client"] + ")",
+        "SELECT sum(last_seq) FROM {p}sessions WHERE " + _OWNED["client"],
     ),
 }
 

@@ -5,6 +5,13 @@ with no connection and no driver import: shared by the sync twin in `postgres_sy
 the async one in `postgres_aio.py`. Each statement is a single round trip; the ones that must be atomic are one
 statement (data-modifying CTEs run in one snapshot, in autocommit mode).
 
+Erase generation (schema 4): a statement that creates a session row writes a fresh
+`backend.new_generation()` into it; an erase deletes the row, so its id's next row has another.
+The turn read returns it with the owner; a summary install and a fact write planned from a read
+lock the session row (``FOR KEY SHARE``: appends go on, an erase waits) only if it still has
+that generation, in the statement or transaction that writes, so an erase is wholly before
+(and the write refused) or wholly after (and it erases what was written).
+
 Search (schema 2): a `tsv tsvector` column on messages and facts, written with the row by the
 same statement, so the index follows every append and is erased with its row; the search
 statement itself, BM25 in SQL, and the backfill of older rows are in `postgres_search.py`.
@@ -19,12 +26,14 @@ import uuid
 from typing import Any, NamedTuple
 
 from langchain_rolling_memory.errors import ConfigurationError, StoreError
-from langchain_rolling_memory.records import Fact, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.records import Fact, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.search import index_text
 from langchain_rolling_memory.stores.backend import (
     SCHEMA_VERSION,
     AppendBatch,
     SummaryWrite,
+    TurnRows,
+    new_generation,
 )
 from langchain_rolling_memory.stores.deadlines import Deadlines, Watch, sever
 
@@ -41,6 +50,7 @@ __all__ = [
     "fact_params",
     "failure",
     "lost",
+    "mark_params",
     "rows_of",
     "session_of",
     "summary_and_tail_of",
@@ -170,8 +180,9 @@ class Queries:
         )
         self.append = f"""
             WITH s AS (
-                INSERT INTO {p}sessions AS t (session_id, client_id, created_at, updated_at, last_seq)
-                SELECT %(sid)s, %(cid)s, %(now)s, %(now)s, %(n)s FROM ({client_lock}) AS lock
+                INSERT INTO {p}sessions AS t
+                    (session_id, client_id, created_at, updated_at, last_seq, generation)
+                SELECT %(sid)s, %(cid)s, %(now)s, %(now)s, %(n)s, %(gen)s FROM ({client_lock}) AS lock
                 ON CONFLICT (session_id) DO UPDATE SET
                     last_seq = t.last_seq + %(n)s,
                     updated_at = excluded.updated_at,
@@ -189,8 +200,8 @@ class Queries:
         # The retry of an append whose outcome is unknown: lock the session row first (this
         # waits for a still-running first attempt), then look for the batch in a fresh snapshot.
         self.lock_session = (
-            f"INSERT INTO {p}sessions AS t (session_id, client_id, created_at, updated_at) "
-            "VALUES (%s, NULL, %s, %s) ON CONFLICT (session_id) DO UPDATE SET last_seq = t.last_seq"
+            f"INSERT INTO {p}sessions AS t (session_id, client_id, created_at, updated_at, generation) "
+            "VALUES (%s, NULL, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET last_seq = t.last_seq"
         )
         self.find_batch = f"SELECT seq FROM {p}messages WHERE session_id = %s AND batch = %s ORDER BY seq"
         self.owner_of = f"SELECT client_id FROM {p}sessions WHERE session_id = %s"
@@ -202,35 +213,50 @@ class Queries:
         self.get_summary = (
             f"SELECT text, covered_seq, version, meta, updated_at FROM {p}summaries WHERE session_id = %s"
         )
-        # One statement, one snapshot: the tail starts right after the summary it comes with.
+        # One statement, one snapshot: the tail starts right after the summary it comes with,
+        # and the session row (kind 2: its owner and generation) is read at the same instant.
         self.summary_and_tail = f"""
             WITH s AS (
                 SELECT text, covered_seq, version, meta, updated_at FROM {p}summaries
                 WHERE session_id = %(sid)s
             )
-            (SELECT 0 AS kind, version AS seq, text AS message, covered_seq AS tokens,
-                    meta, updated_at FROM s)
+            (SELECT 2 AS kind, NULL::bigint AS seq, client_id AS message, NULL::bigint AS tokens,
+                    generation AS meta, NULL::float8 AS updated_at
+             FROM {p}sessions WHERE session_id = %(sid)s)
+            UNION ALL
+            (SELECT 0, version, text, covered_seq, meta, updated_at FROM s)
             UNION ALL
             (SELECT 1, seq, message, tokens::bigint, NULL, NULL FROM {p}messages
              WHERE session_id = %(sid)s AND seq > COALESCE((SELECT covered_seq FROM s), 0)
              ORDER BY seq DESC LIMIT %(limit)s)
         """
-        self.insert_summary = (
+        # A summary install, only while the session row exists (with the generation it was
+        # planned from, if given) and, with a lease owner, while that owner holds the lease:
+        # `g` and `l` lock those rows until the install commits (the session row first, as an
+        # erase does, then the lease: `l` waits for `g`), and an erase deleting them first
+        # leaves nothing to lock. `g` in `l` (or the install) is an init plan: it runs first.
+        found = (
+            f"g AS (SELECT 1 FROM {p}sessions WHERE session_id = %(sid)s "
+            "AND (%(gen)s::text IS NULL OR generation = %(gen)s::text) FOR KEY SHARE)"
+        )
+        leased = (
+            f"l AS (SELECT 1 FROM {p}leases WHERE session_id = %(sid)s AND owner = %(owner)s "
+            "AND EXISTS (SELECT 1 FROM g) FOR UPDATE)"
+        )
+        insert = (
             f"INSERT INTO {p}summaries (session_id, text, covered_seq, version, meta, updated_at) "
-            "VALUES (%s, %s, %s, 1, %s, %s) ON CONFLICT (session_id) DO NOTHING"
+            "SELECT %(sid)s, %(text)s, %(covered)s, 1, %(meta)s, %(now)s FROM {gate} "
+            "ON CONFLICT (session_id) DO NOTHING"
         )
-        self.update_summary = (
-            f"UPDATE {p}summaries SET text = %s, covered_seq = %s, version = version + 1, "
-            "meta = %s, updated_at = %s WHERE session_id = %s AND version = %s"
+        update = (
+            f"UPDATE {p}summaries SET text = %(text)s, covered_seq = %(covered)s, version = version + 1, "
+            "meta = %(meta)s, updated_at = %(now)s WHERE session_id = %(sid)s AND version = %(expected)s "
+            "AND EXISTS (SELECT 1 FROM {gate})"
         )
-        # The same, only while `owner` holds the lease: its row stays locked until the install
-        # commits, and an erase deleting it first leaves nothing to lock.
-        leased = f"WITH l AS (SELECT 1 FROM {p}leases WHERE session_id = %s AND owner = %s FOR UPDATE) "
-        self.insert_summary_leased = (
-            f"{leased}INSERT INTO {p}summaries (session_id, text, covered_seq, version, meta, updated_at) "
-            "SELECT %s, %s, %s, 1, %s, %s FROM l ON CONFLICT (session_id) DO NOTHING"
-        )
-        self.update_summary_leased = f"{leased}{self.update_summary} AND EXISTS (SELECT 1 FROM l)"
+        self.insert_summary = f"WITH {found} {insert.format(gate='g')}"
+        self.update_summary = f"WITH {found} {update.format(gate='g')}"
+        self.insert_summary_leased = f"WITH {found}, {leased} {insert.format(gate='l')}"
+        self.update_summary_leased = f"WITH {found}, {leased} {update.format(gate='l')}"
         self.claim = (
             f"INSERT INTO {p}leases AS l (session_id, owner, expires_at) VALUES (%s, %s, %s) "
             "ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at "
@@ -241,8 +267,8 @@ class Queries:
         self.list_sessions = f"SELECT session_id FROM {p}sessions WHERE client_id = %s ORDER BY session_id"
         self.get_state = f"SELECT state FROM {p}sessions WHERE session_id = %s"
         self.set_state = (
-            f"INSERT INTO {p}sessions AS t (session_id, client_id, created_at, updated_at, state) "
-            f"SELECT %(sid)s, %(cid)s, %(now)s, %(now)s, %(state)s FROM ({client_lock}) AS lock "
+            f"INSERT INTO {p}sessions AS t (session_id, client_id, created_at, updated_at, state, generation) "
+            f"SELECT %(sid)s, %(cid)s, %(now)s, %(now)s, %(state)s, %(gen)s FROM ({client_lock}) AS lock "
             "ON CONFLICT (session_id) DO UPDATE SET "
             "state = excluded.state, updated_at = excluded.updated_at, "
             "client_id = COALESCE(t.client_id, excluded.client_id) "
@@ -291,6 +317,12 @@ class Queries:
         self.delete_fact = f"DELETE FROM {p}facts WHERE client_id = %s AND id = %s"
         # Fact writers of one client queue here (a new fact has no row to lock yet).
         self.lock_facts = "SELECT pg_advisory_xact_lock(hashtext(%s))"
+        # A fact write planned from a session's messages, in the fact write's transaction: the
+        # session row, still the client's at that generation, stays locked until it commits.
+        self.session_mark = (
+            f"SELECT 1 FROM {p}sessions WHERE session_id = %s AND client_id = %s AND generation = %s "
+            "FOR KEY SHARE"
+        )
 
     def read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool
@@ -299,19 +331,24 @@ class Queries:
             return self.read_all, (session_id, after_seq)
         return (self.read_newest if newest else self.read_oldest), (session_id, after_seq, limit)
 
-    def cas(self, write: SummaryWrite) -> tuple[str, tuple[Any, ...]]:
+    def cas(self, write: SummaryWrite) -> tuple[str, dict[str, Any]]:
         """The compare-and-swap of a summary: an insert for the first one, else an update;
-        with a `lease_owner`, only while that owner holds the session's lease."""
-        sid, expected = write.session_id, write.expected_version
-        body = (write.text, write.covered_seq, write.meta_json, write.now)
+        only on the session's row (of `write.generation`, if given) and, with a
+        `lease_owner`, only while that owner holds the session's lease."""
+        params = {
+            "sid": write.session_id,
+            "gen": write.generation,
+            "owner": write.lease_owner,
+            "text": write.text,
+            "covered": write.covered_seq,
+            "meta": write.meta_json,
+            "now": write.now,
+            "expected": write.expected_version,
+        }
+        first = write.expected_version == 0
         if write.lease_owner is None:
-            if expected == 0:
-                return self.insert_summary, (sid, *body)
-            return self.update_summary, (*body, sid, expected)
-        lease = (sid, write.lease_owner)
-        if expected == 0:
-            return self.insert_summary_leased, (*lease, sid, *body)
-        return self.update_summary_leased, (*lease, *body, sid, expected)
+            return (self.insert_summary if first else self.update_summary), params
+        return (self.insert_summary_leased if first else self.update_summary_leased), params
 
     def client_lock(self, client_id: str) -> str:
         """Key of the client's advisory lock (shared by its writers, exclusive for `forget`)."""
@@ -420,6 +457,7 @@ def append_params(q: Queries, batch: AppendBatch, config: str = "simple") -> dic
         "sid": batch.session_id,
         "cid": batch.client_id,
         "now": batch.now,
+        "gen": new_generation(),
         "n": len(rows),
         "batch": uuid.uuid4().hex,
         "lock": q.client_lock(batch.client_id or ""),
@@ -443,18 +481,28 @@ def summary_of(record: tuple[Any, ...] | None) -> SummaryRecord | None:
     return SummaryRecord(str(text), int(covered), int(version), json.loads(str(meta)), float(updated))
 
 
-def summary_and_tail_of(records: list[tuple[Any, ...]]) -> tuple[SummaryRecord | None, list[Row]]:
+def summary_and_tail_of(records: list[tuple[Any, ...]]) -> tuple[str | None, TurnRows]:
+    """The session's owner and what `Queries.summary_and_tail` read (generation None: no row)."""
+    owner: str | None = None
+    generation: str | None = None
     summary: SummaryRecord | None = None
     rows: list[Row] = []
     for kind, seq, message, tokens, meta, updated in records:
-        if kind == 0:
+        if kind == 2:
+            owner, generation = (None if message is None else str(message)), str(meta)
+        elif kind == 0:
             summary = SummaryRecord(
                 str(message), int(tokens), int(seq), json.loads(str(meta)), float(updated)
             )
         else:
             rows.append((int(seq), str(message), None if tokens is None else int(tokens)))
     rows.sort(key=lambda r: r[0])
-    return summary, rows
+    return owner, TurnRows(summary, rows, generation)
+
+
+def mark_params(mark: SessionMark, client_id: str) -> tuple[str, str, str]:
+    """The parameters of `Queries.session_mark`."""
+    return (mark.session_id, client_id, mark.generation)
 
 
 def session_of(session_id: str, record: tuple[Any, ...] | None) -> SessionInfo | None:

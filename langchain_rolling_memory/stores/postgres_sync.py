@@ -13,10 +13,18 @@ from typing import Any, TypeVar
 
 import langchain_rolling_memory.stores.postgres_search as pgs
 import langchain_rolling_memory.stores.postgres_sql as pg
-from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
-from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
+from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError, StaleWriteError
+from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.stores import postgres_reads
-from langchain_rolling_memory.stores.backend import AppendBatch, Reader, SearchRow, StoreBackend, SummaryWrite
+from langchain_rolling_memory.stores.backend import (
+    AppendBatch,
+    Reader,
+    SearchRow,
+    StoreBackend,
+    SummaryWrite,
+    TurnRows,
+    new_generation,
+)
 from langchain_rolling_memory.stores.lifecycle import not_set_up
 from langchain_rolling_memory.stores.postgres_conn import check_connection
 
@@ -82,7 +90,7 @@ class SyncPostgresPrimitives(StoreBackend):
 
         def again(conn: Any) -> list[int]:
             with conn.transaction() as tx:
-                conn.execute(q.lock_session, (session_id, now, now))
+                conn.execute(q.lock_session, (session_id, now, now, new_generation()))
                 done = [int(r[0]) for r in conn.execute(q.find_batch, (session_id, params["batch"]))]
                 if done:  # the first attempt committed before its connection died
                     tx.force_rollback = True
@@ -114,13 +122,13 @@ class SyncPostgresPrimitives(StoreBackend):
         sql, params = self.q.read(session_id, after_seq, limit, newest)
         return pg.rows_of(self._fetch_session(sql, params, session_id, reader), newest, limit)
 
-    def _summary_and_tail(
-        self, session_id: str, limit: int, reader: Reader | None = None
-    ) -> tuple[SummaryRecord | None, list[Row]]:
+    def _summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+        # One statement: the summary, the tail, the owner (checked here) and the generation.
         params = {"sid": session_id, "limit": limit}
-        return pg.summary_and_tail_of(
-            self._fetch_session(self.q.summary_and_tail, params, session_id, reader)
-        )
+        owner, turn = pg.summary_and_tail_of(self._fetch("read", self.q.summary_and_tail, params))
+        if reader is not None:
+            reader.check(session_id, owner)
+        return turn
 
     def _search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
@@ -162,6 +170,7 @@ class SyncPostgresPrimitives(StoreBackend):
     def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
         lock = self.q.client_lock(client_id or "")
         params = {"sid": session_id, "cid": client_id, "now": now, "state": state, "lock": lock}
+        params["gen"] = new_generation()  # used only if this creates the session row
         if not self._fetch("state", self.q.set_state, params):
             raise OwnershipError.for_session(session_id, client_id)
 
@@ -194,12 +203,20 @@ class SyncPostgresPrimitives(StoreBackend):
     def _list_facts(self, client_id: str) -> list[Fact]:
         return [pg.fact_of(r) for r in self._fetch("facts", self.q.list_facts, (client_id,))]
 
-    def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
+    def _change_facts(
+        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    ) -> tuple[list[Fact], Fact | None]:
         q = self.q
 
         def go(conn: Any) -> tuple[list[Fact], Fact | None]:
             with conn.transaction():
                 conn.execute(q.lock_facts, (f"{self.prefix}facts:{client_id}",))
+                # Planned from a session's messages: its row must still be the client's at
+                # that generation, and stays locked (an erase waits) until this commits.
+                if mark is not None:
+                    found = conn.execute(q.session_mark, pg.mark_params(mark, client_id)).fetchall()
+                    if not found:
+                        raise StaleWriteError.for_session(mark.session_id, "fact write")
                 existing = [pg.fact_of(r) for r in conn.execute(q.list_facts, (client_id,)).fetchall()]
                 fact = plan(existing)
                 if fact is not None:
