@@ -101,7 +101,8 @@ def _index_entries(store: RollingStore) -> int:
         assert isinstance(store, SQLiteRollingStore)
         return int(store._query(f"SELECT count(*) FROM {store.prefix}search_docs")[0][0])
     if name == "memory":
-        return len(store._index) + len(store._pending)  # type: ignore[attr-defined]
+        indexes = store._indexes.values()  # type: ignore[attr-defined]
+        return sum(len(index) for index in indexes) + len(store._pending)  # type: ignore[attr-defined]
     return 0  # PostgreSQL and Redis keep a message's index entry in its row or key
 
 
