@@ -25,7 +25,6 @@ from langchain_rolling_memory.records import Fact
 from langchain_rolling_memory.serde import loads_message
 
 __all__ = [
-    "MAX_INDEX_CHARS",
     "MAX_QUERY_CHARS",
     "STOP_WORDS",
     "Bm25Index",
@@ -45,19 +44,6 @@ __all__ = [
 
 MAX_QUERY_CHARS = 2000
 """A query is cut to this many characters before it is analysed: a pasted document is not a question."""
-
-MAX_INDEX_CHARS = 32_768
-"""What is indexed of one message or fact: the words of its first 32,768 folded characters.
-
-The message itself is stored whole; only its index is bounded, the same on every backend, so
-that what one backend stores all store. PostgreSQL refuses a tsvector over 1 MB (a ~1 MB tool
-result of distinct words failed every turn there while SQLite stored it); each lexeme of a
-tsvector costs at most 4 bytes a character plus 9 bytes (entry, alignment, one position), so
-even one distinct lexeme per character keeps 32,768 characters under 430 KB, and ordinary
-text under ~100 KB. The Redis backend reads a client's indexed texts whole at every search:
-one huge message costs a search what ~100 ordinary ones do, not what 10,000 do. 32,768
-characters are ~5,000 English words, the first ~10 pages: where a message's subject is.
-"""
 
 _WORD = re.compile(r"[^\W_]+")
 _MARKS = re.compile(r"[\u0300-\u036f]")
@@ -98,18 +84,9 @@ def index_text(text: str) -> str:
     """What a backend indexes for `text`: its words, folded, space-separated (stop words kept).
 
     Every engine then sees the same words as `query_terms` (accents and case already
-    folded here), whatever its own tokenizer does with accents or ligatures. Only the words
-    of the first `MAX_INDEX_CHARS` folded characters are indexed (a word cut there is left
-    out): the result is at most that long, and its words are the first words of `tokens`.
+    folded here), whatever its own tokenizer does with accents or ligatures.
     """
-    folded = fold(text)
-    if len(folded) <= MAX_INDEX_CHARS:
-        return " ".join(_WORD.findall(folded))
-    head = folded[: MAX_INDEX_CHARS + 1]
-    words = list(_WORD.finditer(head))
-    if words and words[-1].end() == len(head):
-        words.pop()  # it may go on past the cut
-    return " ".join(m.group() for m in words)
+    return " ".join(tokens(text))
 
 
 def message_index_text(message: BaseMessage) -> str:
