@@ -9,7 +9,8 @@ backends held). Does not know the drivers: each backend gives how to open, close
 
 How a resource ends:
 - its loop ends through ``asyncio.run`` (or any runner that cancels the pending tasks): the
-  `close_with_loop` guard runs `close` then and takes the entry out of the table;
+  `close_with_loop` guard runs `close` then, and the loop opens no other (a task's cleanup
+  that runs after it raises `StoreError`);
 - its loop was closed by hand (no task cancelled): the next loop that uses the store, or the
   store's `close`, finds the loop closed and calls `drop`, which must not need the loop;
 - the store closes: each loop's guard is cancelled on its own loop (at once if that loop is
@@ -24,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from langchain_rolling_memory.errors import StoreError
 from langchain_rolling_memory.stores import forks
 from langchain_rolling_memory.stores.lifecycle import close_now, close_with_loop
 
@@ -31,11 +33,17 @@ __all__ = ["PerLoop"]
 
 R = TypeVar("R")
 
+_ENDED = (
+    "this event loop is ending (its tasks were cancelled) and the store's connections on it are "
+    "closed; make the call from a running loop (finish the work before the loop ends)"
+)
+
 
 @dataclass
 class _Entry(Generic[R]):
     resource: R
     guard: asyncio.Task[None] | None = None
+    ended: bool = False
 
 
 class PerLoop(Generic[R]):
@@ -65,6 +73,8 @@ class PerLoop(Generic[R]):
         loop = asyncio.get_running_loop()
         entry = self._entries.get(loop)
         if entry is not None:
+            if entry.ended:
+                raise StoreError(_ENDED)
             return entry.resource
         self.drop_dead()
         resource = await self._open()
@@ -79,9 +89,10 @@ class PerLoop(Generic[R]):
         return resource
 
     async def _end(self, loop: asyncio.AbstractEventLoop, entry: _Entry[R]) -> None:
-        with self._lock:
-            if self._entries.get(loop) is entry:
-                del self._entries[loop]
+        # The entry stays, marked, until the loop is closed: a task that runs its cleanup
+        # after the guard (the loop's end cancels them all at once) must not open a new
+        # resource there, which nothing would close.
+        entry.ended = True
         await self._close(entry.resource)
 
     def drop_dead(self) -> None:
@@ -89,7 +100,8 @@ class PerLoop(Generic[R]):
         with self._lock:
             dead = [self._entries.pop(loop) for loop in list(self._entries) if loop.is_closed()]
         for entry in dead:
-            self._drop(entry.resource)
+            if not entry.ended:
+                self._drop(entry.resource)
 
     def close(self) -> None:
         """Close every loop's resource, from sync code (see the module docstring)."""
@@ -101,6 +113,8 @@ class PerLoop(Generic[R]):
             running = None
         for loop, entry in entries:
             guard = entry.guard
+            if entry.ended:
+                continue
             if loop.is_closed() or guard is None:
                 self._drop(entry.resource)
             elif loop.is_running():  # this thread's (a sync close from async code) or another's
@@ -117,10 +131,11 @@ class PerLoop(Generic[R]):
         """Close the running loop's resource on it, then the others as `close` does."""
         with self._lock:
             entry = self._entries.pop(asyncio.get_running_loop(), None)
-        if entry is not None and entry.guard is not None:
-            await close_now(entry.guard)
-        elif entry is not None:
-            await self._close(entry.resource)
+        if entry is not None and not entry.ended:
+            if entry.guard is not None:
+                await close_now(entry.guard)
+            else:
+                await self._close(entry.resource)
         self.close()
 
     def abandon(self) -> None:
