@@ -74,7 +74,7 @@ class PerLoop(Generic[R]):
         entry = self._entries.get(loop)
         if entry is not None:
             if entry.ended:
-                raise StoreError(_ENDED)
+                raise self.ended_error()
             return entry.resource
         self.drop_dead()
         resource = await self._open()
@@ -87,6 +87,14 @@ class PerLoop(Generic[R]):
             return entry.resource
         mine.guard = close_with_loop(lambda: self._end(loop, mine))
         return resource
+
+    def ended(self) -> bool:
+        """True if the running loop's resource was closed by its end (see `get`)."""
+        entry = self._entries.get(asyncio.get_running_loop())
+        return entry is not None and entry.ended
+
+    def ended_error(self) -> StoreError:
+        return StoreError(_ENDED)
 
     async def _end(self, loop: asyncio.AbstractEventLoop, entry: _Entry[R]) -> None:
         # The entry stays, marked, until the loop is closed: a task that runs its cleanup

@@ -138,6 +138,8 @@ class AsyncPostgresPrimitives(StoreBackend):
                     raise pg.unanswered(op, self.statement_timeout) from None
                 if isinstance(exc, psycopg.errors.UndefinedTable):
                     raise not_set_up(f"PostgreSQL tables {self.prefix}*", exc) from None
+                if self._borrowed is None and self._apools.ended():  # closed under us by the loop's end
+                    raise self._apools.ended_error() from None
                 if attempt == 2 or not pg.lost(psycopg, exc, conn):
                     raise pg.failure(op, exc, attempt == 2) from exc
                 logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)
