@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import BaseMessage
 
-from langchain_rolling_memory import shutdown
+import langchain_rolling_memory.shutdown as shutdown
 from langchain_rolling_memory.background import call_with_timeout, jobs_of, run_coroutine_sync
 from langchain_rolling_memory.limits import (
     DEFAULT_KEEP_LAST,

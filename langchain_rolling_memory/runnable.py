@@ -22,7 +22,7 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_core.runnables.utils import ConfigurableFieldSpec
 from pydantic import PrivateAttr
 
-from langchain_rolling_memory import shutdown
+import langchain_rolling_memory.shutdown as shutdown
 from langchain_rolling_memory.agent_run import MemoryIds, resolve_ids
 from langchain_rolling_memory.background import SessionJobs, jobs_of
 from langchain_rolling_memory.context import aload_memory, load_memory

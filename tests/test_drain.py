@@ -30,6 +30,7 @@ from langchain_rolling_memory import (
     with_rolling_memory,
 )
 from langchain_rolling_memory.background import jobs_of
+from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.records import CompactionResult
 from langchain_rolling_memory.summarizers import SummaryResult
 
@@ -152,6 +153,17 @@ def test_a_drain_that_times_out_says_how_many_jobs_still_run(tmp_path: Path) -> 
         gate.release.set()
     assert chats[0].compactor.drain(timeout=GATE_TIMEOUT) == Drained(finished=3, pending=0)
     assert chats[0].compactor.drain(timeout=0) == Drained(finished=0, pending=0)  # nothing left
+    store.close()
+
+
+@pytest.mark.parametrize("timeout", [-1, float("nan"), "20", True])
+def test_a_drain_refuses_a_timeout_that_is_not_seconds(tmp_path: Path, timeout: Any) -> None:
+    store = SQLiteRollingStore(tmp_path / "m.db")
+    chain = _chain(store, Gate())
+    with pytest.raises(ConfigurationError, match=r"timeout must be a number of seconds >= 0 or None"):
+        chain.drain(timeout=timeout)
+    with pytest.raises(ConfigurationError, match=r"got"):
+        asyncio.run(chain.adrain(timeout=timeout))
     store.close()
 
 
