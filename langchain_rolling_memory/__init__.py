@@ -38,10 +38,12 @@ from langchain_rolling_memory.policy import count_tokens
 from langchain_rolling_memory.presets import PRESETS, preset
 from langchain_rolling_memory.prompts import SummaryPrompt
 from langchain_rolling_memory.runnable import (
+    RollingMemoryRunnable,
     client_session_config_specs,
     session_history_factory,
     with_rolling_memory,
 )
+from langchain_rolling_memory.shutdown import Drained
 from langchain_rolling_memory.stores import InMemoryRollingStore, RollingStore, SQLiteRollingStore, open_store
 from langchain_rolling_memory.summarizers import (
     Summarizer,
@@ -91,11 +93,13 @@ __all__ = [
     "MEMORY_MESSAGE_ID",
     "PRESETS",
     "Compactor",
+    "Drained",
     "FactExtractor",
     "InMemoryRollingStore",
     "OwnershipError",
     "RollingMemoryError",
     "RollingMemoryMiddleware",
+    "RollingMemoryRunnable",
     "RollingStore",
     "RollingSummaryChatMessageHistory",
     "SQLiteRollingStore",

@@ -50,6 +50,7 @@ from langchain_rolling_memory.limits import DEFAULT_KEEP_LAST, DEFAULT_MAX_TURNS
 from langchain_rolling_memory.policy import TokenCounter, count_tokens, pair_tool_calls  # noqa: E402
 from langchain_rolling_memory.recalling import Recaller, latest_user_text  # noqa: E402
 from langchain_rolling_memory.records import Fact, SessionState  # noqa: E402
+from langchain_rolling_memory.shutdown import Drained  # noqa: E402
 from langchain_rolling_memory.stores.base import RollingStore  # noqa: E402
 from langchain_rolling_memory.stores.checks import token_count  # noqa: E402
 from langchain_rolling_memory.summarizers.base import SummarizerLike  # noqa: E402
@@ -415,6 +416,16 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     async def aflush(self, session_id: str, timeout: float | None = None) -> None:
         """Wait for the session's background compaction (thread or task), if any."""
         await self.compactor.aflush(validate_id(session_id), timeout)
+
+    def drain(self, timeout: float | None = None) -> Drained:
+        """Wait for the background compactions of this store (and the fact extractions they
+        run), up to `timeout` seconds (None: no limit); see `Compactor.drain`. Call it when
+        shutting down, before closing the store."""
+        return self.compactor.drain(timeout)
+
+    async def adrain(self, timeout: float | None = None) -> Drained:
+        """Async twin of `drain`: awaits without blocking the event loop."""
+        return await self.compactor.adrain(timeout)
 
     def transcript(self, session_id: str) -> list[BaseMessage]:
         """Every message of the session, in order (never changed by compaction)."""

@@ -332,6 +332,11 @@ class SessionJobs:
         else:
             mirror.set_result(task.result())
 
+    def in_flight(self) -> list[tuple[concurrent.futures.Future[Any], asyncio.Task[Any] | None]]:
+        """Every job in flight now, with its task when it is one (what `shutdown.drain` waits for)."""
+        with self.lock:
+            return [(f, self._tasks.get(s)) for s, f in self._pending.items() if not f.done()]
+
     def pending(self, session_id: str) -> concurrent.futures.Future[Any] | None:
         """The session's job in flight in this process, if any."""
         with self.lock:

@@ -25,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import BaseMessage
 
+import langchain_rolling_memory.shutdown as shutdown
 from langchain_rolling_memory.background import call_with_timeout, jobs_of, run_coroutine_sync
 from langchain_rolling_memory.limits import (
     DEFAULT_KEEP_LAST,
@@ -36,6 +37,7 @@ from langchain_rolling_memory.limits import (
 from langchain_rolling_memory.planning import Planner
 from langchain_rolling_memory.policy import FoldPolicy, TokenCounter, count_tokens
 from langchain_rolling_memory.records import CompactionResult, SessionState, StoredMessage
+from langchain_rolling_memory.shutdown import Drained
 from langchain_rolling_memory.stores.base import OPERATOR, ReadAs, RollingStore
 from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike
 from langchain_rolling_memory.summarizers.coerce import as_summarizer, context_window
@@ -308,6 +310,8 @@ class Compactor:
     # ------------------------------------------------------------------ failures and listeners
 
     def _fail(self, session_id: str, exc: BaseException) -> None:
+        if shutdown.closed(self.store, self._jobs, session_id):  # shutting down: nothing to retry
+            return
         # A bad key or model name fails the same way every time: wait the longest at once.
         permanent = is_permanent_error(exc)
         first = self.max_backoff if permanent else self.backoff
@@ -341,7 +345,7 @@ class Compactor:
             else:
                 listener(result)
         except Exception:
-            logger.exception("rolling memory: the on_compaction callback raised (the summary is kept)")
+            shutdown.listener_failed(self.store, self._jobs, result.session_id)
 
     async def _anotify(self, result: CompactionResult) -> None:
         listener = self.on_compaction
@@ -356,7 +360,7 @@ class Compactor:
                 # A sync callback may do I/O (a model call): keep it off the event loop.
                 await asyncio.to_thread(listener, result)
         except Exception:
-            logger.exception("rolling memory: the on_compaction callback raised (the summary is kept)")
+            shutdown.listener_failed(self.store, self._jobs, result.session_id)
 
     # ------------------------------------------------------------------ compaction: the twins
 
@@ -398,7 +402,7 @@ class Compactor:
             try:
                 self.store.release(session_id, self.owner)
             except Exception:
-                logger.exception("rolling memory: could not release the lease of %r", session_id)
+                shutdown.lease_not_released(self.store, self._jobs, session_id)
         self._jobs.succeeded(session_id)
         self._notify(done)
         return done
@@ -441,7 +445,7 @@ class Compactor:
             try:
                 await self.store.arelease(session_id, self.owner)
             except Exception:
-                logger.exception("rolling memory: could not release the lease of %r", session_id)
+                shutdown.lease_not_released(self.store, self._jobs, session_id)
         self._jobs.succeeded(session_id)
         await self._anotify(done)
         return done
@@ -535,7 +539,7 @@ class Compactor:
         return self._jobs.start_task(
             session_id,
             lambda: self._delayed_acompact(session_id, state),
-            fallback=lambda: self.compact(session_id),
+            fallback=lambda: self._compact_unless_closed(session_id),
             exit_timeout=self.exit_timeout,
             name=f"rolling-memory compaction {session_id}",
         )
@@ -543,11 +547,20 @@ class Compactor:
     def _delayed_compact(self, session_id: str, state: SessionState | None) -> CompactionResult | None:
         if self.start_delay > 0:
             time.sleep(self.start_delay)
+        return self._compact_unless_closed(session_id, state)
+
+    def _compact_unless_closed(
+        self, session_id: str, state: SessionState | None = None
+    ) -> CompactionResult | None:
+        if shutdown.closed(self.store, self._jobs, session_id):  # closed while the job waited
+            return None
         return self.compact(session_id, state)
 
     async def _delayed_acompact(self, session_id: str, state: SessionState | None) -> CompactionResult | None:
         if self.start_delay > 0:
             await asyncio.sleep(self.start_delay)
+        if shutdown.closed(self.store, self._jobs, session_id):
+            return None
         return await self.acompact(session_id, state)
 
     def pending(self, session_id: str) -> concurrent.futures.Future[CompactionResult | None] | None:
@@ -566,3 +579,14 @@ class Compactor:
     async def aflush(self, session_id: str, timeout: float | None = None) -> bool:
         """Async twin of `flush`: awaits without blocking the event loop."""
         return await self._jobs.aflush(session_id, timeout)
+
+    def drain(self, timeout: float | None = None) -> Drained:
+        """Wait for the background compactions of this store (every compactor's on the same
+        store object, in this process) and the fact extractions they run, up to `timeout`
+        seconds (None: no limit); at shutdown, before closing the store. See `shutdown.drain`.
+        """
+        return shutdown.drain(self._jobs, timeout)
+
+    async def adrain(self, timeout: float | None = None) -> Drained:
+        """Async twin of `drain`: awaits without blocking the event loop."""
+        return await shutdown.adrain(self._jobs, timeout)

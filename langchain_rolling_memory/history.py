@@ -40,9 +40,11 @@ class WindowedChatMessageHistory(StoredHistory):
         max_messages: most messages in the window (None: no count limit).
         max_tokens: most tokens in the window (None: no token limit).
         token_counter: counts a message's tokens when it is stored.
-        start_on: ``"human"`` (the default, as `trim_messages`' ``start_on``): the window starts
-            on a user message, and always holds the latest one, even past the limits; None
-            lets it start on any message that is not an orphan tool result.
+        start_on: ``"human"`` (the default, as `trim_messages`' ``start_on``): a window that
+            cuts starts on a user message, and always holds the latest one, even past the
+            limits (a transcript that fits is sent whole, a leading system message or
+            greeting included); None lets it start on any message that is not an orphan
+            tool result.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -112,9 +114,13 @@ class WindowedChatMessageHistory(StoredHistory):
         return suffix
 
     def _cut(self, rows: list[StoredMessage]) -> list[BaseMessage]:
+        """The window of `rows`: all of them when the whole transcript fits (a leading system
+        message or greeting included), else cut to start on a user message (`window_cut`).
+        Seqs start at 1, so rows from a later seq are a transcript already cut."""
         messages = [r.message for r in rows]
         counts = self._counts_of(rows) if self.policy.max_tokens is not None else None
-        return messages[self.policy.cut(messages, counts) :]
+        backlog = bool(rows) and rows[0].seq > 1
+        return messages[self.policy.cut(messages, counts, backlog=backlog) :]
 
     def _load_view(self) -> list[BaseMessage]:
         sid, cid = self.session_id, self.client_id

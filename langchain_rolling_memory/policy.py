@@ -281,14 +281,18 @@ def window_cut(
     max_tokens: int | None = None,
     token_counts: Sequence[int] | None = None,
     start_on: StartOn | None = None,
+    backlog: bool = False,
 ) -> int:
     """Where a plain window starts: the last messages within both limits, tool-safe.
 
     The cut moves forward if needed, so the limits always hold (the window may be shorter
-    than `max_messages`, never longer). With ``start_on="human"`` it moves further forward
-    to the first user message, so the window never opens on an assistant reply; if the
-    window would then hold no user message, it starts at the latest one instead, over the
-    limits if need be (the latest user message is always kept).
+    than `max_messages`, never longer). With ``start_on="human"``, when the window cuts, it
+    moves further forward to the first user message, so a cut window never opens on an
+    assistant reply; if the window would then hold no user message, it starts at the latest
+    one instead, over the limits if need be (the latest user message is always kept). A
+    window that fits is sent whole, a leading system message or greeting included; it cuts
+    when the limits do, or when `backlog` says earlier messages exist that `messages` (read
+    from the end of a transcript) does not hold.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -306,8 +310,9 @@ def window_cut(
             msg = "token_counts must give one count per message when max_tokens is set"
             raise ConfigurationError(msg)
         cut = max(cut, _suffix_within(token_counts, max_tokens))
+    cuts = backlog or cut > 0  # dropping an orphan tool result alone is not a cut
     cut = tool_safe_cut(messages, cut, keep_more=False)
-    if start_on == "human":
+    if start_on == "human" and cuts:
         cut = _start_on_human(messages, cut)
     return cut
 
@@ -453,13 +458,14 @@ class FoldPolicy:
             max_tokens=self.max_tokens,
             token_counts=token_counts if self.max_tokens is not None else None,
             start_on=self.start_on,
+            backlog=backlog,
         )
 
 
 @dataclass(frozen=True)
 class WindowPolicy:
-    """Limits of a plain window: the last `max_messages`, within `max_tokens` if set, starting
-    on a user message unless `start_on` is None (see `window_cut`)."""
+    """Limits of a plain window: the last `max_messages`, within `max_tokens` if set; a window
+    that cuts starts on a user message unless `start_on` is None (see `window_cut`)."""
 
     max_messages: int | None = 20
     max_tokens: int | None = None
@@ -477,11 +483,19 @@ class WindowPolicy:
             msg = f"max_tokens must be positive, got max_tokens={self.max_tokens!r}"
             raise ConfigurationError(msg)
 
-    def cut(self, messages: Sequence[BaseMessage], token_counts: Sequence[int] | None = None) -> int:
+    def cut(
+        self,
+        messages: Sequence[BaseMessage],
+        token_counts: Sequence[int] | None = None,
+        *,
+        backlog: bool = False,
+    ) -> int:
+        """`window_cut` with these limits; `backlog`: earlier messages exist than `messages` holds."""
         return window_cut(
             messages,
             max_messages=self.max_messages,
             max_tokens=self.max_tokens,
             token_counts=token_counts,
             start_on=self.start_on,
+            backlog=backlog,
         )

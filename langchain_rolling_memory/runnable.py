@@ -20,9 +20,13 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSequence
 from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_core.runnables.utils import ConfigurableFieldSpec
+from pydantic import PrivateAttr
 
+import langchain_rolling_memory.shutdown as shutdown
 from langchain_rolling_memory.agent_run import MemoryIds, resolve_ids
+from langchain_rolling_memory.background import SessionJobs, jobs_of
 from langchain_rolling_memory.context import aload_memory, load_memory
+from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.extractor import FactExtractor, compaction_listener
 from langchain_rolling_memory.framing import (
     SUMMARY_MESSAGE_ID,
@@ -35,12 +39,14 @@ from langchain_rolling_memory.history import RollingSummaryChatMessageHistory
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.policy import TokenCounter, count_tokens
 from langchain_rolling_memory.recalling import Recaller, latest_user_text
+from langchain_rolling_memory.shutdown import Drained
 from langchain_rolling_memory.stores.base import RollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
 from langchain_rolling_memory.summarizers.coerce import as_summarizer
 
 __all__ = [
     "MEMORY_VARIABLES",
+    "RollingMemoryRunnable",
     "client_session_config_specs",
     "session_history_factory",
     "with_rolling_memory",
@@ -285,6 +291,33 @@ class _Injector:
         return self._apply(value, block)
 
 
+class RollingMemoryRunnable(RunnableWithMessageHistory):
+    """What `with_rolling_memory` returns: a `RunnableWithMessageHistory` that can also wait
+    for the background compactions of its store before shutdown (`drain`, `adrain`)."""
+
+    _memory_jobs: SessionJobs | None = PrivateAttr(default=None)
+
+    def __init__(self, runnable: Runnable[Any, Any], get_session_history: Any, **kwargs: Any) -> None:
+        # Spelled out: mypy's pydantic plugin would otherwise derive a keyword-only one.
+        super().__init__(runnable, get_session_history, **kwargs)
+
+    def drain(self, timeout: float | None = None) -> Drained:
+        """Wait for the background compactions of this chain's store (and the fact extractions
+        they run), up to `timeout` seconds (None: no limit); see `Compactor.drain`. Call it
+        when shutting down, before closing the store."""
+        return shutdown.drain(self._jobs(), timeout)
+
+    async def adrain(self, timeout: float | None = None) -> Drained:
+        """Async twin of `drain`: awaits without blocking the event loop."""
+        return await shutdown.adrain(self._jobs(), timeout)
+
+    def _jobs(self) -> SessionJobs:
+        if self._memory_jobs is None:
+            msg = "this RollingMemoryRunnable was not built by with_rolling_memory: it has no store to drain"
+            raise ConfigurationError(msg)
+        return self._memory_jobs
+
+
 def with_rolling_memory(
     runnable: Runnable[Any, Any],
     *,
@@ -301,7 +334,7 @@ def with_rolling_memory(
     recall: BaseRetriever | None = None,
     client_id: str | None = None,
     **history_options: Any,
-) -> RunnableWithMessageHistory:
+) -> RollingMemoryRunnable:
     """Wrap a chain like `RunnableWithMessageHistory`, adding the client's facts and state.
 
     Call it with ``config={"configurable": {"client_id": ..., "session_id": ...}}``; as for the
@@ -340,6 +373,11 @@ def with_rolling_memory(
         client_id: the client of every call whose config names none.
         **history_options: passed to `RollingSummaryChatMessageHistory` (``max_turns``,
             ``keep_last``, ``max_tokens``, ``keep_tokens``, ``background``...).
+
+    Returns:
+        a `RollingMemoryRunnable`: a `RunnableWithMessageHistory` whose ``drain(timeout=...)``
+        and ``await adrain(timeout=...)`` wait for the store's background compactions, to be
+        called at shutdown before the store is closed.
 
     Example:
         >>> from langchain_core.language_models import GenericFakeChatModel
@@ -385,7 +423,7 @@ def with_rolling_memory(
         # The deprecation is addressed to people who build RunnableWithMessageHistory
         # themselves; ours is an implementation detail, pinned below langchain-core 2.
         warnings.filterwarnings("ignore", category=LangChainDeprecationWarning)
-        return RunnableWithMessageHistory(
+        chain = RollingMemoryRunnable(
             inject | runnable,
             get_session_history,
             input_messages_key=input_messages_key,
@@ -394,3 +432,5 @@ def with_rolling_memory(
             history_factory_config=[*client_session_config_specs(), _THREAD_SPEC],
             config={"configurable": dict(_ID_DEFAULTS)},
         )
+    chain._memory_jobs = jobs_of(store)
+    return chain

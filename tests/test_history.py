@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from langchain_core.language_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_rolling_memory import RollingSummaryChatMessageHistory, WindowedChatMessageHistory, open_store
 from langchain_rolling_memory.errors import InvalidIdError, StoreError
@@ -381,6 +381,53 @@ def test_a_window_reads_back_to_the_latest_user_message_past_its_limit(
     assert len(view) == 7 and isinstance(view[-1], ToolMessage)  # every tool call with its result
     loose = WindowedChatMessageHistory("loop", store=store, max_messages=2, start_on=None)
     assert [type(m).__name__ for m in loose.messages] == ["AIMessage", "ToolMessage"]
+
+
+WINDOW_CASES = [
+    # (stored messages, window settings, expected view): issue 20, defect 10.
+    pytest.param(["S:sys", "H:q", "A:a"], {}, ["sys", "q", "a"], id="leading-system-fits"),
+    pytest.param(["A:hello", "H:q", "A:a"], {"max_messages": 3}, ["hello", "q", "a"], id="greeting-fits"),
+    pytest.param(
+        ["S:sys", "A:hello", "H:q", "A:a"],
+        {"max_messages": None, "max_tokens": 40},
+        ["sys", "hello", "q", "a"],
+        id="fits-the-token-budget",
+    ),
+    pytest.param(["S:sys", "A:hello", "H:q", "A:a"], {"max_messages": 3}, ["q", "a"], id="cut-by-count"),
+    pytest.param(
+        ["S:sys", "A:hello", "H:q", "A:a"],
+        {"max_messages": None, "max_tokens": 39},
+        ["q", "a"],
+        id="cut-by-tokens",
+    ),
+    pytest.param(["S:sys", "H:q", "A:a", "A:b"], {"max_messages": 2}, ["q", "a", "b"], id="question-kept"),
+]
+
+
+def _messages(specs: list[str]) -> list[BaseMessage]:
+    kinds = {"S": SystemMessage, "H": HumanMessage, "A": AIMessage}
+    return [kinds[spec[0]](spec[2:]) for spec in specs]
+
+
+@pytest.mark.parametrize(("stored", "settings", "expected"), WINDOW_CASES)
+@pytest.mark.parametrize("fresh", [False, True], ids=["same-object", "new-object"])
+def test_a_window_sends_everything_that_fits(
+    store: RollingStore, stored: list[str], settings: dict[str, Any], expected: list[str], fresh: bool
+) -> None:
+    def make() -> WindowedChatMessageHistory:
+        return WindowedChatMessageHistory("fit", store=store, token_counter=lambda m: 10 * len(m), **settings)
+
+    history = make()
+    for message in _messages(stored):  # one write each: the same object extends its rows
+        history.add_messages([message])
+    assert texts(make().messages if fresh else history.messages) == expected
+
+
+async def test_an_async_window_sends_everything_that_fits(store: RollingStore) -> None:
+    history = WindowedChatMessageHistory("afit", store=store)
+    await history.aadd_messages(_messages(["S:sys", "H:human 1", "A:ai"]))
+    view = await WindowedChatMessageHistory("afit", store=store).aget_messages()
+    assert texts(view) == texts(await history.aget_messages()) == ["sys", "human 1", "ai"]
 
 
 def test_clear_deletes_the_session(store: RollingStore) -> None:

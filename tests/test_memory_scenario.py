@@ -3,13 +3,19 @@
 Session 1 learns facts through the `remember` tool and the extractor; session 2 of the same
 client sees them in the model's prompt; another client sees nothing; a changed fact is
 replaced; after `forget` nothing of the client remains in the store. On every backend.
+
+The ids and texts searched for in a raw dump of the backend hold letters no hex id can (the
+message ids are uuids: "...-b9ea-1..." holds "a-1"), so a trace found is the client's own.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from memory_fakes import RecordingChatModel, prompt_text, raw_dump, recording_model
@@ -57,7 +63,13 @@ def memory_of(sent: list[BaseMessage]) -> str:
     return sent[0].text if sent and sent[0].id == MEMORY_MESSAGE_ID else ""
 
 
-def test_two_sessions_share_facts_of_one_client_only_until_it_is_forgotten(store: RollingStore) -> None:
+NO_CHANGE = json.dumps({"add": [], "update": [], "delete": []})
+
+
+def test_two_sessions_share_facts_of_one_client_only_until_it_is_forgotten(
+    store: RollingStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="langchain_rolling_memory")
     model = recording_model(
         [
             remember_call("Works in the Sales team", "team", "call-1"),
@@ -74,19 +86,22 @@ def test_two_sessions_share_facts_of_one_client_only_until_it_is_forgotten(store
             "Hello, who are you?",
         ]
     )
+    # One reply per compaction (max_turns=4, keep_last=2): two in session 1, two in session 2.
     extractor = recording_model(
         [
-            json.dumps({"add": [], "update": [], "delete": []}),
+            NO_CHANGE,
             json.dumps({"add": [{"text": "Delivers on Saturdays", "key": "delivery_day"}]}),
+            NO_CHANGE,
+            NO_CHANGE,
         ]
     )
     chat = build_chat(store, model, extractor)
-    a1 = {"configurable": {"client_id": "client-a", "session_id": "a-1"}}
-    a2 = {"configurable": {"client_id": "client-a", "session_id": "a-2"}}
-    b1 = {"configurable": {"client_id": "client-b", "session_id": "b-1"}}
+    a1 = {"configurable": {"client_id": "client-ana", "session_id": "ana-first-chat"}}
+    a2 = {"configurable": {"client_id": "client-ana", "session_id": "ana-second-chat"}}
+    b1 = {"configurable": {"client_id": "client-bob", "session_id": "bob-first-chat"}}
 
     # Session 1: the tool learns the team; compactions run the extractor, which learns the day.
-    store.set_state("a-1", {"order": "A-1001", "amount_eur": 129.9}, client_id="client-a")
+    store.set_state("ana-first-chat", {"order": "A-1001", "amount_eur": 129.9}, client_id="client-ana")
     for question in (
         "Hi, I'm Ana from Sales.",
         "Please deliver on Saturdays.",
@@ -96,11 +111,11 @@ def test_two_sessions_share_facts_of_one_client_only_until_it_is_forgotten(store
         chat.invoke([HumanMessage(question)], config=a1)
     assert len(extractor.received) == 2
     assert "Please deliver on Saturdays." in extractor.received[1][-1].text
-    assert [(f.key, f.text, f.source) for f in store.facts("client-a")] == [
+    assert [(f.key, f.text, f.source) for f in store.facts("client-ana")] == [
         ("team", "Works in the Sales team", "tool"),
         ("delivery_day", "Delivers on Saturdays", "extractor"),
     ]
-    assert store.summary("a-1") is not None
+    assert store.summary("ana-first-chat") is not None
     # Exact state is shown verbatim, never only through the summary.
     assert '{"amount_eur": 129.9, "order": "A-1001"}' in memory_of(model.received[-1])
 
@@ -115,7 +130,7 @@ def test_two_sessions_share_facts_of_one_client_only_until_it_is_forgotten(store
     # A changed fact is replaced, not piled up, and the next prompt shows the new value only.
     chat.invoke([HumanMessage("I moved to the Logistics team.")], config=a2)
     chat.invoke([HumanMessage("Can you update my file?")], config=a2)
-    assert [(f.key, f.text) for f in store.facts("client-a")] == [
+    assert [(f.key, f.text) for f in store.facts("client-ana")] == [
         ("team", "Works in the Logistics team"),
         ("delivery_day", "Delivers on Saturdays"),
     ]
@@ -129,30 +144,37 @@ def test_two_sessions_share_facts_of_one_client_only_until_it_is_forgotten(store
     seen_by_b = prompt_text(model.received[calls_before])
     for secret in ("Logistics", "Saturdays", "Ana", "A-1001"):
         assert secret not in seen_by_b
-    assert store.facts("client-b") == []
+    assert store.facts("client-bob") == []
 
     # Export returns all of it; forget erases all of it, on every backend.
-    exported = store.export("client-a")
-    assert {s["session_id"] for s in exported["sessions"]} == {"a-1", "a-2"}
+    exported = store.export("client-ana")
+    assert {s["session_id"] for s in exported["sessions"]} == {"ana-first-chat", "ana-second-chat"}
     assert len(exported["facts"]) == 2
     json.dumps(exported)  # JSON-serializable as promised
 
-    store.forget("client-a")
-    assert store.facts("client-a") == []
-    assert store.sessions("client-a") == []
-    for session_id in ("a-1", "a-2"):
+    store.forget("client-ana")
+    assert store.facts("client-ana") == []
+    assert store.sessions("client-ana") == []
+    for session_id in ("ana-first-chat", "ana-second-chat"):
         assert store.transcript(session_id) == []
         assert store.summary(session_id) is None
         assert store.get_state(session_id) == {}
         assert store.session_info(session_id) is None
-    assert store.export("client-a")["sessions"] == []
+    assert store.export("client-ana")["sessions"] == []
     raw = raw_dump(store)
     assert raw is not None, f"no raw dump for {type(store).__name__}: add one to tests/memory_fakes.py"
-    for trace in ("client-a", "a-1", "a-2", "Logistics", "Saturdays", "Ana", "A-1001"):
+    traces = ("client-ana", "ana-first-chat", "ana-second-chat", "Logistics", "Saturdays", "Ana", "A-1001")
+    assert not [t for t in traces if re.fullmatch(r"[0-9a-f-]*", t)]  # none could be part of a uuid
+    for trace in traces:
         assert trace not in raw, f"{trace!r} is still in the {type(store).__name__} backend after forget"
     # Client B is untouched.
-    assert store.sessions("client-b") == ["b-1"]
-    assert "b-1" in raw
+    assert store.sessions("client-bob") == ["bob-first-chat"]
+    assert "bob-first-chat" in raw
+    # Every model call was scripted: none failed inside a compaction listener (and was only logged).
+    assert len(extractor.received) == 4
+    assert "Hello, it's me again." in extractor.received[2][-1].text
+    assert "I moved to the Logistics team." in extractor.received[3][-1].text
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 async def test_the_async_path_learns_and_injects_facts_the_same_way(store: RollingStore) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -177,6 +178,61 @@ def test_window_start_on_human(messages: list[BaseMessage], max_messages: int, e
     assert window_cut(messages, max_messages=max_messages, start_on="human") == expected
 
 
+# ---------------------------------------------------------------- a window that fits is sent whole (issue 20, defect 10)
+
+
+def s(text: str = "sys") -> SystemMessage:
+    return SystemMessage(text)
+
+
+@pytest.mark.parametrize(
+    ("messages", "limits", "backlog", "expected"),
+    [
+        pytest.param([s(), h(), a()], {"max_messages": 20}, False, 0, id="leading-system-fits"),
+        pytest.param([a("hello"), h(), a()], {"max_messages": 3}, False, 0, id="greeting-fits-exactly"),
+        pytest.param(
+            [s(), a("hello"), h(), a()], {"max_messages": 4}, False, 0, id="system-and-greeting-fit"
+        ),
+        pytest.param(
+            [s(), h(), a()],
+            {"max_messages": None, "max_tokens": 30, "token_counts": [10, 10, 10]},
+            False,
+            0,
+            id="fits-the-token-budget",
+        ),
+        pytest.param([s(), a(), a()], {"max_messages": 5}, False, 0, id="no-user-message-fits"),
+        pytest.param(
+            [s(), call("c1"), result("c1"), h()], {"max_messages": 4}, False, 0, id="tool-pair-fits"
+        ),
+        pytest.param(
+            [result("c0"), a(), h()], {"max_messages": 5}, False, 1, id="orphan-result-still-skipped"
+        ),
+        pytest.param(
+            [s(), a("hello"), h(), a()], {"max_messages": 3}, False, 2, id="cut-by-count-starts-on-user"
+        ),
+        pytest.param(
+            [s(), h(), a()],
+            {"max_messages": None, "max_tokens": 29, "token_counts": [10, 10, 10]},
+            False,
+            1,
+            id="cut-by-tokens-starts-on-user",
+        ),
+        pytest.param([a("hello"), h(), a()], {"max_messages": 3}, True, 1, id="earlier-messages-were-cut"),
+        pytest.param([s(), h(), a(), a()], {"max_messages": 2}, False, 1, id="latest-user-message-kept"),
+    ],
+)
+def test_a_window_starts_on_a_user_message_only_when_it_cuts(
+    messages: list[BaseMessage], limits: dict[str, Any], backlog: bool, expected: int
+) -> None:
+    assert window_cut(messages, start_on="human", backlog=backlog, **limits) == expected
+    assert (
+        WindowPolicy(max_messages=limits["max_messages"], max_tokens=limits.get("max_tokens")).cut(
+            messages, limits.get("token_counts"), backlog=backlog
+        )
+        == expected
+    )
+
+
 def test_window_start_on_human_with_a_token_budget() -> None:
     messages = chat(6)
     assert window_cut(messages, max_messages=None, max_tokens=30, token_counts=[10] * 6) == 3
@@ -257,19 +313,56 @@ def test_window_never_starts_with_a_tool_result(messages: list[BaseMessage], siz
 def test_window_starting_on_human_keeps_the_question_and_the_tool_pairs(
     messages: list[BaseMessage], size: int, start: int
 ) -> None:
+    backlog = start > 0 and bool(messages)  # the read stopped short of the first message
     partial = messages[min(start, len(messages)) :]
-    cut = window_cut(partial, max_messages=size, start_on="human")
+    cut = window_cut(partial, max_messages=size, start_on="human", backlog=backlog)
     kept = partial[cut:]
     assert partial[:cut] + kept == partial
     assert _pairs_intact(partial[:cut], kept)
+    assert not kept or not isinstance(kept[0], ToolMessage)
     humans = [i for i, m in enumerate(partial) if isinstance(m, HumanMessage)]
-    if humans:
+    if not backlog and len(partial) <= size:
+        assert cut == 0  # everything fits: everything is sent (issue 20, defect 10)
+    elif humans:
         assert isinstance(kept[0], HumanMessage)
         assert cut <= humans[-1]  # the latest user message is always kept
         if len(kept) > size:  # over the limit only to keep the latest user message
             assert cut == humans[-1]
     else:
-        assert cut == window_cut(partial, max_messages=size)
+        assert cut == window_cut(partial, max_messages=size, backlog=backlog)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    conversations(),
+    st.one_of(st.none(), st.integers(1, 12)),
+    st.one_of(st.none(), st.integers(1, 120)),
+    st.integers(0, 30),
+    st.randoms(use_true_random=False),
+)
+def test_a_window_drops_nothing_when_it_fits_and_starts_on_a_user_message_when_it_cuts(
+    messages: list[BaseMessage], size: int | None, budget: int | None, start: int, rng: Any
+) -> None:
+    if size is None and budget is None:
+        size = 4
+    backlog = start > 0 and bool(messages)
+    partial = messages[min(start, len(messages)) :]
+    counts = [rng.randint(1, 15) for _ in partial]
+    cut = window_cut(
+        partial, max_messages=size, max_tokens=budget, token_counts=counts, start_on="human", backlog=backlog
+    )
+    kept = partial[cut:]
+    fits = (size is None or len(partial) <= size) and (budget is None or sum(counts) <= budget)
+    assert _pairs_intact(partial[:cut], kept)  # tool calls stay with their results
+    assert not kept or not isinstance(kept[0], ToolMessage)  # no orphan result opens the window
+    humans = [i for i, m in enumerate(partial) if isinstance(m, HumanMessage)]
+    assert not humans or cut <= humans[-1]  # the latest user message is always sent
+    if fits and not backlog:
+        assert kept == partial  # nothing dropped when it fits
+    elif humans:
+        assert isinstance(kept[0], HumanMessage)  # a cut window opens on a user message
+        within = (size is None or len(kept) <= size) and (budget is None or sum(counts[cut:]) <= budget)
+        assert within or cut == humans[-1]  # over the limits only to keep the latest user message
 
 
 @settings(max_examples=200, deadline=None)

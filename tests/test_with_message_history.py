@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from langchain_core.chat_history import BaseChatMessageHistory, InMemoryChatMessageHistory
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import ConfigurableFieldSpec, RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
@@ -180,3 +180,24 @@ def test_dict_input_with_output_key_and_rolling_summary_in_prompt(tmp_path: Any)
         assert "q0" in sent[0].text
         assert texts(sent[-1:]) == ["q3"]
         assert len(store.transcript("dict")) == 8
+
+
+def test_windowed_history_passes_langchains_interface_check(store: RollingStore) -> None:
+    """LangChain's own `test_interfaces` (runnables/test_history.py), on our window: a leading
+    system message and the first exchange fit, so all three are kept (issue 20, defect 10)."""
+    history = factories(store)["windowed"]("iface")
+    history.add_message(SystemMessage(content="system"))
+    history.add_message(HumanMessage(content="human 1"))
+    history.add_message(AIMessage(content="ai"))
+    assert str(history) == "System: system\nHuman: human 1\nAI: ai"
+
+
+@pytest.mark.parametrize("kind", ["rolling", "windowed"])
+def test_a_greeting_before_the_first_question_reaches_the_model(store: RollingStore, kind: str) -> None:
+    make = factories(store)[kind]
+    make("greet").add_messages([SystemMessage("be brief"), AIMessage("Hello! How can I help?")])
+    model = RecordingModel()
+    chain = RunnableWithMessageHistory(model.runnable, make)
+    chain.invoke([HumanMessage("q0")], config=config("greet"))
+    chain.invoke([HumanMessage("q1")], config=config("greet"))
+    assert texts(model.prompts[-1]) == ["be brief", "Hello! How can I help?", "q0", "answer 1", "q1"]

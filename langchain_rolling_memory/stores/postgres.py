@@ -27,7 +27,7 @@ import langchain_rolling_memory.stores.postgres_sql as pg
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, StoreError
 from langchain_rolling_memory.stores.backend import use_thread_twins
 from langchain_rolling_memory.stores.base import RollingStore
-from langchain_rolling_memory.stores.lifecycle import close_at_exit, close_now
+from langchain_rolling_memory.stores.lifecycle import close_at_exit
 from langchain_rolling_memory.stores.postgres_aio import AsyncPostgresPrimitives
 from langchain_rolling_memory.stores.postgres_conn import borrow, forked_error
 from langchain_rolling_memory.stores.postgres_setup import PostgresSetup
@@ -133,8 +133,7 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Post
         self.statement_timeout = statement_timeout
         self._pool_lock = threading.Lock()
         self._pool: Any = None
-        self._apool: Any = None
-        self._apool_loop: asyncio.AbstractEventLoop | None = None
+        self._apools = self._loop_pools()
         self._setup_pending = setup
         self._kwargs: dict[str, Any] = {"autocommit": True, **(connect_kwargs or {})}
         if conn is not None:
@@ -143,7 +142,6 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Post
             self._pool = self._borrowed.sync
             if self._pool is None:
                 return  # async only: setup (if asked) runs at the first async call
-            self._apool_loop = None
             use_thread_twins(
                 self, AsyncPostgresPrimitives
             )  # no async resource: the async API runs in a thread
@@ -254,8 +252,9 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Post
             self._forked = True
             self._pool = None
             return
-        forks.abandon(self._pool, self._apool, self._aguard)
-        self._pool, self._apool, self._apool_loop, self._aguard = None, None, None, None
+        forks.abandon(self._pool)
+        self._pool = None
+        self._apools.abandon()
 
     def vacuum(self, *, full: bool = True) -> None:
         """VACUUM the store's tables so that erased rows leave their files (see the module
@@ -290,29 +289,20 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Post
 
     def close(self) -> None:
         """Close the pools the store opened (never a pool or connection handed in). An async
-        pool is closed here only if its event loop is idle; in async code prefer
-        ``await store.aclose()`` or ``async with``. Final: later calls raise `StoreError`."""
+        pool whose event loop is running (this thread's or another's) is closed on that loop
+        as soon as it gets to it; in async code prefer ``await store.aclose()`` or ``async
+        with``. Final: later calls raise `StoreError`."""
         super().close()
         pool, self._pool = self._pool, None
         if self._borrowed is not None:
             return
         if pool is not None:
             pool.close()
-        guard, loop, self._aguard, self._apool, self._apool_loop = (
-            self._aguard,
-            self._apool_loop,
-            None,
-            None,
-            None,
-        )
-        if guard is not None and loop is not None and not loop.is_closed() and not loop.is_running():
-            loop.run_until_complete(close_now(guard))
+        self._apools.close()
 
     async def aclose(self) -> None:
-        guard, loop = self._aguard, self._apool_loop
-        if guard is not None and loop is asyncio.get_running_loop():
-            self._aguard, self._apool, self._apool_loop = None, None, None
-            await close_now(guard)  # closes the async pool
+        if self._borrowed is None:
+            await self._apools.aclose()  # this loop's pool on this loop
         await asyncio.to_thread(self.close)
 
 

@@ -1,15 +1,15 @@
 """The native async twins of the PostgreSQL primitives, on psycopg's AsyncConnectionPool.
 
-Owns the async pool (one per event loop: async connections belong to the loop that made
-them; or the caller's, see `postgres_conn.py`) and the ``_a*`` primitives; the store class is in `postgres.py`, the sync twin in
+Owns the async pools (one per event loop, see `loops.py`: async connections belong to the loop
+that made them; or the caller's, see `postgres_conn.py`) and the ``_a*`` primitives; the store class is in `postgres.py`, the sync twin in
 `postgres_sync.py`, the SQL and what both twins share in `postgres_sql.py`. Every primitive is the same statement as its sync
 twin, so both behave alike, retries included.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -27,14 +27,44 @@ from langchain_rolling_memory.stores.backend import (
     TurnRows,
     new_generation,
 )
-from langchain_rolling_memory.stores.lifecycle import close_with_loop, not_set_up
+from langchain_rolling_memory.stores.lifecycle import not_set_up
+from langchain_rolling_memory.stores.loops import PerLoop
 from langchain_rolling_memory.stores.postgres_conn import check_connection
 
-__all__ = ["AsyncPostgresPrimitives"]
+__all__ = ["AsyncPostgresPrimitives", "OwnedAsyncPool"]
 
 logger = logging.getLogger("langchain_rolling_memory")
 
 _T = TypeVar("_T")
+
+
+class OwnedAsyncPool:
+    """An async pool the store opened, with every connection it made (held weakly).
+
+    The connections are tracked because the pool's own close can stop short: at the end of
+    ``asyncio.run`` the loop cancels the pool's workers together with the store's guard, and
+    the pool's close, waiting for them, is cancelled before it closes a single connection.
+    """
+
+    def __init__(self) -> None:
+        self.pool: Any = None
+        self.conns: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    async def track(self, conn: Any) -> None:
+        self.conns.add(conn)
+
+    async def close(self) -> None:
+        try:
+            await self.pool.close()
+        except BaseException:
+            self.finish()
+            raise
+
+    def finish(self) -> None:
+        """Hang up every connection at once (libpq's own close, which needs no event loop)."""
+        for conn in list(self.conns):
+            if not conn.closed:
+                conn.pgconn.finish()
 
 
 class AsyncPostgresPrimitives(StoreBackend):
@@ -51,10 +81,8 @@ class AsyncPostgresPrimitives(StoreBackend):
     _pool_size: int
     _timeout: float
     _kwargs: dict[str, Any]
-    _apool: Any
-    _apool_loop: asyncio.AbstractEventLoop | None
+    _apools: PerLoop[OwnedAsyncPool]
     _borrowed: Any
-    _aguard: Any = None
     _setup_pending: bool
     _borrowed_apool: Callable[[], Any]
     _asetup: Callable[[], Awaitable[None]]
@@ -63,24 +91,32 @@ class AsyncPostgresPrimitives(StoreBackend):
         borrowed = self._borrowed_apool()
         if borrowed is not None:
             return borrowed
-        loop = asyncio.get_running_loop()
-        if self._apool is None or self._apool_loop is not loop:
-            pool = self._psycopg_pool.AsyncConnectionPool(
-                self._conninfo,
-                min_size=1,
-                max_size=self._pool_size,
-                kwargs=self._kwargs,
-                timeout=self._timeout,
-                open=False,
-                name=f"rolling-memory-async-{self.prefix}",
-            )
-            await pool.open()
-            if self._apool is not None and self._apool_loop is loop:  # another task won the race
-                await pool.close()
-            else:
-                self._apool, self._apool_loop = pool, loop
-                self._aguard = close_with_loop(pool.close)
-        return self._apool
+        return (await self._apools.get()).pool
+
+    def _loop_pools(self) -> PerLoop[OwnedAsyncPool]:
+        """The store's async pools, one per event loop (`loops`)."""
+        return PerLoop(self._open_apool, OwnedAsyncPool.close, OwnedAsyncPool.finish)
+
+    async def _open_apool(self) -> OwnedAsyncPool:
+        owned = OwnedAsyncPool()
+        owned.pool = self._psycopg_pool.AsyncConnectionPool(
+            self._conninfo,
+            min_size=1,
+            max_size=self._pool_size,
+            kwargs=self._kwargs,
+            timeout=self._timeout,
+            open=False,
+            configure=owned.track,
+            name=f"rolling-memory-async-{self.prefix}",
+        )
+        try:
+            # Wait for the first connection: a call that found none would grow the pool, and a
+            # connection attempt still in flight when the loop ends is beyond anyone's close.
+            await owned.pool.open(wait=True, timeout=self._timeout)
+        except BaseException:
+            await owned.close()
+            raise
+        return owned
 
     async def _arun(
         self,
@@ -89,7 +125,10 @@ class AsyncPostgresPrimitives(StoreBackend):
         retry: Callable[[Any], Awaitable[_T]] | None = None,
     ) -> _T:
         psycopg = self._psycopg
-        pool = await self._apool_for_loop()
+        try:
+            pool = await self._apool_for_loop()
+        except psycopg.Error as exc:  # no first connection within `timeout`
+            raise pg.failure(op, exc, False) from exc
         if self._setup_pending and op != "migrate":  # an async resource handed in: set up now
             await self._asetup()
         for attempt in (1, 2):
@@ -107,6 +146,8 @@ class AsyncPostgresPrimitives(StoreBackend):
                     raise pg.unanswered(op, self.statement_timeout) from None
                 if isinstance(exc, psycopg.errors.UndefinedTable):
                     raise not_set_up(f"PostgreSQL tables {self.prefix}*", exc) from None
+                if self._borrowed is None and self._apools.ended():  # closed under us by the loop's end
+                    raise self._apools.ended_error() from None
                 if attempt == 2 or not pg.lost(psycopg, exc, conn):
                     raise pg.failure(op, exc, attempt == 2) from exc
                 logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)
