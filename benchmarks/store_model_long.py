@@ -30,6 +30,7 @@ from typing import Any
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 BACKENDS = ("memory", "sqlite", "postgres", "redis")
+BATCH = 20
 
 
 def _machine_module() -> Any:
@@ -48,15 +49,19 @@ def run_backend(backend: str, examples: int, steps: int, *, strict: bool) -> dic
     machine = model.machine_for(backend)
     machine.keep_going = not strict
     machine.found.clear()
+    machine.first.clear()
     machine.seen.clear()
     phases = [Phase.explicit, Phase.generate, *([Phase.shrink] if strict else [])]
-    budget = settings(model.SUITE, max_examples=examples, stateful_step_count=steps, phases=phases)
     start = time.perf_counter()
     error = ""
     try:
         if backend in ("postgres", "redis"):
             model._probe(backend)
-        run_state_machine_as_test(machine, settings=budget)
+        # Batches of fresh runs: one Hypothesis run's examples are alike (it mutates its own).
+        for batch in range(0, examples, BATCH):
+            size = min(BATCH, examples - batch)
+            budget = settings(model.SUITE, max_examples=size, stateful_step_count=steps, phases=phases)
+            run_state_machine_as_test(machine, settings=budget)
     except BaseException as exc:  # a failure in strict mode, a setup crash, a server not running
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -68,6 +73,7 @@ def run_backend(backend: str, examples: int, steps: int, *, strict: bool) -> dic
         "steps": machine.steps,
         "seconds": time.perf_counter() - start,
         "found": Counter(machine.found),
+        "first": dict(machine.first),
         "seen": Counter(machine.seen),
         "error": error,
     }
@@ -83,7 +89,7 @@ def tables(results: list[dict[str, Any]]) -> str:
             f"{r['seconds']:.1f}",
             sum(r["found"].values()),
             len({inv for inv, _ in r["found"]}),
-            r["error"][:120] or "-",
+            _cell(r["error"], 120) or "-",
         )
         for r in results
     ]
@@ -91,17 +97,22 @@ def tables(results: list[dict[str, Any]]) -> str:
         ("backend", "steps", "seconds", "violations", "invariants broken", "stopped by"), summary, "lrrrrl"
     )
     rows = [
-        (r["backend"], invariant, where, count)
+        (r["backend"], invariant, where, count, _cell(r["first"][(invariant, where)]))
         for r in results
         for (invariant, where), count in sorted(r["found"].items(), key=lambda item: (-item[1], item[0]))
     ]
     if rows:
-        text += "\n\nViolations by invariant and by the step or check that saw it:\n\n"
-        text += markdown_table(("backend", "invariant", "where", "count"), rows, "lllr")
+        text += "\n\nViolations by invariant and by the step or check that saw it, with the first one:\n\n"
+        text += markdown_table(("backend", "invariant", "where", "count", "first"), rows, "lllrl")
     names = sorted({name for r in results for name in r["seen"]})
     exercised = [(name, *(r["seen"].get(name, 0) for r in results)) for name in names]
     text += "\n\nWhat the runs exercised (answers the model expected, counted on each backend):\n\n"
     return text + markdown_table(("", *(r["backend"] for r in results)), exercised)
+
+
+def _cell(text: str, width: int = 240) -> str:
+    text = text.replace("|", "\\|")
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -122,7 +122,8 @@ class Reference:
         return session is not None and session.epoch == w.epoch
 
     def foreign(self, viewer: Viewer, text: str) -> str | None:
-        """Why `viewer` must not see `text` ("leak", "erased", "unknown"), or None."""
+        """Why `viewer` must not see `text`, or None: "leak" (another client's), "refused"
+        (a write the store had to refuse landed), "erased", "unknown" (never written)."""
         w = self.written.get(text)
         if w is None:
             return "unknown"
@@ -133,6 +134,8 @@ class Reference:
             session = self.sessions.get(w.place) if w.kind != "fact" else None
             if live and session is not None and session.owner not in (None, viewer):
                 return "leak"
+        if (w.fact_id is None) if w.kind == "fact" else (w.epoch == -1):
+            return "refused"
         return None if live else "erased"
 
     # ------------------------------------------------------------------ sessions

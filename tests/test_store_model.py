@@ -91,12 +91,17 @@ class StoreMachine(ViewChecks, RuleBasedStateMachine):
     steps: ClassVar[int] = 0  # steps checked, over every run (the benchmark's count)
     seen: ClassVar[Counter[str]] = Counter()
     found: ClassVar[Counter[tuple[str, str]]] = Counter()
+    first: ClassVar[dict[tuple[str, str], str]] = {}
 
     def __init__(self) -> None:
         super().__init__()
         self.ref = Reference()
         self.tmp = Path(tempfile.mkdtemp(prefix="lrm-model-"))
-        self.stores = open_pair(self.backend, self.tmp)
+        try:
+            self.stores = open_pair(self.backend, self.tmp)
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
         for store in self.stores:
             store._now = lambda: self.ref.now  # type: ignore[method-assign]
         self.scores = {}
