@@ -49,7 +49,7 @@ def run_backend(backend: str, examples: int, steps: int, *, strict: bool) -> dic
     machine = model.machine_for(backend)
     machine.keep_going = not strict
     machine.found.clear()
-    machine.first.clear()
+    machine.first_failure.clear()
     machine.seen.clear()
     phases = [Phase.explicit, Phase.generate, *([Phase.shrink] if strict else [])]
     start = time.perf_counter()
@@ -73,7 +73,7 @@ def run_backend(backend: str, examples: int, steps: int, *, strict: bool) -> dic
         "steps": machine.steps,
         "seconds": time.perf_counter() - start,
         "found": Counter(machine.found),
-        "first": dict(machine.first),
+        "first": dict(machine.first_failure),
         "seen": Counter(machine.seen),
         "error": error,
     }

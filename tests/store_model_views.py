@@ -40,7 +40,7 @@ class ViewChecks:
     sweeps: int  # how many times every view was checked
     keep_going: ClassVar[bool] = False  # the benchmark's mode: count each failure in `found`, go on
     found: ClassVar[Counter[tuple[str, str]]]  # (invariant, where) -> failures, in keep-going mode
-    first: ClassVar[dict[tuple[str, str], str]]  # (invariant, where) -> the first failure's message
+    first_failure: ClassVar[dict[tuple[str, str], str]]  # (invariant, where) -> the first failure's message
 
     @contextlib.contextmanager
     def recording(self, where: str) -> Iterator[None]:
@@ -53,7 +53,7 @@ class ViewChecks:
         except Exception as exc:
             key = (exc.invariant if isinstance(exc, Violation) else f"crash: {type(exc).__name__}", where)
             self.found[key] += 1
-            self.first.setdefault(key, " ".join(str(exc).split()))
+            self.first_failure.setdefault(key, " ".join(str(exc).split()))
 
     def call(
         self, what: str, expected: Any, unrefused: str, fn: Callable[..., Any], *args: Any, **kw: Any

@@ -91,7 +91,7 @@ class StoreMachine(ViewChecks, RuleBasedStateMachine):
     steps: ClassVar[int] = 0  # steps checked, over every run (the benchmark's count)
     seen: ClassVar[Counter[str]] = Counter()
     found: ClassVar[Counter[tuple[str, str]]] = Counter()
-    first: ClassVar[dict[tuple[str, str], str]] = {}
+    first_failure: ClassVar[dict[tuple[str, str], str]] = {}
 
     def __init__(self) -> None:
         super().__init__()
