@@ -71,10 +71,11 @@ __all__ = [
     "use_thread_twins",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of the data layout; a store written by a newer version is refused.
 2: per-message dates, the search index, pinned facts. 3: SQLite indexes messages at the
-first search after their append (the other backends have nothing to convert)."""
+first search after their append (the other backends have nothing to convert). 4: every
+session row carries its erase generation (rows written before read as ``''``)."""
 
 
 def new_generation() -> str:
