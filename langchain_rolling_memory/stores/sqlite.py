@@ -131,7 +131,8 @@ class SQLiteRollingStore(RollingStore):
         else:
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 30000")
-        conn.create_function(search.IDF, 2, search.idf, deterministic=True)
+        for name, (arity, function) in search.FUNCTIONS.items():
+            conn.create_function(name, arity, function, deterministic=True)
         # Zero deleted content instead of leaving it in free space (off in upstream builds).
         conn.execute("PRAGMA secure_delete = ON")
         if self.path != ":memory:" and not self.read_only:

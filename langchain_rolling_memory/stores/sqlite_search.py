@@ -20,14 +20,17 @@ the owner of the search, all read in the one statement (one snapshot) that retur
   the rows, and a score depends on the owner's text only;
 * document count and total length: each session's `indexed_seq` (its indexed messages) and
   `indexed_terms` (their summed lengths), plus the client's facts;
-* an entry's length is its count of content words (`search.content_words`, what
+* an entry's length is its count of content words (`search.indexed_words`, what
   `Bm25Index` counts) in `terms`; a term's frequency is 1 unless the entry's `repeats`
   (`` word:count`` for each content word written more than once, NULL for most) says more;
 * document frequencies are counted over the owner's matching entries; each score is summed
   in query-term order, as `Bm25Index` sums, so the two backends give the same floats on the
   same data. Ties keep index order (an entry's `doc` number, its write order).
 
-Messages are indexed at the first search after their append (schema 3), facts with their row.
+Messages are indexed at the first search after their append (schema 3), facts with their row:
+every session's new messages in one ``INSERT ... SELECT`` in write order (one statement, as FTS5
+writes its pending terms out at each statement), their entries computed by the SQL functions
+every connection registers (`FUNCTIONS`).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_rolling_memory.search import (
@@ -43,6 +46,7 @@ from langchain_rolling_memory.search import (
     content_words,
     fts5_query,
     index_text,
+    indexed_words,
     payload_index_text,
 )
 from langchain_rolling_memory.stores.backend import SearchRow
@@ -52,7 +56,7 @@ if TYPE_CHECKING:
     from sqlite3 import Connection
 
 __all__ = [
-    "IDF",
+    "FUNCTIONS",
     "backfill_lengths",
     "entry",
     "idf",
@@ -62,8 +66,7 @@ __all__ = [
     "search_rows_of",
 ]
 
-IDF = "lrm_bm25_idf"
-"""The SQL function (document count, document frequency) every connection registers."""
+_INDEX_TEXT, _TERMS, _REPEATS, _IDF = "lrm_index_text", "lrm_index_terms", "lrm_index_repeats", "lrm_bm25_idf"
 
 _REFERENCE = Bm25Index()
 _K1, _B = _REFERENCE.k1, _REFERENCE.b
@@ -74,25 +77,58 @@ def idf(n: int, df: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
-def entry(text: str) -> tuple[int, str | None]:
+@functools.lru_cache(maxsize=4)  # the catch-up asks for a text's length, then its repeats
+def _words(indexed: str) -> tuple[str, ...]:
+    return tuple(indexed_words(indexed))
+
+
+def _terms(indexed: str) -> int:
+    return len(_words(indexed))
+
+
+def _repeats(indexed: str) -> str | None:
+    words = _words(indexed)
+    if len(set(words)) == len(words):
+        return None
+    return "".join(f" {w}:{n}" for w, n in Counter(words).items() if n > 1)
+
+
+def entry(indexed: str) -> tuple[int, str | None]:
     """The length (content words) and the repeated content words (`` word:count``, None if
-    none) of an indexed text, as `Bm25Index` counts them."""
-    words = content_words(text)
-    repeats = "".join(f" {w}:{n}" for w, n in Counter(words).items() if n > 1)
-    return len(words), repeats or None
+    none) of a folded text (`search.index_text`), as `Bm25Index` counts them."""
+    return _terms(indexed), _repeats(indexed)
 
 
-def _messages(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
-    for session_id, seq, client_id, payload in rows:
-        text = payload_index_text(str(payload))
-        yield (session_id, seq, client_id, text, *entry(text))
+FUNCTIONS: dict[str, tuple[int, Callable[..., str | int | float | None]]] = {
+    _INDEX_TEXT: (1, payload_index_text),  # a message's JSON -> its folded text
+    _TERMS: (1, _terms),
+    _REPEATS: (1, _repeats),
+    _IDF: (2, idf),
+}
+"""The SQL functions (name: arity, function) every connection registers, all deterministic."""
+
+
+@functools.cache
+def _index_pending(p: str) -> str:
+    # OFFSET 0 keeps the subquery apart, so each message's JSON is read once, not once per column.
+    return f"""
+        INSERT INTO {p}search_docs (session_id, seq, client_id, text, terms, repeats)
+        SELECT session_id, seq, client_id, text, {_TERMS}(text), {_REPEATS}(text) FROM (
+            SELECT m.session_id, m.seq, s.client_id, {_INDEX_TEXT}(m.message) AS text
+            FROM {p}sessions AS s JOIN {p}messages AS m
+                ON m.session_id = s.session_id AND m.seq > s.indexed_seq
+            WHERE s.indexed_seq < s.last_seq
+            ORDER BY m.created_at, m.session_id, m.seq LIMIT -1 OFFSET 0
+        )
+    """
 
 
 def index_pending(conn: Connection, q: Queries) -> None:
-    """Index every message appended since the last search, in write order, with its owner,
+    """Index every message appended since the last search, in write order (a message's date
+    is its write time unless an import gave one; then by date), with its session's owner,
     and add their lengths to their sessions (inside the caller's write transaction)."""
     if conn.execute(q.unindexed).fetchone():
-        conn.executemany(q.index_message, _messages(conn.execute(q.pending_messages)))
+        conn.execute(_index_pending(q.prefix))
         conn.execute(q.mark_indexed)
 
 
@@ -145,35 +181,37 @@ def search_statement(p: str, owner: str, one_session: bool, n_terms: int) -> str
         f"SELECT {i} AS i, :t{i} AS term, rowid AS doc FROM {p}search WHERE {p}search MATCH :q{i}"
         for i in range(n_terms)
     )
-    shown = "h.fact_id IS NOT NULL OR h.session_id = :sid" if one_session else "1"
-    # Summed in query-term order, one term per column, as `Bm25Index` adds them up.
-    score = " + ".join(f"coalesce(sum(CASE i WHEN {i} THEN part END), 0.0)" for i in range(n_terms))
+    # With one session: its messages and the client's facts are shown, all the owner's count.
+    shown = ", d.fact_id IS NOT NULL OR d.session_id = :sid AS shown" if one_session else ""
+    # Each term's part as `Bm25Index` computes it, from the term's idf (one value, computed
+    # once) and the entry's tf and length; summed in query-term order, as `Bm25Index` sums.
+    tfs = ", ".join(f"max(CASE i WHEN {i} THEN tf END) AS tf{i}" for i in range(n_terms))
+    score = " + ".join(
+        f"coalesce((SELECT idf FROM idf WHERE i = {i}) * tf{i} * :k1p1"
+        f" / (tf{i} + :k1 * (:omb + :b * dl / (SELECT mean FROM stats))), 0.0)"
+        for i in range(n_terms)
+    )
     return f"""
         WITH stats AS (
             SELECT n, CASE WHEN total = 0 THEN 1.0 ELSE CAST(total AS REAL) / n END AS mean
             FROM ({_STATS[owner].format(p=p)})
         ),
         hits AS (
-            SELECT h.i, d.doc, d.session_id, d.seq, d.fact_id, d.terms AS dl, {_TF} AS tf
+            SELECT h.i, d.doc, d.terms AS dl, {_TF} AS tf{shown}
             FROM ({matches}) AS h JOIN {p}search_docs AS d ON d.doc = h.doc
             WHERE {_OWNED[owner]}
         ),
-        idf AS (SELECT i, {IDF}((SELECT n FROM stats), count(*)) AS idf FROM hits GROUP BY i),
-        parts AS (
-            SELECT h.i, h.doc, h.session_id, h.seq, h.fact_id,
-                   idf.idf * h.tf * :k1p1 / (h.tf + :k1 * (:omb + :b * h.dl / stats.mean)) AS part
-            FROM hits AS h JOIN idf USING (i) CROSS JOIN stats
-            WHERE {shown}
-        ),
+        idf AS (SELECT i, {_IDF}((SELECT n FROM stats), count(*)) AS idf FROM hits GROUP BY i),
         top AS (
-            SELECT doc, session_id, seq, fact_id, {score} AS score
-            FROM parts GROUP BY doc ORDER BY score DESC, doc LIMIT :limit
+            SELECT doc, {score} AS score
+            FROM (SELECT doc, dl, {tfs} FROM hits {"WHERE shown" if one_session else ""} GROUP BY doc)
+            ORDER BY score DESC, doc LIMIT :limit
         )
-        SELECT top.score, top.session_id, top.seq, m.message, m.created_at,
+        SELECT top.score, d.session_id, d.seq, m.message, m.created_at,
                f.id, f.client_id, f.text, f.key, f.source, f.created_at, f.updated_at, f.pinned
-        FROM top
-        LEFT JOIN {p}messages AS m ON top.fact_id IS NULL AND m.session_id = top.session_id AND m.seq = top.seq
-        LEFT JOIN {p}facts AS f ON f.id = top.fact_id
+        FROM top JOIN {p}search_docs AS d ON d.doc = top.doc
+        LEFT JOIN {p}messages AS m ON d.fact_id IS NULL AND m.session_id = d.session_id AND m.seq = d.seq
+        LEFT JOIN {p}facts AS f ON f.id = d.fact_id
         ORDER BY top.score DESC, top.doc
     """
 

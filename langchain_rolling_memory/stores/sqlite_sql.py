@@ -192,26 +192,14 @@ class Queries:
             f"UPDATE {p}sessions SET indexed_terms = (SELECT coalesce(sum(d.terms), 0) FROM "
             f"{p}search_docs AS d WHERE d.session_id = {p}sessions.session_id AND d.fact_id IS NULL)"
         )
-        # Index entries (`sqlite_search.py`): a message or a fact, its owner, its folded text,
-        # its length in content words and its repeated words.
-        self.index_message = (
-            f"INSERT INTO {p}search_docs (session_id, seq, client_id, text, terms, repeats) "
-            "VALUES (?, ?, ?, ?, ?, ?)"
-        )
+        # Index entries (`sqlite_search.py`): a fact, its owner, its folded text, its length in
+        # content words and its repeated words (messages: `sqlite_search.index_pending`).
         self.index_fact = (
             f"INSERT INTO {p}search_docs (fact_id, client_id, text, terms, repeats) VALUES (?, ?, ?, ?, ?)"
         )
         self.unindex_fact = f"DELETE FROM {p}search_docs WHERE fact_id = ?"
-        # Schema 3: the messages appended since the last search, indexed in write order (a
-        # message's date is its write time unless an import gave one; then by date).
+        # Schema 3: sessions with messages appended since the last search.
         self.unindexed = f"SELECT 1 FROM {p}sessions WHERE indexed_seq < last_seq LIMIT 1"
-        self.pending_messages = f"""
-            SELECT m.session_id, m.seq, s.client_id, m.message
-            FROM {p}sessions AS s JOIN {p}messages AS m
-                ON m.session_id = s.session_id AND m.seq > s.indexed_seq
-            WHERE s.indexed_seq < s.last_seq
-            ORDER BY m.created_at, m.session_id, m.seq
-        """
         # Right after indexing them (same transaction): their lengths go to their sessions.
         self.mark_indexed = f"""
             UPDATE {p}sessions SET
