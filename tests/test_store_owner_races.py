@@ -20,10 +20,11 @@ from langchain_rolling_memory.stores import RollingStore
 ROUNDS = 40
 
 
-def _attacker(store: RollingStore, leaks: list[str], done: threading.Event) -> None:
+def _attacker(store: RollingStore, leaks: list[str], done: threading.Event, start: threading.Barrier) -> None:
     """Each round: erase ana, give `s1` to bob, check that nothing of ana's landed while it was
     bob's, then give `s1` back to ana for the next round."""
     try:
+        start.wait()
         for i in range(ROUNDS):
             store.forget("ana")
             store.clear_session("s1")
@@ -46,9 +47,12 @@ def _leaked(texts: list[str]) -> list[str]:
     return [t for t in texts if "bob" in t]
 
 
-def _victim(store: RollingStore, leaks: list[str], done: threading.Event, counts: list[int]) -> None:
+def _victim(
+    store: RollingStore, leaks: list[str], done: threading.Event, start: threading.Barrier, counts: list[int]
+) -> None:
+    start.wait()
     n = 0
-    while not done.is_set():
+    while n == 0 or not done.is_set():  # at least one pass, however the threads are scheduled
         n += 1
         try:
             turn = store.read_turn("s1", limit=10, client_id="ana")
@@ -85,6 +89,7 @@ def test_no_text_of_the_new_owner_reaches_the_old_one_and_no_stale_write_lands(s
     errors: list[BaseException] = []
     counts: list[int] = []
     done = threading.Event()
+    start = threading.Barrier(3)
 
     def guarded(fn: Any, *args: Any) -> None:
         try:
@@ -92,10 +97,11 @@ def test_no_text_of_the_new_owner_reaches_the_old_one_and_no_stale_write_lands(s
         except BaseException as exc:  # reported below, with its traceback
             errors.append(exc)
             done.set()
+            start.abort()
 
-    threads = [threading.Thread(target=guarded, args=(_attacker, other, leaks, done))]
+    threads = [threading.Thread(target=guarded, args=(_attacker, other, leaks, done, start))]
     threads += [
-        threading.Thread(target=guarded, args=(_victim, store, leaks, done, counts)) for _ in range(2)
+        threading.Thread(target=guarded, args=(_victim, store, leaks, done, start, counts)) for _ in range(2)
     ]
     try:
         for t in threads:
