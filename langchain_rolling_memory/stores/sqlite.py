@@ -5,6 +5,11 @@ errors and the primitives; the SQL text and the migrations are in `sqlite_sql.py
 API in `base.py`. `sqlite3` is used directly rather than through an ORM: it ships with Python,
 so the default backend needs no extra at all.
 
+The contract's checks (`backend.py`) are made inside the transaction that reads or writes the
+rows: the owner and the erase generation with a turn's read (one read transaction), with a
+summary install and a fact write planned from a read (their write transaction); a search is
+one statement that filters by owner (`sqlite_search.py`).
+
 Erasure leaves no bytes in the database's files: every connection sets ``secure_delete``
 (deleted content is overwritten with zeros, in the file and in free pages), and each erase
 (`forget`, `clear_session`, `purge`) is followed by ``wal_checkpoint(TRUNCATE)``, which copies
@@ -33,7 +38,6 @@ import langchain_rolling_memory.stores.sqlite_search as search
 import langchain_rolling_memory.stores.sqlite_sql as sql
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
 from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
-from langchain_rolling_memory.search import index_text, payload_index_text
 from langchain_rolling_memory.stores.backend import (
     SCHEMA_VERSION,
     AppendBatch,
@@ -278,21 +282,10 @@ class SQLiteRollingStore(RollingStore):
                 for statement in _statements(q.migrations[number - 1]):
                     conn.execute(statement)
                 if number == 2:
-                    self._backfill(conn)
+                    search.backfill_index(conn, q)
                 elif number == 4:
                     search.backfill_lengths(conn, q)
                 conn.execute(q.set_version, (str(number),))
-
-    def _backfill(self, conn: sqlite3.Connection) -> None:
-        """Index the messages and facts written before schema 2 (in the migration's transaction)."""
-        q = self.q
-        messages = conn.execute(q.backfill_messages)
-        conn.executemany(
-            q.backfill_message,
-            ((sid, seq, payload_index_text(payload)) for sid, seq, payload in messages),
-        )
-        facts = conn.execute(q.backfill_facts)
-        conn.executemany(q.backfill_fact, ((fid, cid, index_text(text)) for fid, cid, text in facts))
 
     def _setup(self) -> None:
         with self._lock, self._errors("setup"):

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FUNCTIONS",
+    "backfill_index",
     "backfill_lengths",
     "entry",
     "idf",
@@ -137,6 +138,17 @@ def index_fact(conn: Connection, q: Queries, fact_id: str, client_id: str, text:
     folded = index_text(text)
     conn.execute(q.unindex_fact, (fact_id,))
     conn.execute(q.index_fact, (fact_id, client_id, folded, *entry(folded)))
+
+
+def backfill_index(conn: Connection, q: Queries) -> None:
+    """Schema 2: index the messages and facts written before the search index (in the
+    migration's transaction, with the columns of schema 2; schema 4 completes them)."""
+    messages = conn.execute(q.backfill_messages)
+    conn.executemany(
+        q.backfill_message, ((sid, seq, payload_index_text(payload)) for sid, seq, payload in messages)
+    )
+    facts = conn.execute(q.backfill_facts)
+    conn.executemany(q.backfill_fact, ((fid, cid, index_text(text)) for fid, cid, text in facts))
 
 
 def backfill_lengths(conn: Connection, q: Queries) -> None:
