@@ -34,6 +34,7 @@ __all__ = [
     "fold",
     "fts5_query",
     "index_text",
+    "indexed_words",
     "light_stem",
     "message_index_text",
     "payload_index_text",
@@ -140,6 +141,12 @@ def content_words(text: str) -> list[str]:
     """The folded words of `text` that carry meaning: stop words and lone letters dropped,
     numbers kept, in order, with repeats. The rule behind "answer in context"."""
     return [w for w in tokens(text) if _is_content(w)]
+
+
+def indexed_words(indexed: str) -> list[str]:
+    """`content_words` of a text `index_text` already folded, without folding it again: the
+    words `Bm25Index` counts in it (a backend that stores the folded text sizes entries so)."""
+    return [w for w in indexed.split() if _is_content(w)]
 
 
 def query_terms(text: str, *, max_terms: int = 32) -> list[str]:

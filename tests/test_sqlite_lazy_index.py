@@ -29,6 +29,21 @@ class _EagerStore(SQLiteRollingStore):
         return seqs
 
 
+def to_schema_3(conn: sqlite3.Connection, p: str) -> None:
+    """Undo what schema 4 added to a file (its rows stay): what an older release left."""
+    conn.execute(f"DROP TRIGGER {p}sessions_claimed")
+    conn.execute(f"DROP INDEX {p}search_docs_facts")
+    for table, column in [
+        ("search_docs", "terms"),
+        ("search_docs", "repeats"),
+        ("sessions", "generation"),
+        ("sessions", "indexed_terms"),
+    ]:
+        conn.execute(f"ALTER TABLE {p}{table} DROP COLUMN {column}")
+    conn.execute(f"UPDATE {p}search_docs SET client_id = NULL WHERE fact_id IS NULL")
+    conn.execute(f"UPDATE {p}meta SET value = '3' WHERE key = 'schema_version'")
+
+
 def _entries(store: SQLiteRollingStore) -> int:
     return int(store._query(f"SELECT count(*) FROM {store.prefix}search_docs WHERE fact_id IS NULL")[0][0])
 
@@ -124,6 +139,7 @@ def test_a_schema_2_file_is_migrated_without_indexing_anything_twice(tmp_path: P
     assert len(store.search("paris", client_id="c1")) == 2  # indexed, as schema 2 did at append
     store.close()
     with closing(sqlite3.connect(path)) as conn, conn:  # back to the schema-2 layout
+        to_schema_3(conn, "lrm_")
         conn.execute("DROP INDEX lrm_sessions_unindexed")
         conn.execute("ALTER TABLE lrm_sessions DROP COLUMN indexed_seq")
         conn.execute("UPDATE lrm_meta SET value = '2' WHERE key = 'schema_version'")

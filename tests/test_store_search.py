@@ -278,13 +278,15 @@ def _downgrade(store: RollingStore) -> None:
         from contextlib import closing
 
         with closing(sqlite3.connect(store.path)) as conn, conn:  # type: ignore[attr-defined]
-            for trigger in ("search_docs_added", "search_docs_gone", "messages_unindexed", "facts_unindexed"):
+            triggers = ("search_docs_added", "search_docs_gone", "messages_unindexed", "facts_unindexed")
+            for trigger in (*triggers, "sessions_claimed"):
                 conn.execute(f"DROP TRIGGER {prefix}{trigger}")
             conn.execute(f"DROP TABLE {prefix}search")
             conn.execute(f"DROP TABLE {prefix}search_docs")
             conn.execute(f"ALTER TABLE {prefix}facts DROP COLUMN pinned")
             conn.execute(f"DROP INDEX {prefix}sessions_unindexed")
-            conn.execute(f"ALTER TABLE {prefix}sessions DROP COLUMN indexed_seq")
+            for column in ("indexed_seq", "indexed_terms", "generation"):
+                conn.execute(f"ALTER TABLE {prefix}sessions DROP COLUMN {column}")
     elif name == "postgres":
         import psycopg
         from store_kit import POSTGRES_URL

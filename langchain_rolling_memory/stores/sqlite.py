@@ -5,6 +5,11 @@ errors and the primitives; the SQL text and the migrations are in `sqlite_sql.py
 API in `base.py`. `sqlite3` is used directly rather than through an ORM: it ships with Python,
 so the default backend needs no extra at all.
 
+The contract's checks (`backend.py`) are made inside the transaction that reads or writes the
+rows: the owner and the erase generation with a turn's read (one read transaction), with a
+summary install and a fact write planned from a read (their write transaction); a search is
+one statement that filters by owner (`sqlite_search.py`).
+
 Erasure leaves no bytes in the database's files: every connection sets ``secure_delete``
 (deleted content is overwritten with zeros, in the file and in free pages), and each erase
 (`forget`, `clear_session`, `purge`) is followed by ``wal_checkpoint(TRUNCATE)``, which copies
@@ -22,23 +27,25 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import langchain_rolling_memory.stores.forks as forks
+import langchain_rolling_memory.stores.sqlite_search as search
 import langchain_rolling_memory.stores.sqlite_sql as sql
-from langchain_rolling_memory.errors import OwnershipError, StoreError
-from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.search import fts5_query, index_text, payload_index_text
+from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
+from langchain_rolling_memory.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.stores.backend import (
     SCHEMA_VERSION,
     AppendBatch,
     Reader,
     SearchRow,
     SummaryWrite,
+    TurnRows,
+    new_generation,
     newer_schema,
 )
 from langchain_rolling_memory.stores.base import RollingStore
@@ -128,7 +135,8 @@ class SQLiteRollingStore(RollingStore):
         else:
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout = 30000")
-        conn.create_function(sql.INDEX_TEXT, 1, payload_index_text, deterministic=True)
+        for name, (arity, function) in search.FUNCTIONS.items():
+            conn.create_function(name, arity, function, deterministic=True)
         # Zero deleted content instead of leaving it in free space (off in upstream builds).
         conn.execute("PRAGMA secure_delete = ON")
         if self.path != ":memory:" and not self.read_only:
@@ -204,7 +212,7 @@ class SQLiteRollingStore(RollingStore):
                 raise
             conn.execute("COMMIT")
 
-    def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+    def _query(self, sql: str, params: Sequence[object] | Mapping[str, object] = ()) -> list[tuple[Any, ...]]:
         with self._lock, self._errors("read"):
             return self._db().execute(sql, params).fetchall()
 
@@ -274,19 +282,10 @@ class SQLiteRollingStore(RollingStore):
                 for statement in _statements(q.migrations[number - 1]):
                     conn.execute(statement)
                 if number == 2:
-                    self._backfill(conn)
+                    search.backfill_index(conn, q)
+                elif number == 4:
+                    search.backfill_lengths(conn, q)
                 conn.execute(q.set_version, (str(number),))
-
-    def _backfill(self, conn: sqlite3.Connection) -> None:
-        """Index the messages and facts written before schema 2 (in the migration's transaction)."""
-        q = self.q
-        messages = conn.execute(q.backfill_messages)
-        conn.executemany(
-            q.index_message,
-            ((sid, seq, payload_index_text(payload)) for sid, seq, payload in messages),
-        )
-        facts = conn.execute(q.backfill_facts)
-        conn.executemany(q.index_fact, ((fid, cid, index_text(text)) for fid, cid, text in facts))
 
     def _setup(self) -> None:
         with self._lock, self._errors("setup"):
@@ -322,7 +321,7 @@ class SQLiteRollingStore(RollingStore):
             if owner is not None and owner != client_id:  # None: an anonymous write, refused too
                 raise OwnershipError.for_session(session_id, client_id)
             seqs = list(range(last + 1, last + 1 + len(rows)))
-            conn.execute(q.upsert_session, (session_id, client_id, now, now, seqs[-1]))
+            conn.execute(q.upsert_session, (session_id, client_id, now, now, seqs[-1], new_generation()))
             conn.executemany(
                 q.insert_messages,
                 [
@@ -349,16 +348,17 @@ class SQLiteRollingStore(RollingStore):
             self._index_pending(conn)
 
     def _index_pending(self, conn: sqlite3.Connection) -> None:
-        if conn.execute(self.q.unindexed).fetchone():
-            conn.execute(self.q.index_pending)
-            conn.execute(self.q.mark_indexed)
+        search.index_pending(conn, self.q)
 
     def _search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
+        # One statement (one snapshot): the owner filter, the owner's statistics and the rows.
+        statement = search.search(self.q, terms, client_id, session_id, limit)
+        if statement is None:
+            return []
         self._catch_up()
-        params = {"q": fts5_query(terms), "sid": session_id, "cid": client_id, "limit": limit}
-        return sql.search_rows_of(self._query(self.q.search, params))  # type: ignore[arg-type]
+        return search.search_rows_of(self._query(*statement))
 
     def _read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
@@ -367,11 +367,24 @@ class SQLiteRollingStore(RollingStore):
         with self._reading(session_id, reader):
             return sql.rows_of(self._query(statement, params), newest, limit)
 
-    def _summary_and_tail(
-        self, session_id: str, limit: int, reader: Reader | None = None
-    ) -> tuple[SummaryRecord | None, list[Row]]:
-        with self._reading(session_id, reader):
-            return super()._summary_and_tail(session_id, limit)
+    def _summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+        q = self.q
+        with self._lock, self._errors("read"):
+            conn = self._db()
+            conn.execute("BEGIN")  # one snapshot: the owner, the generation, the summary, the rows
+            try:
+                head = conn.execute(q.turn_head, (session_id,)).fetchone()
+                if reader is not None:
+                    reader.check(session_id, head[0] if head else None)
+                if head is None:
+                    return TurnRows(None, [], None)
+                record = sql.summary_of(head[2:] if head[2] is not None else None)
+                statement, params = q.read(session_id, record.covered_seq if record else 0, limit, True)
+                rows = sql.rows_of(conn.execute(statement, params).fetchall(), True, limit) if limit else []
+                return TurnRows(record, rows, str(head[1]))
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
 
     def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
         with self._reading(session_id, reader):
@@ -387,6 +400,9 @@ class SQLiteRollingStore(RollingStore):
         q, sid, owner = self.q, write.session_id, write.lease_owner
         body = (write.text, write.covered_seq, write.meta_json, write.now)
         with self._write() as conn:
+            row = conn.execute(q.session_mark, (sid,)).fetchone()
+            if row is None or write.generation not in (None, row[1]):
+                return False  # no row (never written, or erased), or erased and re-created since
             if owner is not None and not conn.execute(q.lease_held, (sid, owner)).fetchone():
                 return False
             if write.expected_version == 0:
@@ -421,7 +437,7 @@ class SQLiteRollingStore(RollingStore):
             row = conn.execute(q.session_client, (session_id,)).fetchone()
             if row and row[0] is not None and row[0] != client_id:
                 raise OwnershipError.for_session(session_id, client_id)
-            conn.execute(q.set_state, (session_id, client_id, now, now, state))
+            conn.execute(q.set_state, (session_id, client_id, now, now, state, new_generation()))
 
     def _delete_sessions(self, conn: sqlite3.Connection, select: str, params: Sequence[object]) -> int:
         """Erase the sessions whose ids `select` returns; how many there were."""
@@ -444,9 +460,16 @@ class SQLiteRollingStore(RollingStore):
     def _list_facts(self, client_id: str) -> list[Fact]:
         return [sql.fact_of(row) for row in self._query(self.q.list_facts, (client_id,))]
 
-    def _change_facts(self, client_id: str, plan: FactPlan) -> tuple[list[Fact], Fact | None]:
-        # One write transaction: a second process adding the same fact waits, then sees it.
+    def _change_facts(
+        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    ) -> tuple[list[Fact], Fact | None]:
+        # One write transaction: a second process adding the same fact waits, then sees it; the
+        # session of `mark` is checked in it, so an erase lands wholly before (refused) or after.
         with self._write() as conn:
+            if mark is not None:
+                row = conn.execute(self.q.session_mark, (mark.session_id,)).fetchone()
+                if row is None or row[0] != client_id or row[1] != mark.generation:
+                    raise StaleWriteError.for_session(mark.session_id, "fact write")
             existing = self._list_facts(client_id)
             fact = plan(existing)
             if fact is not None:
@@ -461,10 +484,9 @@ class SQLiteRollingStore(RollingStore):
         q = self.q
         if conn.execute(q.upsert_fact, sql.fact_params(fact)).rowcount == 1:
             # Written (not another client's id): its index entry follows its text, after the
-            # messages appended before it, so that entries keep write order (FTS5 breaks ties by it).
+            # messages appended before it, so that entries keep write order (ties rank by it).
             self._index_pending(conn)
-            conn.execute(q.unindex_fact, (fact.id,))
-            conn.execute(q.index_fact, (fact.id, fact.client_id, index_text(fact.text)))
+            search.index_fact(conn, q, fact.id, fact.client_id, fact.text)
 
     def _delete_fact(self, client_id: str, fact_id: str) -> bool:
         with self._write() as conn:

@@ -1,8 +1,8 @@
-"""The SQL of the SQLite backend: schema migrations, the search backfill and one statement per primitive.
+"""The SQL of the SQLite backend: schema migrations, the search backfills and one statement per primitive.
 
 Owns text and the pure steps around it (parameters, decoding rows), with no connection and no
 `sqlite3` import: `sqlite.py` holds the connections, the transactions, fork handling and the
-driver's errors. Statements use ``?`` placeholders (``:name`` for the search query).
+driver's errors. Statements use ``?`` placeholders (the search, in `sqlite_search.py`, ``:name``).
 
 Search (schema 2) is FTS5 with *external content*: `{p}search_docs` holds one row per message
 and fact (its `search.index_text`, already folded) and the FTS5 table `{p}search` indexes
@@ -11,15 +11,18 @@ and `search_docs` in step with every delete of a message or a fact, so no erasur
 can leave an entry behind. External content rather than contentless: SQLite before 3.43
 can delete from a contentless table only if handed the exact text it indexed, which would
 have to be recomputed from the message (and would break if the indexed text ever changed).
-Ranking is FTS5's `bm25()`.
+Ranking is BM25 over the statistics of the search's owner only (schema 4), in the statement
+of `sqlite_search.py`, which also writes the index entries.
 
 Messages are indexed lazily (schema 3): an append writes the message only, and a session whose
 `last_seq` is past its `indexed_seq` has messages to index; the first search after writes
-indexes them all, every session of the file, in one statement (their words read from the
-stored JSON by the `INDEX_TEXT` function the connection registers), in write order, so that
-FTS5's statistics and its ties (broken by entry number) are those of indexing at each append.
-A turn without recall pays nothing for search. Facts, written seldom, are indexed with their row
-(after the messages appended before them, for the same order).
+indexes them all, every session of the file, in one transaction, in write order, so that ties
+(broken by entry number) are those of indexing at each append. A turn without recall pays
+nothing for search. Facts, written seldom, are indexed with their row (after the messages
+appended before them, for the same order).
+
+Every session row carries an erase generation (schema 4), set when the row is created: every
+erase deletes the row, so a session re-created under the same id has a new one.
 """
 
 from __future__ import annotations
@@ -31,23 +34,19 @@ from typing import Any
 
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.records import Fact, Row, SessionInfo, SummaryRecord
-from langchain_rolling_memory.stores.backend import SCHEMA_VERSION, SearchRow
+from langchain_rolling_memory.stores.backend import SCHEMA_VERSION
 
 __all__ = [
-    "INDEX_TEXT",
     "MIGRATIONS",
     "Queries",
     "check_prefix",
     "fact_of",
     "fact_params",
     "rows_of",
-    "search_rows_of",
     "session_of",
     "summary_of",
 ]
 
-INDEX_TEXT = "lrm_index_text"
-"""The SQL function (one argument, a message's JSON) every connection registers for the index."""
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
 _FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned"
 # What an erase deletes by session id, in this order (the sessions row last).
@@ -135,9 +134,26 @@ MIGRATIONS: tuple[str, ...] = (
     UPDATE {p}sessions SET indexed_seq = last_seq;
     CREATE INDEX IF NOT EXISTS {p}sessions_unindexed ON {p}sessions (session_id) WHERE indexed_seq < last_seq;
     """,
-    # 4: every session row carries its erase generation ('' for the rows written before).
+    # 4 (issue 20): each session row's erase generation ('' for the rows written before: a row
+    # created from now on gets a random one); BM25 statistics per owner (`sqlite_search.py`):
+    # each index entry's owner (a message's: its session's, moved by a trigger when an anonymous
+    # session is claimed), length and repeated terms (computed by `sqlite_search.backfill_lengths`),
+    # each session's indexed length. A summary with no session row (an install that landed after
+    # an erase before schema 4) is deleted, as on PostgreSQL.
     """
+    DELETE FROM {p}summaries WHERE session_id NOT IN (SELECT session_id FROM {p}sessions);
     ALTER TABLE {p}sessions ADD COLUMN generation TEXT NOT NULL DEFAULT '';
+    ALTER TABLE {p}sessions ADD COLUMN indexed_terms INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE {p}search_docs ADD COLUMN terms INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE {p}search_docs ADD COLUMN repeats TEXT;
+    UPDATE {p}search_docs SET client_id =
+        (SELECT s.client_id FROM {p}sessions AS s WHERE s.session_id = {p}search_docs.session_id)
+        WHERE fact_id IS NULL;
+    CREATE INDEX IF NOT EXISTS {p}search_docs_facts ON {p}search_docs (client_id) WHERE fact_id IS NOT NULL;
+    CREATE TRIGGER IF NOT EXISTS {p}sessions_claimed AFTER UPDATE OF client_id ON {p}sessions
+    WHEN old.client_id IS NULL AND new.client_id IS NOT NULL BEGIN
+        UPDATE {p}search_docs SET client_id = new.client_id WHERE session_id = new.session_id AND fact_id IS NULL;
+    END;
     """,
 )
 if len(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
@@ -165,61 +181,62 @@ class Queries:
             f"INSERT INTO {p}meta (key, value) VALUES ('schema_version', ?) "
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value"
         )
-        # Schema 2 backfill: index the messages and facts written before the search index.
+        # Schema 2 backfill: index the messages and facts written before the search index
+        # (with the columns of schema 2; schema 4 completes them).
         self.backfill_messages = f"SELECT session_id, seq, message FROM {p}messages"
         self.backfill_facts = f"SELECT id, client_id, text FROM {p}facts"
-        self.index_message = f"INSERT INTO {p}search_docs (session_id, seq, text) VALUES (?, ?, ?)"
-        self.index_fact = f"INSERT INTO {p}search_docs (fact_id, client_id, text) VALUES (?, ?, ?)"
+        self.backfill_message = f"INSERT INTO {p}search_docs (session_id, seq, text) VALUES (?, ?, ?)"
+        self.backfill_fact = f"INSERT INTO {p}search_docs (fact_id, client_id, text) VALUES (?, ?, ?)"
+        # Schema 4 backfill: the lengths of the entries indexed before, page by page.
+        self.entries_after = f"SELECT doc, text FROM {p}search_docs WHERE doc > ? ORDER BY doc LIMIT 1000"
+        self.set_entry = f"UPDATE {p}search_docs SET terms = ?, repeats = ? WHERE doc = ?"
+        self.sum_indexed_terms = (
+            f"UPDATE {p}sessions SET indexed_terms = (SELECT coalesce(sum(d.terms), 0) FROM "
+            f"{p}search_docs AS d WHERE d.session_id = {p}sessions.session_id AND d.fact_id IS NULL)"
+        )
+        # Index entries (`sqlite_search.py`): a fact, its owner, its folded text, its length in
+        # content words and its repeated words (messages: `sqlite_search.index_pending`).
+        self.index_fact = (
+            f"INSERT INTO {p}search_docs (fact_id, client_id, text, terms, repeats) VALUES (?, ?, ?, ?, ?)"
+        )
         self.unindex_fact = f"DELETE FROM {p}search_docs WHERE fact_id = ?"
-        # Schema 3: the messages appended since the last search, indexed in write order (a
-        # message's date is its write time unless an import gave one; then by date).
+        # Schema 3: sessions with messages appended since the last search.
         self.unindexed = f"SELECT 1 FROM {p}sessions WHERE indexed_seq < last_seq LIMIT 1"
-        self.index_pending = f"""
-            INSERT INTO {p}search_docs (session_id, seq, text)
-            SELECT m.session_id, m.seq, {INDEX_TEXT}(m.message)
-            FROM {p}sessions AS s JOIN {p}messages AS m
-                ON m.session_id = s.session_id AND m.seq > s.indexed_seq
-            WHERE s.indexed_seq < s.last_seq
-            ORDER BY m.created_at, m.session_id, m.seq
+        # Right after indexing them (same transaction): their lengths go to their sessions.
+        self.mark_indexed = f"""
+            UPDATE {p}sessions SET
+                indexed_terms = indexed_terms + (
+                    SELECT coalesce(sum(d.terms), 0) FROM {p}search_docs AS d
+                    WHERE d.session_id = {p}sessions.session_id AND d.fact_id IS NULL
+                        AND d.seq > {p}sessions.indexed_seq),
+                indexed_seq = last_seq
+            WHERE indexed_seq < last_seq
         """
-        self.mark_indexed = f"UPDATE {p}sessions SET indexed_seq = last_seq WHERE indexed_seq < last_seq"
 
         self.session_head = f"SELECT client_id, last_seq FROM {p}sessions WHERE session_id = ?"
+        # A new row gets the generation passed (`backend.new_generation`); an existing one keeps its own.
         self.upsert_session = (
-            f"INSERT INTO {p}sessions (session_id, client_id, created_at, updated_at, last_seq) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
+            f"INSERT INTO {p}sessions (session_id, client_id, created_at, updated_at, last_seq, generation) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
             "last_seq = excluded.last_seq, updated_at = excluded.updated_at, "
             f"client_id = COALESCE({p}sessions.client_id, excluded.client_id)"
         )
         self.insert_messages = (
             f"INSERT INTO {p}messages (session_id, seq, message, tokens, created_at) VALUES (?, ?, ?, ?, ?)"
         )
-        # The FTS table drives the ranking (bm25() needs it) and the scope filters its matches;
-        # only the best `limit` entries are then joined to their message or fact.
-        self.search = f"""
-            WITH top AS (
-                SELECT d.doc, d.session_id, d.seq, d.fact_id, bm25({p}search) AS rank
-                FROM {p}search JOIN {p}search_docs AS d ON d.doc = {p}search.rowid
-                WHERE {p}search MATCH :q AND (
-                    (d.fact_id IS NULL AND (d.session_id = :sid OR (:sid IS NULL AND d.session_id IN
-                        (SELECT session_id FROM {p}sessions WHERE client_id = :cid))))
-                    OR (d.fact_id IS NOT NULL AND d.client_id = :cid)
-                )
-                ORDER BY rank, d.doc LIMIT :limit
-            )
-            SELECT -top.rank, top.session_id, top.seq, m.message, m.created_at,
-                   f.id, f.client_id, f.text, f.key, f.source, f.created_at, f.updated_at, f.pinned
-            FROM top
-            LEFT JOIN {p}messages AS m
-                ON top.fact_id IS NULL AND m.session_id = top.session_id AND m.seq = top.seq
-            LEFT JOIN {p}facts AS f ON f.id = top.fact_id
-            ORDER BY top.rank, top.doc
-        """
         self._read = f"SELECT seq, message, tokens FROM {p}messages WHERE session_id = ? AND seq > ?"
         self.last_seq = f"SELECT last_seq FROM {p}sessions WHERE session_id = ?"
         self.get_summary = (
             f"SELECT text, covered_seq, version, meta, updated_at FROM {p}summaries WHERE session_id = ?"
         )
+        # A turn's first read: the owner, the generation and the summary (NULLs: none), one row
+        # if the session has a row.
+        self.turn_head = (
+            "SELECT s.client_id, s.generation, m.text, m.covered_seq, m.version, m.meta, m.updated_at "
+            f"FROM {p}sessions AS s LEFT JOIN {p}summaries AS m ON m.session_id = s.session_id "
+            "WHERE s.session_id = ?"
+        )
+        self.session_mark = f"SELECT client_id, generation FROM {p}sessions WHERE session_id = ?"
         self.lease_held = f"SELECT 1 FROM {p}leases WHERE session_id = ? AND owner = ?"
         self.insert_summary = (
             f"INSERT INTO {p}summaries (session_id, text, covered_seq, version, meta, updated_at) "
@@ -241,8 +258,8 @@ class Queries:
         self.get_state = f"SELECT state FROM {p}sessions WHERE session_id = ?"
         self.session_client = f"SELECT client_id FROM {p}sessions WHERE session_id = ?"
         self.set_state = (
-            f"INSERT INTO {p}sessions (session_id, client_id, created_at, updated_at, state) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET state = excluded.state, "
+            f"INSERT INTO {p}sessions (session_id, client_id, created_at, updated_at, state, generation) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET state = excluded.state, "
             f"updated_at = excluded.updated_at, client_id = COALESCE({p}sessions.client_id, excluded.client_id)"
         )
         self.client_sessions = f"SELECT session_id FROM {p}sessions WHERE client_id = ?"
@@ -310,14 +327,3 @@ def fact_params(fact: Fact) -> tuple[Any, ...]:
         fact.updated_at,
         int(fact.pinned),
     )
-
-
-def search_rows_of(records: list[tuple[Any, ...]]) -> list[SearchRow]:
-    """Ranked entries from the rows of `Queries.search`; an entry whose row is gone is dropped."""
-    out: list[SearchRow] = []
-    for score, sid, seq, payload, at, *fact in records:
-        if fact[0] is not None:
-            out.append((float(score), None, None, None, None, fact_of(fact)))
-        elif payload is not None:
-            out.append((float(score), str(sid), int(seq), str(payload), float(at), None))
-    return out
