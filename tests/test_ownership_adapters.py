@@ -191,6 +191,7 @@ def test_the_middleware_keeps_anonymous_sessions_anonymous(store: RollingStore) 
 _SESSION_READS = (
     "session_info",
     "read",
+    "read_turn",
     "summary_and_tail",
     "summary",
     "get_state",
