@@ -1,8 +1,9 @@
 """What one agent run's memory is: its ids and the messages it still has to store.
 
 Owns the plumbing between a LangGraph run and our store: where `session_id` and `client_id`
-come from (context, config, thread), which of the state's messages are not stored yet, the
-and where the memory text goes in the request. The hooks that use them are
+come from (context, config, the thread's recorded client), which of the state's messages are
+not stored yet, where the run's state is kept (`GraphRun`: its checkpointer, whether this is
+the thread's first run) and where the memory text goes in the request. The hooks that use them are
 `agents`; the tools bound to a run are `tools`, the tool-pair repair `policy`, the ``nostream``
 mark of memory's own model calls `tracing`; memory logic stays in the engine and stores.
 """
@@ -16,11 +17,14 @@ from typing import Any
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.framing import SUMMARY_MESSAGE_ID
 from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.records import StoredMessage
 
 __all__ = [
     "PERSISTED_KEY",
+    "THREAD_KEY",
+    "GraphRun",
     "MemoryIds",
     "not_stored",
     "persisted",
@@ -33,6 +37,15 @@ __all__ = [
 
 PERSISTED_KEY = "rolling_memory_persisted"
 """Private state channel: ids of the state's messages already appended to the store."""
+
+THREAD_KEY = "rolling_memory_thread"
+"""Private state channel: ``{"client_id": ...}``, the client the thread's runs were made for,
+recorded at its first run (and when a run names another the store accepted), so that a run
+from one of its checkpoints that names none (a replayed `StateSnapshot.config`) is made for
+the same client."""
+
+_NS_SEP = "|"  # LangGraph's separator of nested checkpoint namespaces
+_MARKED_LOOKBACK = 64  # newest checkpoints of a thread searched for its recorded client
 
 
 @dataclass(frozen=True)
@@ -96,18 +109,115 @@ def _run_configurable() -> Mapping[str, Any]:
     return config.get("configurable") or {}
 
 
-def run_ids(runtime: Any, default_client_id: str | None) -> MemoryIds:
+def run_ids(runtime: Any, default_client_id: str | None, state: Any = None) -> MemoryIds:
+    """The run's ids (see `resolve_ids`); a run naming no client is made for the client the
+    thread recorded in `state` (`THREAD_KEY`), else for `default_client_id`."""
     # A node's `Runtime` carries the thread in `execution_info`; a tool's `ToolRuntime`
     # carries the run's config itself.
     info = getattr(runtime, "execution_info", None)
     config = getattr(runtime, "config", None)
     configurable = config.get("configurable") if isinstance(config, Mapping) else None
+    recorded = thread_client(state)
     return resolve_ids(
         getattr(runtime, "context", None),
         configurable if configurable is not None else _run_configurable(),
-        default_client_id=default_client_id,
+        default_client_id=recorded if recorded is not None else default_client_id,
         thread_id=getattr(info, "thread_id", None),
     )
+
+
+def thread_client(state: Any) -> str | None:
+    """The client recorded in a state's `THREAD_KEY` channel, if any."""
+    mark = state.get(THREAD_KEY) if isinstance(state, Mapping) else None
+    client = mark.get("client_id") if isinstance(mark, Mapping) else None
+    return client if isinstance(client, str) else None
+
+
+@dataclass(frozen=True)
+class GraphRun:
+    """Where the current LangGraph run keeps its state.
+
+    Attributes:
+        saver: the graph's checkpointer (None: the state lives for one run only).
+        thread_id: the run's thread.
+        namespace: the checkpoint namespace of the graph the hook runs in ("" for the root
+            graph; a subgraph's state is its parent's to keep).
+        step: the superstep the hook runs in.
+    """
+
+    saver: Any = None
+    thread_id: str | None = None
+    namespace: str = ""
+    step: int | None = None
+
+    @classmethod
+    def current(cls) -> GraphRun:
+        """The run the calling hook is part of (an empty `GraphRun` outside of one)."""
+        from langgraph.config import get_config
+        from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+
+        try:
+            config = get_config()
+        except RuntimeError:  # a hook called directly, outside a graph
+            return cls()
+        configurable = config.get("configurable") or {}
+        task = str(configurable.get("checkpoint_ns") or "")
+        step = (config.get("metadata") or {}).get("langgraph_step")
+        thread = configurable.get("thread_id")
+        return cls(
+            configurable.get(CONFIG_KEY_CHECKPOINTER),
+            None if thread is None else str(thread),
+            task.rpartition(_NS_SEP)[0],
+            step if isinstance(step, int) else None,
+        )
+
+    @property
+    def kept(self) -> bool:
+        """True if a checkpointer keeps this (root) graph's state from run to run."""
+        return self.saver is not None and self.namespace == "" and self.thread_id is not None
+
+    def _thread(self) -> dict[str, Any]:
+        return {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": self.namespace}}
+
+    def _first(self, found: int) -> bool:
+        # Each checkpoint is one step after its parent: the line from the thread's root to
+        # this step holds step + 1 of them; any more belong to another line of the thread.
+        return self.step is not None and found <= self.step + 1
+
+    def first_run(self) -> bool:
+        """True if the thread holds no checkpoint but this run's own, from its root: its first
+        run, not a fork or a replay of an older one (one bounded read of the checkpointer)."""
+        if not self.kept or self.step is None:
+            return False
+        return self._first(sum(1 for _ in self.saver.list(self._thread(), limit=self.step + 2)))
+
+    async def afirst_run(self) -> bool:
+        if not self.kept or self.step is None:
+            return False
+        found = 0
+        async for _ in self.saver.alist(self._thread(), limit=self.step + 2):
+            found += 1
+        return self._first(found)
+
+    def recorded_client(self) -> str | None:
+        """The client recorded in the thread's newest checkpoints (for a run from a checkpoint
+        older than the record, e.g. a replay of the thread's first turn)."""
+        if not self.kept:
+            return None
+        for found in self.saver.list(self._thread(), limit=_MARKED_LOOKBACK):
+            client = thread_client(found.checkpoint.get("channel_values"))
+            if client is not None:
+                return client
+        return None
+
+    async def arecorded_client(self) -> str | None:
+        if not self.kept:
+            return None
+        async for found in self.saver.alist(self._thread(), limit=_MARKED_LOOKBACK):
+            client = thread_client(found.checkpoint.get("channel_values"))
+            if client is not None:
+                return client
+        return None
 
 
 def persisted(state: Mapping[str, Any]) -> set[str]:
@@ -119,10 +229,15 @@ def unpersisted(state: Mapping[str, Any]) -> list[BaseMessage]:
 
     Tracked by message id (LangGraph's `add_messages` gives every message one), so the
     answer is right with a checkpointer (the state holds earlier turns, already stored) and
-    without one (each run starts from its input only).
+    without one (each run starts from its input only). The state's summary message is never
+    one of them: it was not said, it stands for what was.
     """
     done = persisted(state)
-    return [m for m in state.get("messages", ()) if m.id is None or m.id not in done]
+    return [
+        m
+        for m in state.get("messages", ())
+        if (m.id is None or m.id not in done) and m.id != SUMMARY_MESSAGE_ID
+    ]
 
 
 def persisted_update(state: Mapping[str, Any], new: Sequence[BaseMessage]) -> dict[str, Any]:

@@ -1,11 +1,12 @@
 """LangChain v1 agent middleware over our store, engine and facts; it holds no memory logic.
 
 `RollingMemoryMiddleware` persists each new message of an agent run to the store once, shows
-the model the engine's view (summary and unsummarized tail) plus the client's facts, and
-offers memory tools bound to the run's client. The run plumbing (ids, what is stored yet) is
-`agent_run`, the tool builders `tools`; cutting, summarizing and storing stay in `policy`,
-`engine` (`Compactor.advance`) and `stores`; the agent's own state (and checkpointer) is
-never rewritten.
+the model the summary and unsummarized messages plus the client's facts, and offers memory
+tools bound to the run's client. With a checkpointer the conversation is the graph state's:
+folds replace messages there (`agent_state`, `graph_state`), so forks, edits and removals
+follow it; without one it is the store's (`Compactor.advance`, as for the histories). The run
+plumbing (ids, what is stored yet, the checkpointer) is `agent_run`, the tool builders
+`tools`; cutting, summarizing and storing stay in `policy`, `engine` and `stores`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from langchain_core.tools import BaseTool  # noqa: E402
 from typing_extensions import NotRequired  # noqa: E402
 
 from langchain_rolling_memory.agent_run import (  # noqa: E402
+    THREAD_KEY,
+    GraphRun,
     MemoryIds,
     not_stored,
     persisted,
@@ -42,9 +45,11 @@ from langchain_rolling_memory.agent_run import (  # noqa: E402
     unpersisted,
     with_memory,
 )
+from langchain_rolling_memory.agent_state import StateKeeper  # noqa: E402
 from langchain_rolling_memory.engine import Compactor, ErrorCallback  # noqa: E402
 from langchain_rolling_memory.extractor import FactExtractor, compaction_listener  # noqa: E402
 from langchain_rolling_memory.framing import memory_block  # noqa: E402
+from langchain_rolling_memory.graph_state import state_summary  # noqa: E402
 from langchain_rolling_memory.ids import validate_id  # noqa: E402
 from langchain_rolling_memory.limits import DEFAULT_KEEP_LAST, DEFAULT_MAX_TURNS, ContextSize, Trigger  # noqa: E402
 from langchain_rolling_memory.policy import TokenCounter, count_tokens, pair_tool_calls  # noqa: E402
@@ -67,27 +72,39 @@ __all__ = ["RollingMemoryMiddleware", "RollingMemoryState", "resolve_ids"]
 
 
 class RollingMemoryState(AgentState[Any]):
-    """The agent state plus the ids this middleware already persisted (hidden from I/O)."""
+    """The agent state plus the ids this middleware already persisted and the thread's client
+    (both hidden from I/O)."""
 
     rolling_memory_persisted: NotRequired[Annotated[list[str], PrivateStateAttr]]
+    rolling_memory_thread: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
 
 
 class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     """The same memory as the histories, for agents built with `create_agent`.
 
     Each run's new messages (the user's input, AI messages, tool calls and results) are
-    appended once to the session's transcript in `store`. Before each model call a due
-    compaction runs (inline, or handed to the background), then the model is sent the system
-    prompt followed by the client's facts and the session state (quoted data), the session
-    summary and the unsummarized tail, as the engine cuts them (count or token policy, tool
-    pairs kept together). The agent state is left whole, so a LangGraph checkpointer keeps
-    every message too. `tools` holds the memory tools (`remember` by default), each bound at
-    every call to the run's client. Put this middleware first in `middleware=[...]` so that
-    the others see its view.
+    appended once to the session's transcript in `store`, which keeps every message. The
+    model is sent the system prompt followed by the client's facts and the session state
+    (quoted data), then the summary and the unsummarized messages, as the policy cuts them
+    (count or token policy, tool pairs kept together, the latest user message always sent).
+
+    With a checkpointer, the conversation is the graph state's messages: a due fold replaces
+    the folded messages in the state by one summary message (id ``rolling-memory-summary``,
+    recording what it covers), inline before the model call or, with `background`, planned
+    between turns and landed at the next turn only if the state still starts with what it
+    covers. Forks, time travel, ``RemoveMessage``, ``update_state`` and human edits therefore
+    change what the model is sent, and each checkpoint stays bounded by the policy. A
+    thread's first run starts from the store's view of its session (one begun by a chain or
+    without a checkpointer). Without a checkpointer, the store's summary and tail are the
+    conversation, as for the histories. `tools` holds the memory tools (`remember` by
+    default), each bound at every call to the run's client. Put this middleware first in
+    `middleware=[...]` so that the others see its view.
 
     The session is the run context's ``session_id``, else ``configurable["session_id"]``,
     else the ``thread_id``; the client is the context's ``client_id``, else
-    ``configurable["client_id"]``, else `client_id` given here.
+    ``configurable["client_id"]``, else the client the thread recorded at its first run (so
+    a run from a `StateSnapshot.config`, which names none, is made for the same client),
+    else `client_id` given here.
 
     Args:
         store: the `RollingStore` shared with the histories.
@@ -103,7 +120,9 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             or ``("fraction", 0.2)``, kept whichever trigger fired (see `limits.fold_policy`).
         hard_cap: unsummarized messages allowed before the view falls back to a window.
         background: compact in a worker thread (or a task of the running loop in async
-            runs), off the turn; `flush` / `aflush` wait for it.
+            runs), off the turn; `flush` / `aflush` wait for it. With a checkpointer a fold
+            done in the background lands at the next turn (inline only once the state holds
+            more unsummarized messages than the cap, so that it stays bounded).
         client_id: the client of every run that does not name one.
         extractor: a `FactExtractor` (or a chat model to build one) run on the messages of
             each compaction, writing the facts it finds for the session's client.
@@ -205,6 +224,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         self.background = background
         self.client_id = None if client_id is None else validate_id(client_id, kind="client_id")
         self.max_fact_tokens = max_fact_tokens
+        self.keeper = StateKeeper(store, compactor, background=background)
         self.tools: list[BaseTool] = [
             refusing(TOOL_BUILDERS[name](store, UNBOUND, UNBOUND)) for name in dict.fromkeys(memory_tools)
         ]
@@ -212,9 +232,34 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
 
     # ------------------------------------------------------------------ shared helpers
 
-    def ids(self, runtime: Runtime[Any] | ToolRuntime[Any, Any] | None) -> MemoryIds:
-        """The session and client of the current run (see `resolve_ids`)."""
-        return run_ids(runtime, self.client_id)
+    def ids(self, runtime: Runtime[Any] | ToolRuntime[Any, Any] | None, state: Any = None) -> MemoryIds:
+        """The session and client of the current run (see `resolve_ids`); `state`, the
+        agent state, gives the client the thread recorded."""
+        return run_ids(runtime, self.client_id, state)
+
+    def _run_ids(self, runtime: Any, state: Any, run: GraphRun) -> MemoryIds:
+        """`ids`, and for a run from a checkpoint older than the thread's record of its client
+        (a replay of its first turn) that names none, the client its newer checkpoints hold."""
+        ids = self.ids(runtime, state)
+        if ids.client_id is None and run.kept and not _marked(state):
+            client = run.recorded_client()
+            if client is not None:
+                ids = MemoryIds(ids.session_id, client)
+        return ids
+
+    async def _arun_ids(self, runtime: Any, state: Any, run: GraphRun) -> MemoryIds:
+        ids = self.ids(runtime, state)
+        if ids.client_id is None and run.kept and not _marked(state):
+            client = await run.arecorded_client()
+            if client is not None:
+                ids = MemoryIds(ids.session_id, client)
+        return ids
+
+    @staticmethod
+    def usage_of(messages: Sequence[BaseMessage]) -> SummaryUsage:
+        """What summarizing cost and saved so far for a checkpointed thread, read from its
+        state's messages (``agent.get_state(config).values["messages"]``)."""
+        return SummaryUsage.from_record(state_summary(messages))
 
     def _counts(self, messages: Sequence[BaseMessage]) -> list[int | None]:
         return [
@@ -235,16 +280,17 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         )
         return dataclasses.replace(block, recall=recall).render(summary=False)
 
-    def _request(
-        self, request: ModelRequest[Any], session: SessionState, memory: str, session_id: str
-    ) -> ModelRequest[Any]:
+    def _view(self, request: ModelRequest[Any], session: SessionState, session_id: str) -> list[BaseMessage]:
+        """Without a checkpointer: the store's view, then the messages an outer middleware
+        added to the request (not from the stored state)."""
         done = persisted(request.state)
-        # Messages an outer middleware added to the request (not from the stored state) stay.
         extra = [m for m in request.messages if m.id is None or m.id not in done]
+        return [*self.compactor.view(session, session_id), *extra]
+
+    @staticmethod
+    def _request(request: ModelRequest[Any], view: list[BaseMessage], memory: str) -> ModelRequest[Any]:
         return request.override(
-            messages=cast(
-                "list[AnyMessage]", pair_tool_calls([*self.compactor.view(session, session_id), *extra])
-            ),
+            messages=cast("list[AnyMessage]", pair_tool_calls(view)),
             system_message=with_memory(request.system_message, memory),
         )
 
@@ -253,29 +299,42 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         name = request.tool_call["name"]
         if name not in self._tool_names:
             return None
-        ids = self.ids(request.runtime)
+        ids = self.ids(request.runtime, request.state)
         if ids.client_id is None:
             return None  # the shown tool runs and refuses
         return request.override(tool=TOOL_BUILDERS[name](self.store, ids.client_id, ids.session_id))
 
     # ------------------------------------------------------------------ sync hooks
 
-    def _persist(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
-        """Append the state's new messages; None if there were none.
+    def _store_new(self, state: Mapping[str, Any], ids: MemoryIds) -> list[BaseMessage]:
+        """Append the state's new messages; return them ([] if there were none).
 
         Every read and append names the run's client (None included), and the store checks
         the session's owner in that same read or write: no check-then-act, no extra round trip.
         """
         new = unpersisted(state)
         if not new:
-            return None
+            return new
         recent = self.store.read(ids.session_id, limit=len(new), newest=True, client_id=ids.client_id)
         fresh = not_stored(new, recent)
         if fresh:
             self.store.append(
                 ids.session_id, fresh, client_id=ids.client_id, token_counts=self._counts(fresh)
             )
-        return persisted_update(state, new)
+        return new
+
+    def _persist(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
+        """Append the state's new messages; the persisted-ids update, None if there were none."""
+        new = self._store_new(state, ids)
+        return persisted_update(state, new) if new else None
+
+    def _stored_ids(self, state: Mapping[str, Any], ids: MemoryIds) -> set[str]:
+        """Append the state's new messages; the ids of its stored ones. With nothing new,
+        the session's owner is still checked before the model runs."""
+        new = self._store_new(state, ids)
+        if not new:
+            self.store.last_seq(ids.session_id, client_id=ids.client_id)
+        return persisted(state) | {m.id for m in new if m.id is not None}
 
     def _advanced(self, ids: MemoryIds) -> SessionState:
         """The session's state once a due compaction ran (inline) or was handed off.
@@ -286,8 +345,12 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             return self.compactor.advance(ids.session_id, background=self.background, client_id=ids.client_id)
 
     def before_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Store the new messages (the user's input, tool results) before the model runs."""
-        ids = self.ids(runtime)
+        """Store the new messages (the user's input, tool results) before the model runs; with
+        a checkpointer, fold the state if due (or land a background fold)."""
+        run = GraphRun.current()
+        ids = self._run_ids(runtime, state, run)
+        if run.kept:
+            return self.keeper.before_model(state, ids, run, self._stored_ids)
         update = self._persist(state, ids)
         if update is None:
             # Nothing written, so nothing checked whose session this is: refuse another
@@ -297,15 +360,18 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
 
     def after_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Store the model's message at once, so a failing tool cannot lose it."""
-        return self._persist(state, self.ids(runtime))
+        return self._persist(state, self.ids(runtime, state))
 
     def after_agent(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Store what is left (results of `return_direct` tools); in the background mode,
         start a due compaction now, between turns."""
-        ids = self.ids(runtime)
+        ids = self.ids(runtime, state)
         update = self._persist(state, ids)
         if self.background:
-            self._advanced(ids)  # its first read checks the owner
+            if GraphRun.current().kept:
+                self.keeper.schedule(state, ids)
+            else:
+                self._advanced(ids)  # its first read checks the owner
         return update
 
     def wrap_model_call(
@@ -313,21 +379,26 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage:
-        """Compact if due, then send the model our view instead of the state's messages."""
-        ids = self.ids(request.runtime)
-        session = self._advanced(ids)
+        """Send the model the view (with a checkpointer, of the request's messages; else the
+        store's, compacted first if due) and the memory block."""
+        ids = self.ids(request.runtime, request.state)
+        kept = GraphRun.current().kept
+        view = (
+            self.keeper.view(request.messages, ids.session_id)
+            if kept
+            else self._view(request, self._advanced(ids), ids.session_id)
+        )
         facts = self.store.facts(ids.client_id) if ids.client_id else []
         query = latest_user_text(request.messages)
         recall = ""
         if self.recaller is not None:
-            seqs = {row.seq for row in session.tail}
             recall = self.recaller.recall(
-                query, client_id=ids.client_id, session_id=ids.session_id, view_seqs=seqs
+                query, client_id=ids.client_id, session_id=ids.session_id, view=view
             ).text
         memory = self._memory(
             facts, self.store.get_state(ids.session_id, client_id=ids.client_id), query, recall
         )
-        return handler(self._request(request, session, memory, ids.session_id))
+        return handler(self._request(request, view, memory))
 
     def wrap_tool_call(
         self,
@@ -340,17 +411,27 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
 
     # ------------------------------------------------------------------ async hooks
 
-    async def _apersist(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
+    async def _astore_new(self, state: Mapping[str, Any], ids: MemoryIds) -> list[BaseMessage]:
         new = unpersisted(state)
         if not new:
-            return None
+            return new
         recent = await self.store.aread(ids.session_id, limit=len(new), newest=True, client_id=ids.client_id)
         fresh = not_stored(new, recent)
         if fresh:
             await self.store.aappend(
                 ids.session_id, fresh, client_id=ids.client_id, token_counts=self._counts(fresh)
             )
-        return persisted_update(state, new)
+        return new
+
+    async def _apersist(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
+        new = await self._astore_new(state, ids)
+        return persisted_update(state, new) if new else None
+
+    async def _astored_ids(self, state: Mapping[str, Any], ids: MemoryIds) -> set[str]:
+        new = await self._astore_new(state, ids)
+        if not new:
+            await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
+        return persisted(state) | {m.id for m in new if m.id is not None}
 
     async def _aadvanced(self, ids: MemoryIds) -> SessionState:
         with unstreamed():
@@ -359,24 +440,30 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             )
 
     async def abefore_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        ids = self.ids(runtime)
+        run = GraphRun.current()
+        ids = await self._arun_ids(runtime, state, run)
+        if run.kept:
+            return await self.keeper.abefore_model(state, ids, run, self._astored_ids)
         update = await self._apersist(state, ids)
         if update is None:
             await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
         return update
 
     async def aafter_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        ids = self.ids(runtime)
+        ids = self.ids(runtime, state)
         update = await self._apersist(state, ids)
         if update is None:
             await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
         return update
 
     async def aafter_agent(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        ids = self.ids(runtime)
+        ids = self.ids(runtime, state)
         update = await self._apersist(state, ids)
         if self.background:
-            await self._aadvanced(ids)
+            if GraphRun.current().kept:
+                await self.keeper.aschedule(state, ids)
+            else:
+                await self._aadvanced(ids)
         return update
 
     async def awrap_model_call(
@@ -384,20 +471,22 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage:
-        ids = self.ids(request.runtime)
-        session = await self._aadvanced(ids)
+        ids = self.ids(request.runtime, request.state)
+        if GraphRun.current().kept:
+            view = self.keeper.view(request.messages, ids.session_id)
+        else:
+            view = self._view(request, await self._aadvanced(ids), ids.session_id)
         facts = await self.store.afacts(ids.client_id) if ids.client_id else []
         query = latest_user_text(request.messages)
         recall = ""
         if self.recaller is not None:
-            seqs = {row.seq for row in session.tail}
             found = await self.recaller.arecall(
-                query, client_id=ids.client_id, session_id=ids.session_id, view_seqs=seqs
+                query, client_id=ids.client_id, session_id=ids.session_id, view=view
             )
             recall = found.text
         state = await self.store.aget_state(ids.session_id, client_id=ids.client_id)
         memory = self._memory(facts, state, query, recall)
-        return await handler(self._request(request, session, memory, ids.session_id))
+        return await handler(self._request(request, view, memory))
 
     async def awrap_tool_call(
         self,
@@ -443,3 +532,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
 
     def __repr__(self) -> str:
         return f"RollingMemoryMiddleware(store={type(self.store).__name__}, background={self.background})"
+
+
+def _marked(state: Any) -> bool:
+    return isinstance(state, Mapping) and THREAD_KEY in state

@@ -19,7 +19,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import date, datetime, timezone
 from typing import Any, Protocol, runtime_checkable
 
@@ -449,6 +449,125 @@ class Compactor:
         self._jobs.succeeded(session_id)
         await self._anotify(done)
         return done
+
+    # ------------------------------------------------------------------ folds kept elsewhere
+
+    def fold(
+        self,
+        session_id: str,
+        state: SessionState,
+        oldest: list[StoredMessage] | None = None,
+        *,
+        still: Callable[[CompactionResult], bool] | None = None,
+    ) -> CompactionResult | None:
+        """Summarize what `state` has due and return it, installing nothing: for an adapter
+        that keeps the summary itself (the agent middleware keeps it in the LangGraph state).
+
+        `state` may be built from anything but the store (positions as seqs); `oldest` is the
+        backlog chunk to fold first (see `Planner.plan`). Failures as for `compact`: logged,
+        reported to `on_error`, backed off, never raised. `still(result)` says whether the
+        result may still be used (False, e.g. the session was erased meanwhile: it is dropped
+        and nobody is told); the listener (a fact extractor) is told of every other one.
+        """
+        plan = self.planner.plan(state, oldest, False) if self._begin(session_id, state, False) else None
+        if plan is None:
+            return None
+        try:
+            summarize = functools.partial(self.summarizer.summarize, plan.previous, plan.messages)
+            done = self.planner.outcome(session_id, state, plan, call_with_timeout(summarize, self.timeout))
+            if still is not None and not still(done):
+                return None
+        except Exception as exc:
+            self._fail(session_id, exc)
+            return None
+        self._jobs.succeeded(session_id)
+        self._notify(done)
+        return done
+
+    async def afold(
+        self,
+        session_id: str,
+        state: SessionState,
+        oldest: list[StoredMessage] | None = None,
+        *,
+        still: Callable[[CompactionResult], Awaitable[bool]] | None = None,
+    ) -> CompactionResult | None:
+        """Async twin of `fold`."""
+        plan = self.planner.plan(state, oldest, False) if self._begin(session_id, state, False) else None
+        if plan is None:
+            return None
+        try:
+            summarize = self.summarizer.asummarize(plan.previous, plan.messages)
+            done = self.planner.outcome(
+                session_id, state, plan, await asyncio.wait_for(summarize, self.timeout)
+            )
+            if still is not None and not await still(done):
+                return None
+        except Exception as exc:
+            self._fail(session_id, exc)
+            return None
+        self._jobs.succeeded(session_id)
+        await self._anotify(done)
+        return done
+
+    def schedule_fold(
+        self,
+        session_id: str,
+        state: SessionState,
+        oldest: list[StoredMessage] | None,
+        landed: Callable[[CompactionResult], None],
+    ) -> bool:
+        """Run `fold` on a background worker thread and hand its result to `landed`, unless a
+        job of the session is in flight (in this process); False if one was. `flush` and
+        `drain` wait for it as for `schedule`."""
+
+        def job() -> CompactionResult | None:
+            if self.start_delay > 0:
+                time.sleep(self.start_delay)
+            if shutdown.closed(self.store, self._jobs, session_id):
+                return None
+            done = self.fold(session_id, state, oldest)
+            if done is not None:
+                landed(done)
+            return done
+
+        return self._jobs.submit(session_id, job, exit_timeout=self.exit_timeout)
+
+    def aschedule_fold(
+        self,
+        session_id: str,
+        state: SessionState,
+        oldest: list[StoredMessage] | None,
+        landed: Callable[[CompactionResult], None],
+    ) -> bool:
+        """Async twin of `schedule_fold`: a task of the running loop (a worker thread if the
+        loop shuts down first, as for `aschedule`)."""
+
+        async def job() -> CompactionResult | None:
+            if self.start_delay > 0:
+                await asyncio.sleep(self.start_delay)
+            if shutdown.closed(self.store, self._jobs, session_id):
+                return None
+            done = await self.afold(session_id, state, oldest)
+            if done is not None:
+                landed(done)
+            return done
+
+        def fallback() -> CompactionResult | None:
+            if shutdown.closed(self.store, self._jobs, session_id):
+                return None
+            done = self.fold(session_id, state, oldest)
+            if done is not None:
+                landed(done)
+            return done
+
+        return self._jobs.start_task(
+            session_id,
+            job,
+            fallback=fallback,
+            exit_timeout=self.exit_timeout,
+            name=f"rolling-memory fold {session_id}",
+        )
 
     # ------------------------------------------------------------------ after an append
 

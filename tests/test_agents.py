@@ -16,6 +16,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langchain_rolling_memory import OwnershipError, RollingStore, open_store
 from langchain_rolling_memory.agents import RollingMemoryMiddleware
 from langchain_rolling_memory.errors import ConfigurationError, InvalidIdError
+from langchain_rolling_memory.graph_state import state_summary
 
 
 @tool
@@ -289,24 +290,26 @@ def test_messages_sent_again_with_their_ids_are_not_stored_twice() -> None:
     assert [m.text for m in model.requests[-1][1:]] == ["one", "ok 1", "two", "ok 2", "three"]
 
 
-def test_the_checkpointer_keeps_every_message_while_the_model_sees_the_view() -> None:
+def test_the_store_keeps_every_message_while_the_checkpointed_state_holds_the_view() -> None:
     store = open_store("memory://")
     summarizer = RecordingSummarizer()
     model = ScriptedChatModel()
     agent, memory = build(model, store, summarizer=summarizer, max_turns=4, keep_last=2)
     _turns(agent, [f"question {i}" for i in range(6)])
-    state = agent.get_state(config("s1"))
-    assert len(state.values["messages"]) == 12  # nothing removed from the agent state
+    state = agent.get_state(config("s1")).values["messages"]
     assert len(store.transcript("s1")) == 12
     assert summarizer.calls, "older messages were folded"
+    # The state holds the summary and what it does not cover, as the model was sent them.
+    assert state[0].id == "rolling-memory-summary"
+    assert len(state) <= 1 + 4 + 1
     last = model.requests[-1]
     assert kinds(last)[:2] == ["system", "human"]
     assert last[1].text.startswith("[Summary of the earlier conversation")
-    assert len(last) <= 1 + 1 + 4 + 1
+    assert [m.text for m in last[2:]] == [m.text for m in state[1:-1]]
     # What was folded is exactly the start of the transcript, in order, once.
     folded = [m for _, batch in summarizer.calls for m in batch]
     assert [m.text for m in folded] == [m.text for m in store.transcript("s1")[: len(folded)]]
-    usage = memory.usage("s1")
+    usage = memory.usage_of(state)
     assert (usage.compactions, usage.folded_messages) == (len(summarizer.calls), len(folded))
 
 
@@ -448,16 +451,28 @@ def test_failing_summarizer_loses_nothing_and_the_agent_answers() -> None:
     assert all(isinstance(r[-1], HumanMessage) for r in model.requests)
 
 
-def test_background_compaction_runs_off_the_turn() -> None:
+@pytest.mark.parametrize("checkpointer", [True, False], ids=["checkpointer", "no-checkpointer"])
+def test_background_compaction_runs_off_the_turn(checkpointer: bool) -> None:
     store = open_store("memory://")
     summarizer = RecordingSummarizer()
     model = ScriptedChatModel()
-    agent, memory = build(model, store, summarizer=summarizer, max_turns=4, keep_last=2, background=True)
+    agent, memory = build(
+        model,
+        store,
+        summarizer=summarizer,
+        max_turns=4,
+        keep_last=2,
+        background=True,
+        checkpointer=checkpointer,
+    )
     _turns(agent, [f"q{i}" for i in range(3)])
     memory.flush("s1")
-    record = store.summary("s1")
-    assert record is not None
-    assert record.text.startswith("summary 1")
+    folded = [m.text for m in summarizer.calls[0][1]]
+    assert folded == [m.text for m in store.transcript("s1")[: len(folded)]]
+    assert len(model.requests) == 3  # summarized off the turns: no model call waited for it
+    _turns(agent, ["q3"])
+    assert model.requests[-1][1].text.startswith("[Summary of the earlier conversation")
+    assert "summary 1" in model.requests[-1][1].text
 
 
 # ---------------------------------------------------------------------- async
@@ -491,9 +506,11 @@ async def test_async_stream_and_background_compaction() -> None:
             pass
     await memory.aflush("s1")
     assert len(await store.atranscript("s1")) == 6
-    record = await store.asummary("s1")
-    assert record is not None
     assert summarizer.calls
+    await agent.ainvoke(user("q3"), config("s1", "ana"))
+    state = agent.get_state(config("s1")).values["messages"]
+    assert state_summary(state) is not None
+    assert "summary 1" in model.requests[-1][1].text
 
 
 # ---------------------------------------------------------------------- packaging
@@ -551,13 +568,14 @@ def _streaming_agent(background: bool) -> tuple[Any, RollingMemoryMiddleware, Ro
 
 @pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
 def test_streamed_messages_never_show_the_summary_as_an_agent_reply(background: bool) -> None:
-    agent, memory, store = _streaming_agent(background)
+    agent, memory, _ = _streaming_agent(background)
     streamed: list[str] = []
-    for i in range(4):
+    for i in range(5):
         for chunk, _meta in agent.stream(user(f"q{i}"), config("s1", "ana"), stream_mode="messages"):
-            streamed.append(chunk.text)
-    memory.flush("s1")
-    record = store.summary("s1")
+            if chunk.type.startswith("ai"):  # the state's summary is a user-role update, not a reply
+                streamed.append(chunk.text)
+        memory.flush("s1")
+    record = state_summary(agent.get_state(config("s1")).values["messages"])
     assert record is not None
     assert record.text.startswith("SUMMARY-TEXT")
     assert streamed
@@ -566,13 +584,14 @@ def test_streamed_messages_never_show_the_summary_as_an_agent_reply(background: 
 
 @pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
 async def test_async_streamed_messages_never_show_the_summary(background: bool) -> None:
-    agent, memory, store = _streaming_agent(background)
+    agent, memory, _ = _streaming_agent(background)
     streamed: list[str] = []
-    for i in range(4):
+    for i in range(5):
         async for chunk, _meta in agent.astream(user(f"q{i}"), config("s1", "ana"), stream_mode="messages"):
-            streamed.append(chunk.text)
+            if chunk.type.startswith("ai"):
+                streamed.append(chunk.text)
         await memory.aflush("s1")
-    record = await store.asummary("s1")
+    record = state_summary((await agent.aget_state(config("s1"))).values["messages"])
     assert record is not None
     assert streamed
     assert not any("SUMMARY-TEXT" in text for text in streamed)
