@@ -22,7 +22,13 @@ from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 from store_kit import POSTGRES_URL
 
-from langchain_rolling_memory import RollingFactsStore, RollingMemoryMiddleware, RollingStore, aforget_user, forget_user
+from langchain_rolling_memory import (
+    RollingFactsStore,
+    RollingMemoryMiddleware,
+    RollingStore,
+    aforget_user,
+    forget_user,
+)
 
 
 def _langgraph_postgres() -> tuple[Any, Any]:
