@@ -23,6 +23,7 @@ from typing import Any as _Any
 
 from langchain_rolling_memory.context import aload_memory, load_memory
 from langchain_rolling_memory.engine import Compactor
+from langchain_rolling_memory.erasure import Erased, aforget_user, forget_user
 from langchain_rolling_memory.errors import OwnershipError, RollingMemoryError, SchemaVersionError, StoreError
 from langchain_rolling_memory.extractor import FactExtractor, aextract_facts, extract_facts
 from langchain_rolling_memory.framing import (
@@ -64,9 +65,13 @@ from langchain_rolling_memory.usage import SummaryUsage
 
 if _TYPE_CHECKING:
     from langchain_rolling_memory.agents import RollingMemoryMiddleware
+    from langchain_rolling_memory.graph_store import RollingFactsStore
 
 # Names served on first access, so that importing the package needs only langchain-core.
-_LAZY = {"RollingMemoryMiddleware": "langchain_rolling_memory.agents"}
+_LAZY = {
+    "RollingMemoryMiddleware": "langchain_rolling_memory.agents",
+    "RollingFactsStore": "langchain_rolling_memory.graph_store",
+}
 
 
 def __getattr__(name: str) -> _Any:
@@ -94,9 +99,11 @@ __all__ = [
     "PRESETS",
     "Compactor",
     "Drained",
+    "Erased",
     "FactExtractor",
     "InMemoryRollingStore",
     "OwnershipError",
+    "RollingFactsStore",
     "RollingMemoryError",
     "RollingMemoryMiddleware",
     "RollingMemoryRunnable",
@@ -111,6 +118,7 @@ __all__ = [
     "WindowedChatMessageHistory",
     "__version__",
     "aextract_facts",
+    "aforget_user",
     "aload_memory",
     "chat_model_summarizer",
     "client_session_config_specs",
@@ -118,6 +126,7 @@ __all__ = [
     "extract_facts",
     "extractive_summarizer",
     "forget_fact_tool",
+    "forget_user",
     "gemini_summarizer",
     "insert_memory_message",
     "keyword_topic_shift",
