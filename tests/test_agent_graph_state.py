@@ -316,3 +316,14 @@ def test_a_tool_loop_keeps_every_call_with_its_result_across_folds(saver: Any) -
     assert tool_pairs_intact(
         [m for m in agent.get_state(config()).values["messages"] if m.id != "rolling-memory-summary"]
     )
+
+
+def test_the_turn_cost_benchmark_prints_a_row_per_middleware_and_size(tmp_path: Any) -> None:
+    from benchmarks import agent_turn_cost
+
+    out = tmp_path / "agent_turn_cost.md"
+    agent_turn_cost.main(["--sizes", "20", "40", "--turns", "2", "--out", str(out)])
+    rows = [line for line in out.read_text(encoding="utf-8").splitlines() if line.startswith("| ")][2:]
+    assert len(rows) == 3 * 2
+    ours = [row.split(" | ") for row in rows if "RollingMemoryMiddleware" in row]
+    assert [int(cells[4]) <= 1 + 12 + 2 for cells in ours] == [True, True]  # state messages, bounded
