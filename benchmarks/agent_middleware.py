@@ -93,6 +93,7 @@ _OPERATIONS = frozenset(
         "last_seq",
         "summary",
         "summary_and_tail",
+        "read_turn",
         "install_summary",
         "claim",
         "release",
