@@ -19,7 +19,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage
@@ -41,8 +41,10 @@ __all__ = ["StateKeeper"]
 
 _HELD = 1024  # background folds held for their next turn, at most (the oldest are dropped)
 
-StoreNew = Callable[[Mapping[str, Any], MemoryIds], set[str]]
-"""Writes a state's messages not stored yet; returns the ids of the state's stored messages."""
+StoreNew = Callable[[Mapping[str, Any], MemoryIds], list[BaseMessage]]
+"""Writes a state's messages not stored yet (checking the session's owner); returns them."""
+
+AStoreNew = Callable[[Mapping[str, Any], MemoryIds], Awaitable[list[BaseMessage]]]
 
 
 class StateKeeper:
@@ -122,7 +124,25 @@ class StateKeeper:
         """True for a state no run of this middleware wrote to: a seed candidate."""
         return THREAD_KEY not in state and not persisted(state)
 
+    @staticmethod
+    def _needs_record(ids: MemoryIds, state: Mapping[str, Any], run: GraphRun) -> bool:
+        return ids.client_id is None and run.kept and THREAD_KEY not in state
+
     # ------------------------------------------------------------------ sync
+
+    def thread_ids(self, ids: MemoryIds, state: Mapping[str, Any], run: GraphRun) -> MemoryIds:
+        """`ids`, and for a run that names no client from a checkpoint older than the thread's
+        record of its client (a replay of its first turn), the client its newer checkpoints hold."""
+        client = run.recorded_client() if self._needs_record(ids, state, run) else None
+        return ids if client is None else MemoryIds(ids.session_id, client)
+
+    def _stored(self, state: Mapping[str, Any], ids: MemoryIds, store_new: StoreNew) -> set[str]:
+        """Write the state's new messages; the ids of its stored ones. With nothing new, the
+        session's owner is still checked before the model runs."""
+        new = store_new(state, ids)
+        if not new:
+            self.store.last_seq(ids.session_id, client_id=ids.client_id)
+        return persisted(state) | {m.id for m in new if m.id is not None}
 
     def before_model(
         self, state: Mapping[str, Any], ids: MemoryIds, run: GraphRun, store_new: StoreNew
@@ -133,7 +153,7 @@ class StateKeeper:
         if self._unseen(state) and run.first_run():
             view = self.compactor.load(ids.session_id, client_id=ids.client_id)
             seed = seeded(view, ids.session_id, self.language)
-        stored = store_new(state, ids)
+        stored = self._stored(state, ids, store_new)
         current = self.read([*seed, *state.get("messages", ())])
         fold = self._land(current, ids) or self._fold_now(current, ids)
         return self._update(state, ids, seed, stored, current, fold)
@@ -173,18 +193,24 @@ class StateKeeper:
 
     # ------------------------------------------------------------------ async twins
 
+    async def athread_ids(self, ids: MemoryIds, state: Mapping[str, Any], run: GraphRun) -> MemoryIds:
+        client = await run.arecorded_client() if self._needs_record(ids, state, run) else None
+        return ids if client is None else MemoryIds(ids.session_id, client)
+
+    async def _astored(self, state: Mapping[str, Any], ids: MemoryIds, store_new: AStoreNew) -> set[str]:
+        new = await store_new(state, ids)
+        if not new:
+            await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
+        return persisted(state) | {m.id for m in new if m.id is not None}
+
     async def abefore_model(
-        self,
-        state: Mapping[str, Any],
-        ids: MemoryIds,
-        run: GraphRun,
-        store_new: Callable[[Mapping[str, Any], MemoryIds], Any],
+        self, state: Mapping[str, Any], ids: MemoryIds, run: GraphRun, store_new: AStoreNew
     ) -> dict[str, Any] | None:
         seed: list[BaseMessage] = []
         if self._unseen(state) and await run.afirst_run():
             view = await self.compactor.aload(ids.session_id, client_id=ids.client_id)
             seed = seeded(view, ids.session_id, self.language)
-        stored = await store_new(state, ids)
+        stored = await self._astored(state, ids, store_new)
         current = self.read([*seed, *state.get("messages", ())])
         fold = await self._aland(current, ids) or await self._afold_now(current, ids)
         return self._update(state, ids, seed, stored, current, fold)

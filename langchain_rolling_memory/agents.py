@@ -34,7 +34,6 @@ from langchain_core.tools import BaseTool  # noqa: E402
 from typing_extensions import NotRequired  # noqa: E402
 
 from langchain_rolling_memory.agent_run import (  # noqa: E402
-    THREAD_KEY,
     GraphRun,
     MemoryIds,
     not_stored,
@@ -236,24 +235,6 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         agent state, gives the client the thread recorded."""
         return run_ids(runtime, self.client_id, state)
 
-    def _run_ids(self, runtime: Any, state: Any, run: GraphRun) -> MemoryIds:
-        """`ids`, and for a run from a checkpoint older than the thread's record of its client
-        (a replay of its first turn) that names none, the client its newer checkpoints hold."""
-        ids = self.ids(runtime, state)
-        if ids.client_id is None and run.kept and not _marked(state):
-            client = run.recorded_client()
-            if client is not None:
-                ids = MemoryIds(ids.session_id, client)
-        return ids
-
-    async def _arun_ids(self, runtime: Any, state: Any, run: GraphRun) -> MemoryIds:
-        ids = self.ids(runtime, state)
-        if ids.client_id is None and run.kept and not _marked(state):
-            client = await run.arecorded_client()
-            if client is not None:
-                ids = MemoryIds(ids.session_id, client)
-        return ids
-
     @staticmethod
     def usage_of(messages: Sequence[BaseMessage]) -> SummaryUsage:
         """What summarizing cost and saved so far for a checkpointed thread, read from its
@@ -327,14 +308,6 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         new = self._store_new(state, ids)
         return persisted_update(state, new) if new else None
 
-    def _stored_ids(self, state: Mapping[str, Any], ids: MemoryIds) -> set[str]:
-        """Append the state's new messages; the ids of its stored ones. With nothing new,
-        the session's owner is still checked before the model runs."""
-        new = self._store_new(state, ids)
-        if not new:
-            self.store.last_seq(ids.session_id, client_id=ids.client_id)
-        return persisted(state) | {m.id for m in new if m.id is not None}
-
     def _advanced(self, ids: MemoryIds) -> SessionState:
         """The session's state once a due compaction ran (inline) or was handed off.
 
@@ -347,9 +320,11 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         """Store the new messages (the user's input, tool results) before the model runs; with
         a checkpointer, fold the state if due (or land a background fold)."""
         run = GraphRun.current()
-        ids = self._run_ids(runtime, state, run)
+        ids = self.ids(runtime, state)
         if run.kept:
-            return self.keeper.before_model(state, ids, run, self._stored_ids)
+            ids = self.keeper.thread_ids(ids, state, run)
+            with unstreamed():  # memory's own model calls are not the agent's
+                return self.keeper.before_model(state, ids, run, self._store_new)
         update = self._persist(state, ids)
         if update is None:
             # Nothing written, so nothing checked whose session this is: refuse another
@@ -368,7 +343,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         update = self._persist(state, ids)
         if self.background:
             if GraphRun.current().kept:
-                self.keeper.schedule(state, ids)
+                with unstreamed():  # the worker runs in a copy of this context
+                    self.keeper.schedule(state, ids)
             else:
                 self._advanced(ids)  # its first read checks the owner
         return update
@@ -426,12 +402,6 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         new = await self._astore_new(state, ids)
         return persisted_update(state, new) if new else None
 
-    async def _astored_ids(self, state: Mapping[str, Any], ids: MemoryIds) -> set[str]:
-        new = await self._astore_new(state, ids)
-        if not new:
-            await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
-        return persisted(state) | {m.id for m in new if m.id is not None}
-
     async def _aadvanced(self, ids: MemoryIds) -> SessionState:
         with unstreamed():
             return await self.compactor.aadvance(
@@ -440,9 +410,11 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
 
     async def abefore_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         run = GraphRun.current()
-        ids = await self._arun_ids(runtime, state, run)
+        ids = self.ids(runtime, state)
         if run.kept:
-            return await self.keeper.abefore_model(state, ids, run, self._astored_ids)
+            ids = await self.keeper.athread_ids(ids, state, run)
+            with unstreamed():
+                return await self.keeper.abefore_model(state, ids, run, self._astore_new)
         update = await self._apersist(state, ids)
         if update is None:
             await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
@@ -460,7 +432,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         update = await self._apersist(state, ids)
         if self.background:
             if GraphRun.current().kept:
-                await self.keeper.aschedule(state, ids)
+                with unstreamed():
+                    await self.keeper.aschedule(state, ids)
             else:
                 await self._aadvanced(ids)
         return update
@@ -531,7 +504,3 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
 
     def __repr__(self) -> str:
         return f"RollingMemoryMiddleware(store={type(self.store).__name__}, background={self.background})"
-
-
-def _marked(state: Any) -> bool:
-    return isinstance(state, Mapping) and THREAD_KEY in state

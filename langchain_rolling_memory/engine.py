@@ -510,6 +510,25 @@ class Compactor:
         await self._anotify(done)
         return done
 
+    def _fold_job(
+        self,
+        session_id: str,
+        state: SessionState,
+        oldest: list[StoredMessage] | None,
+        landed: Callable[[CompactionResult], None],
+    ) -> Callable[[], CompactionResult | None]:
+        def run() -> CompactionResult | None:
+            done = (
+                None
+                if shutdown.closed(self.store, self._jobs, session_id)
+                else self.fold(session_id, state, oldest)
+            )
+            if done is not None:
+                landed(done)
+            return done
+
+        return run
+
     def schedule_fold(
         self,
         session_id: str,
@@ -520,18 +539,13 @@ class Compactor:
         """Run `fold` on a background worker thread and hand its result to `landed`, unless a
         job of the session is in flight (in this process); False if one was. `flush` and
         `drain` wait for it as for `schedule`."""
+        run = self._fold_job(session_id, state, oldest, landed)
 
-        def job() -> CompactionResult | None:
-            if self.start_delay > 0:
-                time.sleep(self.start_delay)
-            if shutdown.closed(self.store, self._jobs, session_id):
-                return None
-            done = self.fold(session_id, state, oldest)
-            if done is not None:
-                landed(done)
-            return done
+        def delayed() -> CompactionResult | None:
+            time.sleep(self.start_delay)
+            return run()
 
-        return self._jobs.submit(session_id, job, exit_timeout=self.exit_timeout)
+        return self._jobs.submit(session_id, delayed, exit_timeout=self.exit_timeout)
 
     def aschedule_fold(
         self,
@@ -544,19 +558,9 @@ class Compactor:
         loop shuts down first, as for `aschedule`)."""
 
         async def job() -> CompactionResult | None:
-            if self.start_delay > 0:
-                await asyncio.sleep(self.start_delay)
-            if shutdown.closed(self.store, self._jobs, session_id):
-                return None
-            done = await self.afold(session_id, state, oldest)
-            if done is not None:
-                landed(done)
-            return done
-
-        def fallback() -> CompactionResult | None:
-            if shutdown.closed(self.store, self._jobs, session_id):
-                return None
-            done = self.fold(session_id, state, oldest)
+            await asyncio.sleep(self.start_delay)
+            closed = shutdown.closed(self.store, self._jobs, session_id)
+            done = None if closed else await self.afold(session_id, state, oldest)
             if done is not None:
                 landed(done)
             return done
@@ -564,7 +568,7 @@ class Compactor:
         return self._jobs.start_task(
             session_id,
             job,
-            fallback=fallback,
+            fallback=self._fold_job(session_id, state, oldest, landed),
             exit_timeout=self.exit_timeout,
             name=f"rolling-memory fold {session_id}",
         )
