@@ -327,3 +327,32 @@ def test_the_turn_cost_benchmark_prints_a_row_per_middleware_and_size(tmp_path: 
     assert len(rows) == 3 * 2
     ours = [row.split(" | ") for row in rows if "RollingMemoryMiddleware" in row]
     assert [int(cells[4]) <= 1 + 12 + 2 for cells in ours] == [True, True]  # state messages, bounded
+
+
+def test_background_folds_that_never_land_still_leave_the_state_bounded_by_the_cap(saver: Any) -> None:
+    import threading
+
+    release = threading.Event()
+    inline: list[int] = []
+
+    def summarize(previous: str, messages: Sequence[BaseMessage]) -> str:
+        # timeout=None: called on the thread of the fold (a background worker's, or the turn's).
+        if threading.current_thread().name.startswith("rolling-memory-"):
+            release.wait(10)  # a worker's fold lands too late (another replica, a slow model)
+        else:
+            inline.append(len(messages))
+        return "summary of the older turns, in a few words"
+
+    agent, _, memory = build(
+        saver, summarizer=summarize, max_turns=4, keep_last=2, hard_cap=8, background=True, timeout=None
+    )
+    largest = 0
+    try:
+        for i in range(15):
+            agent.invoke(user(f"q{i}"), config())
+            largest = max(largest, len(agent.get_state(config()).values["messages"]))
+    finally:
+        release.set()
+        memory.flush("s1")
+    assert inline, "past the cap the turn folded inline"
+    assert largest <= 1 + 8 + 2
