@@ -96,13 +96,17 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     change what the model is sent, and each checkpoint stays bounded by the policy. A
     thread's first run starts from the store's view of its session (one begun by a chain or
     without a checkpointer). Without a checkpointer, the store's summary and tail are the
-    conversation, as for the histories. `tools` holds the memory tools (`remember` by
-    default), each bound at every call to the run's client. Put this middleware first in
+    conversation, as for the histories. In ``stream_mode="messages"`` a thread's first fold
+    shows as the state update it is (a ``RemoveMessage`` and the summary message, from the
+    ``before_model`` node), as `SummarizationMiddleware`'s folds do; the summarizer's own
+    calls are never streamed. `tools` holds the memory tools (`remember` by default), each
+    bound at every call to the run's client. Put this middleware first in
     `middleware=[...]` so that the others see its view.
 
     The session is the run context's ``session_id``, else ``configurable["session_id"]``,
-    else the ``thread_id``; the client is the context's ``client_id``, else
-    ``configurable["client_id"]``, else the client the thread recorded at its first run (so
+    else the ``thread_id``; the client is the context's ``client_id`` (or ``user_id``), else
+    ``configurable["client_id"]`` (or ``user_id``), else the client the thread recorded at its
+    first run (so
     a run from a `StateSnapshot.config`, which names none, is made for the same client),
     else `client_id` given here.
 
@@ -364,7 +368,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             else self._view(request, self._advanced(ids), ids.session_id)
         )
         facts = self.store.facts(ids.client_id) if ids.client_id else []
-        query = latest_user_text(request.messages)
+        query = latest_user_text(view)  # the question, even when it was folded (pinned)
         recall = ""
         if self.recaller is not None:
             recall = self.recaller.recall(
@@ -449,7 +453,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         else:
             view = self._view(request, await self._aadvanced(ids), ids.session_id)
         facts = await self.store.afacts(ids.client_id) if ids.client_id else []
-        query = latest_user_text(request.messages)
+        query = latest_user_text(view)
         recall = ""
         if self.recaller is not None:
             found = await self.recaller.arecall(
@@ -471,7 +475,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     # ------------------------------------------------------------------ utilities
 
     def flush(self, session_id: str, timeout: float | None = None) -> None:
-        """Wait for the session's background compaction (thread), if any."""
+        """Wait for the session's background compaction (thread), if any. With a checkpointer
+        its fold is then held for the thread's next turn, which lands it in the state."""
         self.compactor.flush(validate_id(session_id), timeout)
 
     async def aflush(self, session_id: str, timeout: float | None = None) -> None:
@@ -496,7 +501,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         return await self.store.atranscript(session_id)
 
     def usage(self, session_id: str) -> SummaryUsage:
-        """What summarizing the session cost and saved so far (see `SummaryUsage`)."""
+        """What summarizing the session cost and saved so far (see `SummaryUsage`), from the
+        store's summary record: without a checkpointer (with one, see `usage_of`)."""
         return self.store.usage(session_id)
 
     async def ausage(self, session_id: str) -> SummaryUsage:
