@@ -29,6 +29,7 @@ from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolM
 
 from langchain_rolling_memory.framing import SUMMARY_MESSAGE_ID, summary_message, summary_text
 from langchain_rolling_memory.planning import Planner
+from langchain_rolling_memory.policy import latest_human
 from langchain_rolling_memory.records import CompactionResult, SessionState, StoredMessage, SummaryRecord
 
 __all__ = [
@@ -151,8 +152,9 @@ def conversation(
     oldest = None
     if state.truncated:
         oldest = rows[: planner.policy.cap]
-        if planner.lacks_question(state):
-            state = planner.with_found(state, Planner.latest(planner.state(None, rows)))
+        if planner.lacks_question(state):  # the question is in the messages past the cap
+            index = latest_human(rest)
+            state = planner.with_found(state, None if index is None else rows[index])
     return Conversation(head, lineage, rest, state, oldest)
 
 

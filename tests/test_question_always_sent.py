@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from agent_models import ScriptedChatModel, tool_call, tool_pairs_intact
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -209,3 +210,26 @@ def test_every_view_holds_the_latest_question_and_no_split_tool_pair(
         view = history.messages
         assert has_question(view, latest), [m.text[:30] for m in view]
         assert pairs_whole(view)
+
+
+@pytest.mark.parametrize("failing", [False, True], ids=["summarizing", "summarizer-down"])
+def test_a_checkpointed_agent_turn_of_40_tool_calls_sends_the_question_with_every_model_call(
+    failing: bool,
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    def down(previous: str, messages: Sequence[BaseMessage]) -> str:
+        raise RuntimeError("provider down")
+
+    script: list[Any] = [tool_call("weather", {"city": f"c{i}"}, f"call-{i}") for i in range(40)]
+    model = ScriptedChatModel(script=[*script, AIMessage("done")])
+    memory = RollingMemoryMiddleware(
+        store=open_store("memory://"), summarizer=down if failing else summarize, max_turns=12, keep_last=6
+    )
+    agent = create_agent(model, [weather], middleware=[memory], checkpointer=InMemorySaver())
+    agent.invoke({"messages": [HumanMessage(QUESTION)]}, {"configurable": {"thread_id": "t"}})
+    assert len(model.requests) == 41
+    assert [i for i, r in enumerate(model.requests) if not has_question(r)] == []
+    assert all(tool_pairs_intact(r) for r in model.requests)
+    # Folded, or past the cap a window: the requests stay bounded either way.
+    assert max(len(r) for r in model.requests) <= 1 + 1 + 3 * 12
