@@ -356,3 +356,41 @@ def test_background_folds_that_never_land_still_leave_the_state_bounded_by_the_c
         memory.flush("s1")
     assert inline, "past the cap the turn folded inline"
     assert largest <= 1 + 8 + 2
+
+
+def test_a_fork_made_with_update_state_on_an_older_checkpoint_sends_that_branch(saver: Any) -> None:
+    agent, model, _ = build(saver)
+    three_turns(agent, config())
+    first = end_of_turn(agent, config(), 2)
+    forked = agent.update_state(first.config, {"messages": [HumanMessage("I work in Lyon")]})
+    agent.invoke(user(WHERE), forked)
+    sent = text_of(model.requests[-1])
+    assert PARIS in sent
+    assert "Lyon" in sent
+    assert "Rome" not in sent
+
+
+def test_a_human_in_the_loop_edit_is_sent_as_the_state_holds_it(saver: Any) -> None:
+    from agent_models import tool_call
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+    from langchain_core.tools import tool
+    from langgraph.types import Command
+
+    @tool
+    def weather(city: str) -> str:
+        """Current weather of a city."""
+        return f"cloudy in {city}"
+
+    model = ScriptedChatModel(script=[tool_call("weather", {"city": "Paris"}, "w1"), AIMessage("done")])
+    memory = RollingMemoryMiddleware(
+        store=open_store("memory://"), summarizer=RecordingSummarizer(), memory_tools=()
+    )
+    review = HumanInTheLoopMiddleware(interrupt_on={"weather": True})
+    agent = create_agent(model, [weather], middleware=[memory, review], checkpointer=saver)
+    assert "__interrupt__" in agent.invoke(user("Weather where I live?"), config())
+    edit = {"type": "edit", "edited_action": {"name": "weather", "args": {"city": "Rome"}}}
+    agent.invoke(Command(resume={"decisions": [edit]}), config())
+    # The reviewed exchange as the state holds it (this LangChain notes the edit in the result).
+    state = agent.get_state(config()).values["messages"]
+    assert [m.id for m in model.requests[-1]] == [m.id for m in state[:-1]]
+    assert "cloudy in Rome" in text_of(model.requests[-1])
