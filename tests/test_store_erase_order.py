@@ -10,6 +10,7 @@ Every call here must succeed: bounded by rounds, not by time.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -54,6 +55,26 @@ def _compact(store: RollingStore, i: int) -> None:
         store.release(SID, "worker")
 
 
+def _write(store: RollingStore, failures: list[BaseException], done: threading.Event) -> None:
+    """The third side: re-create the session, `ROUNDS` times, and compact it."""
+    try:
+        for i in range(ROUNDS):
+            _counting(failures, store.append, SID, [HumanMessage(f"zebra {i}")], client_id="alice")
+            _counting(failures, _compact, store, i)
+    finally:
+        done.set()
+
+
+def _check(store: RollingStore, failures: list[BaseException], calls: int) -> None:
+    assert not failures, f"{len(failures)} of {calls} calls failed: {failures[0]!r}"
+    # Nothing was left behind without its session row: the id takes a fresh session, and an
+    # erase takes all of it.
+    store.append(SID, [HumanMessage("last")], client_id="alice")
+    assert [r.message.content for r in store.read(SID)][-1:] == ["last"]
+    store.clear_session(SID)
+    assert leftovers(store, SID) == []
+
+
 def test_concurrent_clears_of_a_session_being_recreated_all_succeed(store: RollingStore) -> None:
     shared = backend_name(store) == "memory"
     stores = [store if shared else reopen(store) for _ in range(CLEARERS + 1)]
@@ -64,12 +85,7 @@ def test_concurrent_clears_of_a_session_being_recreated_all_succeed(store: Rolli
 
     def write(mine: RollingStore) -> None:
         started.wait(timeout=60)
-        try:
-            for i in range(ROUNDS):
-                _counting(failures, mine.append, SID, [HumanMessage(f"zebra {i}")], client_id="alice")
-                _counting(failures, _compact, mine, i)
-        finally:
-            done.set()
+        _write(mine, failures, done)
 
     def clear(mine: RollingStore) -> None:
         started.wait(timeout=60)
@@ -88,10 +104,29 @@ def test_concurrent_clears_of_a_session_being_recreated_all_succeed(store: Rolli
         for other in stores:
             if other is not store:
                 other.close()
-    assert not failures, f"{len(failures)} of {ROUNDS * 2 + len(clears)} calls failed: {failures[0]!r}"
-    # Nothing was left behind without its session row: the id takes a fresh session, and an
-    # erase takes all of it.
-    store.append(SID, [HumanMessage("last")], client_id="alice")
-    assert [r.message.content for r in store.read(SID)][-1:] == ["last"]
-    store.clear_session(SID)
-    assert leftovers(store, SID) == []
+    _check(store, failures, ROUNDS * 2 + len(clears))
+
+
+async def test_concurrent_async_clears_of_a_session_being_recreated_all_succeed(store: RollingStore) -> None:
+    """The same race with the clears on the async API (PostgreSQL's and Redis's own twins)."""
+    writer = store if backend_name(store) == "memory" else reopen(store)
+    done = threading.Event()
+    failures: list[BaseException] = []
+    clears: list[int] = []
+
+    async def clear() -> None:
+        while not done.is_set():
+            try:
+                await store.aclear_session(SID)
+            except Exception as exc:
+                failures.append(exc)
+            clears.append(1)
+
+    try:
+        await asyncio.gather(
+            asyncio.to_thread(_write, writer, failures, done), *(clear() for _ in range(CLEARERS))
+        )
+    finally:
+        if writer is not store:
+            writer.close()
+    _check(store, failures, ROUNDS * 2 + len(clears))
