@@ -279,9 +279,18 @@ class Queries:
         # session rows, which an append holds while it writes, so each delete that follows
         # sees every append that committed before; then the leases before the summaries, so a
         # summary install holding its lease (`cas`) has committed before its summary is deleted.
+        # Lock order, in every statement that touches a session: its session row first, then
+        # its leases, messages and summaries. One session's erase locks its row even when there
+        # is none: it inserts one (seen by no one, deleted by the same transaction), so that an
+        # append or a second erase of the id waits for it instead of re-creating the row it
+        # deletes last, after locking the other rows (a deadlock, or messages left without
+        # their row). Setting the key column takes the FOR UPDATE lock an erase needs (FOR KEY
+        # SHARE holders wait); any other SET would take a weaker one.
         self.lock_client = "SELECT pg_advisory_xact_lock(hashtext(%s)), pg_advisory_xact_lock(hashtext(%s))"
         self.lock_session_row = (
-            f"SELECT session_id, client_id FROM {p}sessions WHERE session_id = %s FOR UPDATE"
+            f"INSERT INTO {p}sessions AS t (session_id, client_id, created_at, updated_at) "
+            "VALUES (%s, NULL, 0, 0) ON CONFLICT (session_id) DO UPDATE SET session_id = excluded.session_id "
+            "RETURNING t.session_id, t.client_id"
         )
         self.lock_client_sessions = (
             f"SELECT session_id FROM {p}sessions WHERE client_id = %s ORDER BY session_id FOR UPDATE"
@@ -361,7 +370,8 @@ class Queries:
         """The erase transaction of one `kind`: ``session`` (arg: its id), ``client`` (arg:
         the client id) or ``purge`` (arg: the cutoff)."""
         if kind == "session":
-            # Its id is erased even without a session row (a lease or summary written alone).
+            # Its id is erased even without a session row (a lease or summary written alone);
+            # the lock returns the row, or the placeholder nobody owns when there was none.
             return Erase([], self.lock_session_row, (arg,), [arg], [])
         if kind == "client":
             locks = (self.lock_client, (self.client_lock(arg), self.facts_lock(arg)))
