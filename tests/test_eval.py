@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
+from langchain_rolling_memory.core.cuts import count_tokens
+from langchain_rolling_memory.core.framing import MEMORY_MESSAGE_ID
 from langchain_rolling_memory.errors import ConfigurationError, ConversationFormatError
-from langchain_rolling_memory.framing import MEMORY_MESSAGE_ID
 from langchain_rolling_memory.lab.cli import main
 from langchain_rolling_memory.lab.conversations import find_locomo, load_locomo
 from langchain_rolling_memory.lab.eval import (
@@ -27,7 +28,6 @@ from langchain_rolling_memory.lab.eval import (
     run_eval,
 )
 from langchain_rolling_memory.lab.eval_store import memory_frame_tokens, recall_tokens_within
-from langchain_rolling_memory.policy import count_tokens
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from langchain_rolling_memory.errors import ConfigurationError, FactError, InvalidIdError
-from langchain_rolling_memory.fact_rules import (
+from langchain_rolling_memory.core.fact_rules import (
     check_fact,
     check_limits,
     check_reply,
@@ -17,7 +16,8 @@ from langchain_rolling_memory.fact_rules import (
     plan_add,
     plan_update,
 )
-from langchain_rolling_memory.records import Fact
+from langchain_rolling_memory.core.records import Fact
+from langchain_rolling_memory.errors import ConfigurationError, FactError, InvalidIdError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "langchain_rolling_memory"
 

@@ -48,10 +48,10 @@ def test_a_missing_extra_names_what_to_install() -> None:
 @pytest.mark.parametrize(
     "module",
     [
-        "langchain_rolling_memory.policy",
-        "langchain_rolling_memory.prompts",
-        "langchain_rolling_memory.engine",
-        "langchain_rolling_memory.history",
+        "langchain_rolling_memory.core.cuts",
+        "langchain_rolling_memory.core.prompts",
+        "langchain_rolling_memory.engine.compaction",
+        "langchain_rolling_memory.adapters.chat_histories",
         "langchain_rolling_memory.stores",
     ],
 )

@@ -10,8 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.policy import (
+from langchain_rolling_memory.core.cuts import (
     FoldPolicy,
     WindowPolicy,
     fold_cut,
@@ -19,6 +18,7 @@ from langchain_rolling_memory.policy import (
     tool_safe_cut,
     window_cut,
 )
+from langchain_rolling_memory.errors import ConfigurationError
 
 
 def h(text: str = "q") -> HumanMessage:

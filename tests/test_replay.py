@@ -124,8 +124,8 @@ def test_a_keyless_summary_is_billed_as_an_llm_would_be_billed() -> None:
     from langchain_core.messages import AIMessage, HumanMessage
 
     from langchain_rolling_memory import extractive_summarizer
-    from langchain_rolling_memory.policy import count_tokens
-    from langchain_rolling_memory.prompts import default_prompt
+    from langchain_rolling_memory.core.cuts import count_tokens
+    from langchain_rolling_memory.core.prompts import default_prompt
     from langchain_rolling_memory.summarizers.base import SummaryResult
     from langchain_rolling_memory.summarizers.estimated import EstimatedCostSummarizer
 

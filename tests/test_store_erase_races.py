@@ -19,8 +19,8 @@ from collections.abc import Callable
 import pytest
 from langchain_core.messages import HumanMessage
 
+from langchain_rolling_memory.core.records import SessionMark
 from langchain_rolling_memory.errors import FactError, OwnershipError, StaleWriteError
-from langchain_rolling_memory.records import SessionMark
 from langchain_rolling_memory.stores import RollingStore
 
 ROUNDS = 40

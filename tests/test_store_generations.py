@@ -13,8 +13,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from store_kit import leftovers
 
+from langchain_rolling_memory.core.records import SessionMark
 from langchain_rolling_memory.errors import StaleWriteError
-from langchain_rolling_memory.records import SessionMark
 from langchain_rolling_memory.stores import RollingStore
 
 

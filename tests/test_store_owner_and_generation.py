@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
+from langchain_rolling_memory.core.records import SessionMark
 from langchain_rolling_memory.errors import StaleWriteError
-from langchain_rolling_memory.records import SessionMark
 from langchain_rolling_memory.stores import RollingStore
 
 

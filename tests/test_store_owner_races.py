@@ -13,8 +13,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from store_kit import backend_name, reopen
 
+from langchain_rolling_memory.core.records import SessionMark
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError
-from langchain_rolling_memory.records import SessionMark
 from langchain_rolling_memory.stores import RollingStore
 
 ROUNDS = 40

@@ -45,7 +45,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     and the facts injected into session 2's prompt. --provider uses a real model (its key
     must be set).
     """
-    from langchain_rolling_memory.extractor import FactExtractor
+    from langchain_rolling_memory.engine.fact_extractor import FactExtractor
     from langchain_rolling_memory.lab.demo import run_demo
 
     model = summarizer = extractor = None

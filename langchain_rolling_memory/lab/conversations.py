@@ -27,8 +27,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
+from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.errors import ConversationFormatError
-from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.lab.locomo import (
     find_locomo,
     locomo_object,

@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 
 from langchain_core.messages import BaseMessage
 
+from langchain_rolling_memory.core.cuts import count_tokens
+from langchain_rolling_memory.core.lexical_search import content_words, tokens
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.lab.eval_report import EvalReport, Tally, format_table, plot_eval
 from langchain_rolling_memory.lab.eval_strategies import DEFAULT_STRATEGIES, STRATEGIES, Strategy
@@ -34,8 +36,6 @@ from langchain_rolling_memory.lab.locomo import (
     parse_date,
     read_locomo,
 )
-from langchain_rolling_memory.policy import count_tokens
-from langchain_rolling_memory.search import content_words, tokens
 
 __all__ = [
     "CATEGORIES",

@@ -19,9 +19,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-from langchain_rolling_memory.extractor import FactExtractor
-from langchain_rolling_memory.framing import MEMORY_MESSAGE_ID, SUMMARY_MESSAGE_ID
-from langchain_rolling_memory.policy import count_tokens
+from langchain_rolling_memory.core.cuts import count_tokens
+from langchain_rolling_memory.core.framing import MEMORY_MESSAGE_ID, SUMMARY_MESSAGE_ID
+from langchain_rolling_memory.engine.fact_extractor import FactExtractor
 from langchain_rolling_memory.summarizers.base import Summarizer
 from langchain_rolling_memory.summarizers.extractive import extractive_summarizer
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from langchain_rolling_memory.core.ids import validate_id
+from langchain_rolling_memory.core.serde import check_storable, dumps_message
 from langchain_rolling_memory.errors import ConfigurationError, InvalidTextError
-from langchain_rolling_memory.ids import validate_id
-from langchain_rolling_memory.serde import check_storable, dumps_message
-from langchain_rolling_memory.stores.backend import OPERATOR, Reader, SummaryWrite
+from langchain_rolling_memory.stores.contract import OPERATOR, Reader, SummaryWrite
 
 __all__ = [
     "MAX_TOKEN_COUNT",

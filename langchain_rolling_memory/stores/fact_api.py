@@ -10,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
-import langchain_rolling_memory.fact_rules as fact_rules
+import langchain_rolling_memory.core.fact_rules as fact_rules
 import langchain_rolling_memory.stores.checks as checks
-from langchain_rolling_memory.ids import validate_id
-from langchain_rolling_memory.records import Fact, FactFilter, FactPlan, SessionMark
-from langchain_rolling_memory.stores.backend import StoreBackend
+from langchain_rolling_memory.core.ids import validate_id
+from langchain_rolling_memory.core.records import Fact, FactFilter, FactPlan, SessionMark
+from langchain_rolling_memory.stores.contract import StoreBackend
 
 __all__ = ["FactApi"]
 

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.stores.base import RollingStore
+from langchain_rolling_memory.stores.api import RollingStore
 
 __all__ = ["BACKENDS", "open_store", "split_prefix"]
 

@@ -1,5 +1,10 @@
 """Summarizers: functions, chat models and provider constructors behind one interface."""
 
+from langchain_rolling_memory.core.structured_summary import (
+    StructuredSummary,
+    parse_structured_summary,
+    render_structured_summary,
+)
 from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike, SummaryResult
 from langchain_rolling_memory.summarizers.chat_model import (
     ChatModelSummarizer,
@@ -10,11 +15,6 @@ from langchain_rolling_memory.summarizers.coerce import FunctionSummarizer, Runn
 from langchain_rolling_memory.summarizers.extractive import ExtractiveSummarizer, extractive_summarizer
 from langchain_rolling_memory.summarizers.failures import describe_error, is_permanent_error
 from langchain_rolling_memory.summarizers.providers import gemini_summarizer, openai_summarizer
-from langchain_rolling_memory.summarizers.structured import (
-    StructuredSummary,
-    parse_structured_summary,
-    render_structured_summary,
-)
 
 __all__ = [
     "ChatModelSummarizer",

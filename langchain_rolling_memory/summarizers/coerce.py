@@ -18,8 +18,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable
 
-from langchain_rolling_memory.background import run_coroutine_sync
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, require
+from langchain_rolling_memory.runtime.background import run_coroutine_sync
+from langchain_rolling_memory.runtime.tracing import SUMMARIZE, traced
 from langchain_rolling_memory.summarizers.base import (
     AsyncSummaryFunction,
     Summarizer,
@@ -29,7 +30,6 @@ from langchain_rolling_memory.summarizers.base import (
     as_result,
 )
 from langchain_rolling_memory.summarizers.chat_model import chat_model_summarizer
-from langchain_rolling_memory.tracing import SUMMARIZE, traced
 
 __all__ = [
     "FunctionSummarizer",

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from langchain_rolling_memory.policy import TokenCounter, count_tokens
-from langchain_rolling_memory.prompts import default_prompt
+from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
+from langchain_rolling_memory.core.prompts import default_prompt
 from langchain_rolling_memory.summarizers.base import Summarizer, SummaryResult
 
 __all__ = ["EstimatedCostSummarizer"]

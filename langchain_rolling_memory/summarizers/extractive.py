@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from langchain_rolling_memory.core.prompts import clean_summary, default_prompt
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.prompts import clean_summary, default_prompt
 from langchain_rolling_memory.summarizers.base import SummaryResult
 
 __all__ = ["ExtractiveSummarizer", "extractive_summarizer"]

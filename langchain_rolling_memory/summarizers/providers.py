@@ -15,8 +15,8 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from langchain_rolling_memory.core.prompts import SummaryPrompt
 from langchain_rolling_memory.errors import ConfigurationError, MissingCredentialsError, require
-from langchain_rolling_memory.prompts import SummaryPrompt
 from langchain_rolling_memory.summarizers.chat_model import ChatModelSummarizer, chat_model_summarizer
 
 __all__ = ["gemini_summarizer", "openai_summarizer"]

@@ -1,0 +1,1 @@
+"""The adapters to LangChain: chat histories, the runnable, the agent middleware, memory tools."""

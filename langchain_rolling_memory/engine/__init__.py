@@ -1,0 +1,1 @@
+"""The engine: compaction, fact extraction, a turn's reads and recall, shutdown."""

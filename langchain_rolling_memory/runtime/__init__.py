@@ -1,0 +1,1 @@
+"""Where work runs: background workers and tracing marks; knows no memory concept."""
