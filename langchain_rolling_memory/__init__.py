@@ -21,6 +21,7 @@ from importlib.metadata import version as _version
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
+from langchain_rolling_memory import _compat
 from langchain_rolling_memory.adapters.chat_histories import (
     RollingSummaryChatMessageHistory,
     WindowedChatMessageHistory,
@@ -86,6 +87,8 @@ def __getattr__(name: str) -> _Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
+
+_compat.install()  # the module paths before issue 21, for one release
 
 try:
     __version__ = _version("langchain-rolling-memory")
