@@ -39,6 +39,7 @@ from langchain_rolling_memory.core.records import (
 )
 from langchain_rolling_memory.core.serde import dumps_message, loads_message
 from langchain_rolling_memory.core.structured_summary import StructuredSummary, parse_structured_summary
+from langchain_rolling_memory.core.summary_result import SummaryResult
 from langchain_rolling_memory.core.topics import (
     META_SECTIONS,
     TopicDetector,
@@ -49,7 +50,6 @@ from langchain_rolling_memory.core.topics import (
 )
 from langchain_rolling_memory.core.usage import SummaryUsage
 from langchain_rolling_memory.errors import ConfigurationError, SummarizerError
-from langchain_rolling_memory.summarizers.base import SummaryResult
 
 __all__ = ["META_STRUCTURED", "FoldPlan", "Planner", "structured_summary"]
 

@@ -24,9 +24,9 @@ from langchain_rolling_memory.core.structured_summary import (
     parse_structured_summary,
     render_structured_summary,
 )
+from langchain_rolling_memory.core.summary_result import SummaryResult
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.runtime.tracing import SUMMARIZE, traced
-from langchain_rolling_memory.summarizers.base import SummaryResult
 from langchain_rolling_memory.summarizers.failures import is_transient_error
 
 __all__ = ["ChatModelSummarizer", "chat_model_summarizer", "is_transient_error"]

@@ -13,7 +13,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
 from langchain_rolling_memory.core.prompts import default_prompt
-from langchain_rolling_memory.summarizers.base import Summarizer, SummaryResult
+from langchain_rolling_memory.core.summary_result import SummaryResult
+from langchain_rolling_memory.summarizers.base import Summarizer
 
 __all__ = ["EstimatedCostSummarizer"]
 
