@@ -9,7 +9,7 @@ prompt (the adapters do).
 
 from __future__ import annotations
 
-import sys
+import math
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -212,7 +212,7 @@ class _Fit:
         self.max_tokens = max_tokens
         self.token_counter = token_counter
         self.envelope = token_counter([HumanMessage("")])
-        self.overflows_from = sys.maxsize  # characters known to overflow
+        self.overflows_from: float = math.inf  # characters known to overflow
 
     def tokens(self, text: str) -> int:
         return _tokens(text, self.envelope, self.token_counter)
