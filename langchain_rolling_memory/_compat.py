@@ -78,6 +78,20 @@ _RELATIVE = {
 MOVED: dict[str, str] = {f"{_PACKAGE}.{old}": f"{_PACKAGE}.{new}" for old, new in _RELATIVE.items()}
 """Old dotted module name -> the module that holds its code now."""
 
+KEPT_NAMES: dict[str, dict[str, str]] = {
+    f"{_PACKAGE}.policy": {"is_tool_safe": "core.tool_pairs", "pair_tool_calls": "core.tool_pairs"},
+    f"{_PACKAGE}.agents": {"resolve_ids": "adapters.agent_run"},
+    f"{_PACKAGE}.stores.base": {
+        "FACT_SOURCES": "core.records",
+        "Fact": "core.records",
+        "FactPlan": "core.records",
+        "FactSource": "core.records",
+        "SCHEMA_VERSION": "stores.contract",
+    },
+}
+"""Names an old module exported (its ``__all__``) that its new module no longer imports: the old
+path still has them, from the module that defines them."""
+
 MOVED_INTO_PACKAGE: dict[str, str] = {f"{_PACKAGE}.engine": f"{_PACKAGE}.engine.compaction"}
 """An old module whose name is now a package's -> the module its names moved to."""
 
@@ -111,8 +125,12 @@ class _MovedModule(importlib.abc.Loader):
 
     def exec_module(self, module: types.ModuleType) -> None:
         _warn(module.__name__, self.new)
+        new = importlib.import_module(self.new)
+        for name, defined_in in KEPT_NAMES.get(module.__name__, {}).items():
+            if not hasattr(new, name):
+                setattr(new, name, getattr(importlib.import_module(f"{_PACKAGE}.{defined_in}"), name))
         # The import system returns what `sys.modules` holds under the name once this returns.
-        sys.modules[module.__name__] = importlib.import_module(self.new)
+        sys.modules[module.__name__] = new
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder):

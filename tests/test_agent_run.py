@@ -9,7 +9,7 @@ from agent_models import tool_call
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langchain_rolling_memory.adapters.agent_run import resolve_ids
-from langchain_rolling_memory.core.cuts import pair_tool_calls
+from langchain_rolling_memory.core.tool_pairs import pair_tool_calls
 from langchain_rolling_memory.errors import ConfigurationError, InvalidIdError
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import langchain_rolling_memory
-from langchain_rolling_memory._compat import MOVED, MOVED_INTO_PACKAGE
+from langchain_rolling_memory._compat import KEPT_NAMES, MOVED, MOVED_INTO_PACKAGE
 from langchain_rolling_memory.adapters.chat_histories import RollingSummaryChatMessageHistory
 from langchain_rolling_memory.engine.compaction import Compactor
 from langchain_rolling_memory.stores.api import RollingStore
@@ -63,6 +63,19 @@ def test_an_old_path_has_no_file_left_and_the_new_one_has(old: str) -> None:
     assert importlib.util.find_spec(MOVED[old]) is not None
 
 
+@pytest.mark.parametrize(
+    "old", sorted(KEPT_NAMES), ids=lambda name: name.removeprefix("langchain_rolling_memory.")
+)
+def test_an_old_path_keeps_the_names_it_exported_from_elsewhere(old: str) -> None:
+    with first_import(old):
+        with pytest.warns(DeprecationWarning, match="moved to"):
+            module = importlib.import_module(old)
+        for name, defined_in in KEPT_NAMES[old].items():
+            assert getattr(module, name) is getattr(
+                importlib.import_module(f"langchain_rolling_memory.{defined_in}"), name
+            )
+
+
 def test_names_through_an_old_path_are_the_same_objects(monkeypatch: pytest.MonkeyPatch) -> None:
     old, new = "langchain_rolling_memory.stores.base", "langchain_rolling_memory.stores.api"
     with first_import(old):
@@ -71,8 +84,9 @@ def test_names_through_an_old_path_are_the_same_objects(monkeypatch: pytest.Monk
         assert old_module.RollingStore is RollingStore
         assert isinstance(langchain_rolling_memory.open_store("memory://"), old_module.RollingStore)
         # Patching through the old path patches the code that runs.
-        monkeypatch.setattr(old_module, "SCHEMA_VERSION", -1)
-        assert importlib.import_module(new).SCHEMA_VERSION == -1
+        patched = type("PatchedStore", (), {})
+        monkeypatch.setattr(old_module, "RollingStore", patched)
+        assert importlib.import_module(new).RollingStore is patched
 
 
 def test_the_old_engine_module_names_come_from_the_compaction_module(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,18 +19,6 @@ from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.records import StoredMessage
 from langchain_rolling_memory.errors import ConfigurationError
 
-__all__ = [
-    "PERSISTED_KEY",
-    "MemoryIds",
-    "not_stored",
-    "persisted",
-    "persisted_update",
-    "resolve_ids",
-    "run_ids",
-    "unpersisted",
-    "with_memory",
-]
-
 PERSISTED_KEY = "rolling_memory_persisted"
 """Private state channel: ids of the state's messages already appended to the store."""
 

@@ -30,8 +30,6 @@ from langchain_rolling_memory.runtime.tracing import unstreamed
 from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
 
-__all__ = ["RollingSummaryChatMessageHistory", "WindowedChatMessageHistory"]
-
 
 class WindowedChatMessageHistory(StoredHistory):
     """The last messages word for word, cut so that a tool call never loses its results.

@@ -22,8 +22,6 @@ from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.stores.checks import token_count
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 
-__all__ = ["StoredHistory"]
-
 
 def _messages_only(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     if isinstance(messages, BaseMessage) or not isinstance(messages, Sequence):

@@ -21,17 +21,6 @@ from langchain_rolling_memory.engine.recaller import Recaller
 from langchain_rolling_memory.errors import FactError, InvalidIdError, OwnershipError
 from langchain_rolling_memory.stores.api import RollingStore
 
-__all__ = [
-    "TOOL_BUILDERS",
-    "UNBOUND",
-    "forget_fact_tool",
-    "memory_tools",
-    "refusing",
-    "remember_tool",
-    "search_memory_tool",
-    "session_state_tool",
-]
-
 _REMEMBER = (
     "Save a durable fact about the user you are talking to, for later conversations: a "
     "preference, a constraint, a role, a standing arrangement. One short sentence per fact. "

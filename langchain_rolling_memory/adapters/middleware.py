@@ -37,16 +37,16 @@ from langchain_rolling_memory.adapters.agent_run import (  # noqa: E402
     not_stored,
     persisted,
     persisted_update,
-    resolve_ids,
     run_ids,
     unpersisted,
     with_memory,
 )
 from langchain_rolling_memory.adapters.memory_tools import TOOL_BUILDERS, UNBOUND, refusing  # noqa: E402
-from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens, pair_tool_calls  # noqa: E402
+from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens  # noqa: E402
 from langchain_rolling_memory.core.framing import memory_block  # noqa: E402
 from langchain_rolling_memory.core.ids import validate_id  # noqa: E402
 from langchain_rolling_memory.core.records import Fact, SessionState  # noqa: E402
+from langchain_rolling_memory.core.tool_pairs import pair_tool_calls  # noqa: E402
 from langchain_rolling_memory.core.trigger_keep import (  # noqa: E402
     DEFAULT_KEEP_LAST,
     DEFAULT_MAX_TURNS,
@@ -67,8 +67,6 @@ if TYPE_CHECKING:  # where these live moved between langchain / langgraph 1.x re
     from langgraph.prebuilt.tool_node import ToolCallRequest, ToolRuntime
     from langgraph.runtime import Runtime
     from langgraph.types import Command
-
-__all__ = ["RollingMemoryMiddleware", "RollingMemoryState", "resolve_ids"]
 
 
 class RollingMemoryState(AgentState[Any]):

@@ -44,14 +44,6 @@ from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
 from langchain_rolling_memory.summarizers.coerce import as_summarizer
 
-__all__ = [
-    "MEMORY_VARIABLES",
-    "RollingMemoryRunnable",
-    "client_session_config_specs",
-    "session_history_factory",
-    "with_rolling_memory",
-]
-
 MEMORY_VARIABLES = ("facts", "state", "summary", "memory", "recall")
 """Prompt variables added to dict inputs (see `MemoryBlock.variables`)."""
 

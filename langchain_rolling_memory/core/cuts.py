@@ -1,8 +1,8 @@
 """Where to cut a message list: pure functions, no I/O, no clock.
 
 Owns the count and token policies (the limits of a rolling summary and of a window, and where
-they cut); the tool-pair rule they obey is `tool_pairs` (its names re-exported here), the
-``trigger=`` / ``keep=`` forms that map onto them `limits`. It does not store, summarize or
+they cut); the tool-pair rule they obey is `tool_pairs`, the ``trigger=`` /
+``keep=`` forms that map onto them `trigger_keep`. It does not store, summarize or
 decide *when* to run (that is the engine's job).
 
 A *cut* is an index ``c`` into a list of messages: ``messages[:c]`` is folded (or dropped
@@ -22,30 +22,10 @@ from langchain_core.messages.utils import count_tokens_approximately
 
 from langchain_rolling_memory.core.tool_pairs import (
     _unsafe_suffix,
-    is_tool_safe,
-    pair_tool_calls,
     pending_calls,
     tool_safe_cut,
 )
 from langchain_rolling_memory.errors import ConfigurationError
-
-__all__ = [
-    "FoldPolicy",
-    "KeepBy",
-    "StartOn",
-    "TokenCounter",
-    "WindowPolicy",
-    "count_tokens",
-    "fold_cut",
-    "is_tool_safe",
-    "latest_human",
-    "pair_tool_calls",
-    "question_fold_cut",
-    "shorten_message",
-    "tool_safe_cut",
-    "window_cut",
-    "with_question",
-]
 
 TokenCounter = Callable[[Sequence[BaseMessage]], int]
 """Counts the tokens of a list of messages, like `count_tokens_approximately`."""

@@ -17,19 +17,6 @@ from langchain_rolling_memory.core.records import FACT_SOURCES, Fact, FactFilter
 from langchain_rolling_memory.core.serde import odd_character
 from langchain_rolling_memory.errors import ConfigurationError, FactError
 
-__all__ = [
-    "ReplyPlan",
-    "check_fact",
-    "check_key",
-    "check_limits",
-    "check_reply",
-    "check_text",
-    "find_fact",
-    "normalize_text",
-    "plan_add",
-    "plan_update",
-]
-
 
 def check_limits(max_fact_chars: int, max_facts: int) -> None:
     """Refuse fact limits that are not positive."""

@@ -24,24 +24,6 @@ from langchain_rolling_memory.core.quoting import one_line, quote_json, quote_te
 from langchain_rolling_memory.core.records import Fact
 from langchain_rolling_memory.errors import ConfigurationError
 
-__all__ = [
-    "MEMORY_MESSAGE_ID",
-    "SUMMARY_MESSAGE_ID",
-    "MemoryBlock",
-    "insert_memory_message",
-    "memory_block",
-    "memory_message",
-    "memory_text",
-    "quote_fact",
-    "quote_summary",
-    "render_facts",
-    "render_state",
-    "select_facts",
-    "summary_message",
-    "summary_text",
-    "unquote_summary",
-]
-
 MEMORY_MESSAGE_ID = "rolling-memory-facts"
 """The `id` of the system message that carries a client's facts and session state."""
 

@@ -6,8 +6,6 @@ import re
 
 from langchain_rolling_memory.errors import InvalidIdError
 
-__all__ = ["MAX_ID_LENGTH", "validate_id"]
-
 MAX_ID_LENGTH = 128
 _ALLOWED = re.compile(r"[A-Za-z0-9._:@-]+")
 

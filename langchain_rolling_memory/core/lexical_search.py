@@ -24,26 +24,6 @@ from langchain_rolling_memory.core.records import Fact
 from langchain_rolling_memory.core.serde import loads_message
 from langchain_rolling_memory.errors import ConfigurationError
 
-__all__ = [
-    "MAX_INDEX_CHARS",
-    "MAX_QUERY_CHARS",
-    "STOP_WORDS",
-    "Bm25Index",
-    "SearchHit",
-    "content_words",
-    "fold",
-    "fts5_query",
-    "index_text",
-    "indexed_words",
-    "light_stem",
-    "message_index_text",
-    "payload_index_text",
-    "query_terms",
-    "relevance",
-    "tokens",
-    "tsquery",
-]
-
 MAX_QUERY_CHARS = 2000
 """A query is cut to this many characters before it is analysed: a pasted document is not a question."""
 

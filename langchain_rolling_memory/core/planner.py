@@ -25,7 +25,6 @@ from langchain_rolling_memory.core.cuts import (
     count_tokens,
     latest_human,
     shorten_message,
-    tool_safe_cut,
     with_question,
 )
 from langchain_rolling_memory.core.framing import summary_message
@@ -40,6 +39,7 @@ from langchain_rolling_memory.core.records import (
 from langchain_rolling_memory.core.serde import dumps_message, loads_message
 from langchain_rolling_memory.core.structured_summary import StructuredSummary, parse_structured_summary
 from langchain_rolling_memory.core.summary_result import SummaryResult
+from langchain_rolling_memory.core.tool_pairs import tool_safe_cut
 from langchain_rolling_memory.core.topics import (
     META_SECTIONS,
     TopicDetector,
@@ -50,9 +50,6 @@ from langchain_rolling_memory.core.topics import (
 )
 from langchain_rolling_memory.core.usage import SummaryUsage
 from langchain_rolling_memory.errors import ConfigurationError, SummarizerError
-
-__all__ = ["META_STRUCTURED", "FoldPlan", "Planner", "structured_summary"]
-
 
 META_QUESTION = "question"
 """Summary meta key of the latest user message once it is folded: ``{"seq", "message"}``,

@@ -14,8 +14,6 @@ from typing import Any
 from langchain_rolling_memory.core.topics import keyword_topic_shift
 from langchain_rolling_memory.errors import ConfigurationError
 
-__all__ = ["PRESETS", "PRESET_ALIASES", "Preset", "preset"]
-
 
 @dataclass(frozen=True)
 class Preset:

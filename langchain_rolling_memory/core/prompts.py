@@ -18,16 +18,6 @@ from langchain_rolling_memory.core.cuts import TokenCounter
 from langchain_rolling_memory.core.quoting import one_line, quote_json
 from langchain_rolling_memory.errors import ConfigurationError
 
-__all__ = [
-    "LANGUAGES",
-    "SUMMARY_FRAMES",
-    "SummaryPrompt",
-    "clean_summary",
-    "default_prompt",
-    "render_transcript",
-    "summary_frame",
-]
-
 LANGUAGES = ("en", "fr")
 
 SUMMARY_FRAMES: dict[str, str] = {

@@ -14,8 +14,6 @@ import json
 import re
 from typing import Any
 
-__all__ = ["INVISIBLE_RANGES", "one_line", "quote_json", "quote_text", "visible"]
-
 INVISIBLE_RANGES: tuple[tuple[int, int], ...] = (
     # Format characters (Unicode category Cf) and the rest of Unicode's default-ignorable
     # code points: drawn as nothing, so a text could carry words no reviewer sees (the tag

@@ -21,8 +21,6 @@ from langchain_rolling_memory.core.lexical_search import SearchHit
 from langchain_rolling_memory.core.quoting import one_line, quote_text
 from langchain_rolling_memory.errors import ConfigurationError
 
-__all__ = ["RECALL_HEADER", "Recalled", "is_question", "recall_block", "render_hit"]
-
 RECALL_HEADER = "Excerpts of earlier conversations found for this question (one quoted record per line):"
 
 _MONTHS = (

@@ -9,22 +9,6 @@ from typing import Any, Literal, NamedTuple
 
 from langchain_core.messages import BaseMessage
 
-__all__ = [
-    "FACT_SOURCES",
-    "CompactionResult",
-    "Fact",
-    "FactFilter",
-    "FactPlan",
-    "FactSource",
-    "Row",
-    "SessionInfo",
-    "SessionMark",
-    "SessionState",
-    "StoredMessage",
-    "SummaryRecord",
-    "TurnRead",
-]
-
 FactSource = Literal["code", "tool", "extractor"]
 FACT_SOURCES: tuple[str, ...] = ("code", "tool", "extractor")
 

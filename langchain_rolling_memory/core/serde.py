@@ -10,8 +10,6 @@ from langchain_core.messages import BaseMessage, message_to_dict, messages_from_
 
 from langchain_rolling_memory.errors import InvalidTextError
 
-__all__ = ["check_storable", "dumps_message", "loads_message", "odd_character"]
-
 
 def odd_character(text: str, *, allow_nul: bool) -> str | None:
     """Why `text` cannot be stored exactly everywhere (None: it can).

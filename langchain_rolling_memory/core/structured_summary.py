@@ -13,8 +13,6 @@ from typing import Any
 from langchain_core.utils.json import parse_json_markdown
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-__all__ = ["StructuredSummary", "parse_structured_summary", "render_structured_summary"]
-
 
 class StructuredSummary(BaseModel):
     """What a structured summary holds; every field is optional so a partial answer still counts."""

@@ -3,7 +3,7 @@ whose pairs were broken before it reached us; pure functions, no I/O.
 
 A *cut* is tool-safe when the kept part does not start with a `ToolMessage` and no
 `ToolMessage` in the kept part answers an `AIMessage` that was cut away (parallel tool calls
-included). Where to cut for the limits is `policy`'s, which re-exports these names.
+included). Where to cut for the limits is `cuts`'s.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-
-__all__ = ["is_tool_safe", "pair_tool_calls", "pending_calls", "tool_safe_cut"]
 
 
 def _unsafe_suffix(messages: Sequence[BaseMessage]) -> list[int]:

@@ -18,20 +18,9 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from langchain_rolling_memory.core.cuts import tool_safe_cut
 from langchain_rolling_memory.core.prompts import clean_summary
+from langchain_rolling_memory.core.tool_pairs import tool_safe_cut
 from langchain_rolling_memory.errors import ConfigurationError
-
-__all__ = [
-    "DEFAULT_TOPIC_PHRASES",
-    "TopicDetector",
-    "TopicLabels",
-    "compose_sections",
-    "keyword_topic_shift",
-    "open_section",
-    "topic_cut",
-    "topic_labels",
-]
 
 TopicDetector = Callable[[BaseMessage], bool]
 """``(message) -> True`` if this user message starts a new topic."""

@@ -20,14 +20,6 @@ from typing import Any, Literal, Union
 from langchain_rolling_memory.core.cuts import FoldPolicy, KeepBy
 from langchain_rolling_memory.errors import ConfigurationError
 
-__all__ = [
-    "DEFAULT_KEEP_LAST",
-    "DEFAULT_MAX_TURNS",
-    "ContextSize",
-    "Trigger",
-    "fold_policy",
-]
-
 ContextSize = Union[
     tuple[Literal["messages"], int],
     tuple[Literal["tokens"], int],

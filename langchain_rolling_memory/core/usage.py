@@ -13,9 +13,6 @@ from typing import Any
 
 from langchain_rolling_memory.core.records import SummaryRecord
 
-__all__ = ["SummaryUsage"]
-
-
 # attribute -> key in the summary record's meta (the names stored since the first release)
 _META_KEYS = {
     "compactions": "compactions",

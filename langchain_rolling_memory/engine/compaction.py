@@ -40,18 +40,11 @@ from langchain_rolling_memory.core.trigger_keep import (
 )
 from langchain_rolling_memory.engine.shutdown import Drained
 from langchain_rolling_memory.runtime.background import call_with_timeout, jobs_of, run_coroutine_sync
-from langchain_rolling_memory.stores.api import OPERATOR, ReadAs, RollingStore
+from langchain_rolling_memory.stores.api import RollingStore
+from langchain_rolling_memory.stores.contract import OPERATOR, ReadAs
 from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike
 from langchain_rolling_memory.summarizers.coerce import as_summarizer, context_window
 from langchain_rolling_memory.summarizers.failures import describe_error, is_permanent_error
-
-__all__ = [
-    "CompactionCallback",
-    "CompactionListener",
-    "CompactionResult",
-    "Compactor",
-    "ErrorCallback",
-]
 
 logger = logging.getLogger("langchain_rolling_memory")
 

@@ -30,16 +30,6 @@ from langchain_rolling_memory.errors import ConfigurationError, FactError, Inval
 from langchain_rolling_memory.runtime.tracing import EXTRACT_FACTS, traced
 from langchain_rolling_memory.stores.api import RollingStore
 
-__all__ = [
-    "DEFAULT_EXTRACTION_PROMPT",
-    "ExtractionResult",
-    "FactChanges",
-    "FactExtractor",
-    "aextract_facts",
-    "compaction_listener",
-    "extract_facts",
-]
-
 logger = logging.getLogger("langchain_rolling_memory")
 
 DEFAULT_EXTRACTION_PROMPT = """\

@@ -11,8 +11,6 @@ from langchain_rolling_memory.core.framing import MemoryBlock, memory_block
 from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.stores.api import RollingStore
 
-__all__ = ["aload_memory", "load_memory"]
-
 
 def load_memory(
     store: RollingStore,

@@ -25,15 +25,6 @@ from langchain_rolling_memory.core.records import StoredMessage
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.stores.api import RollingStore
 
-__all__ = [
-    "DEFAULT_RECALL_TOKENS",
-    "NOTHING",
-    "Recaller",
-    "document_block",
-    "latest_user_text",
-    "recall_limit",
-]
-
 DEFAULT_RECALL_TOKENS = 2000
 """The budget used when `recall=` is given without `recall_tokens=`: on LoCoMo, through
 `with_rolling_memory` on SQLite, the smallest one measured that reaches the 60% answer-in-context

@@ -30,16 +30,6 @@ from typing import Any, Protocol
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.runtime.background import SessionJobs
 
-__all__ = [
-    "Drained",
-    "adrain",
-    "closed",
-    "drain",
-    "dropped_by_close",
-    "lease_not_released",
-    "listener_failed",
-]
-
 logger = logging.getLogger("langchain_rolling_memory")
 
 

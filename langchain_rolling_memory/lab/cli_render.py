@@ -21,8 +21,6 @@ from langchain_rolling_memory.lab.demo import DemoTurn
 from langchain_rolling_memory.lab.replay import ReplayReport
 from langchain_rolling_memory.stores.api import RollingStore
 
-__all__ = ["render_client", "render_demo", "render_replay", "render_session"]
-
 
 def _pct(saved: int, full: int) -> str:
     return f"{100 * saved / full:.0f}%" if full else "-"

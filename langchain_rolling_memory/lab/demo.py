@@ -29,8 +29,6 @@ from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
 from langchain_rolling_memory.summarizers.estimated import EstimatedCostSummarizer
 
-__all__ = ["HANDBOOK", "SCRIPT", "SYSTEM_PROMPT", "DemoTurn", "offline_model", "run_demo"]
-
 SYSTEM_PROMPT = "You are the onboarding assistant of Acme Corp. Answer in two sentences at most."
 
 SCRIPT: tuple[tuple[str, ...], ...] = (

@@ -26,34 +26,12 @@ from langchain_core.messages import BaseMessage
 from langchain_rolling_memory.core.cuts import count_tokens
 from langchain_rolling_memory.core.lexical_search import content_words, tokens
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.lab.eval_report import EvalReport, Tally, format_table, plot_eval
+from langchain_rolling_memory.lab.eval_report import EvalReport, Tally
 from langchain_rolling_memory.lab.eval_strategies import DEFAULT_STRATEGIES, STRATEGIES, Strategy
 from langchain_rolling_memory.lab.locomo import (
-    CATEGORIES,
     EvalConversation,
     EvalQuestion,
-    EvalTurn,
-    parse_date,
-    read_locomo,
 )
-
-__all__ = [
-    "CATEGORIES",
-    "DEFAULT_STRATEGIES",
-    "STRATEGIES",
-    "EvalConversation",
-    "EvalQuestion",
-    "EvalReport",
-    "EvalTurn",
-    "Strategy",
-    "answer_in_context",
-    "format_table",
-    "parse_date",
-    "plot_eval",
-    "read_locomo",
-    "run_eval",
-    "sample_questions",
-]
 
 
 def answer_in_context(answer: str, context: str | set[str]) -> bool:
@@ -90,6 +68,7 @@ def run_eval(
 
     Example:
         >>> from langchain_core.messages import HumanMessage
+        >>> from langchain_rolling_memory.lab.locomo import EvalTurn
         >>> turns = [EvalTurn(1, 1, HumanMessage("I adopted a cat named Oscar"), 0.0)]
         >>> conv = EvalConversation("c", turns, [EvalQuestion("Cat's name?", "Oscar", 4)])
         >>> run_eval([conv], strategies=["recall-500"]).rows()[0]["answer_in_context"]

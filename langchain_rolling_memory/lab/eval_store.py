@@ -33,15 +33,6 @@ from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.stores.urls import open_store
 from langchain_rolling_memory.summarizers import extractive_summarizer
 
-__all__ = [
-    "RecordingChatModel",
-    "StoreResponder",
-    "memory_frame_tokens",
-    "recall_tokens_within",
-    "store_recall",
-    "with_fresh_prefix",
-]
-
 CLIENT = "locomo"
 
 

@@ -26,8 +26,6 @@ from langchain_rolling_memory.lab.locomo import EvalConversation, EvalTurn
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.summarizers import extractive_summarizer
 
-__all__ = ["DEFAULT_STRATEGIES", "STRATEGIES", "Responder", "Strategy"]
-
 Responder = Callable[[str], list[BaseMessage]]
 """``question -> the memory messages the model would be sent`` for one prepared conversation."""
 

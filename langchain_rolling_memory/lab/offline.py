@@ -25,14 +25,6 @@ from langchain_rolling_memory.engine.fact_extractor import FactExtractor
 from langchain_rolling_memory.summarizers.base import Summarizer
 from langchain_rolling_memory.summarizers.extractive import extractive_summarizer
 
-__all__ = [
-    "KeylessFactModel",
-    "OfflineChatModel",
-    "keyless_extractor",
-    "keyless_facts",
-    "keyless_summarizer",
-]
-
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|my|me|mine)\b")
 

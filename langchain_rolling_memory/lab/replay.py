@@ -36,15 +36,6 @@ from langchain_rolling_memory.summarizers.base import SummarizerLike
 from langchain_rolling_memory.summarizers.coerce import as_summarizer
 from langchain_rolling_memory.summarizers.estimated import EstimatedCostSummarizer
 
-__all__ = [
-    "DEFAULT_SYSTEM_PROMPT",
-    "ReplayReport",
-    "Strategy",
-    "StrategyResult",
-    "default_strategies",
-    "replay",
-]
-
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and accurately."
 
 Kind = Literal["full", "window", "summary"]

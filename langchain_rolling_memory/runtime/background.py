@@ -31,15 +31,6 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-__all__ = [
-    "SessionJobs",
-    "Workers",
-    "call_with_timeout",
-    "jobs_of",
-    "run_coroutine_sync",
-    "workers",
-]
-
 logger = logging.getLogger("langchain_rolling_memory")
 
 _T = TypeVar("_T")

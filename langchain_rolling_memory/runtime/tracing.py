@@ -18,17 +18,6 @@ from typing import TypeVar
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import var_child_runnable_config
 
-__all__ = [
-    "EXTRACT_FACTS",
-    "LOGGER_NAME",
-    "SUMMARIZE",
-    "TAG",
-    "TAG_NOSTREAM",
-    "call_config",
-    "traced",
-    "unstreamed",
-]
-
 LOGGER_NAME = "langchain_rolling_memory"
 """The one logger every module of the package writes to."""
 

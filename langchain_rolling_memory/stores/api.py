@@ -20,11 +20,7 @@ import langchain_rolling_memory.core.fact_rules as fact_rules
 import langchain_rolling_memory.stores.checks as checks
 from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.records import (
-    FACT_SOURCES,
-    Fact,
     FactFilter,
-    FactPlan,
-    FactSource,
     Row,
     SessionInfo,
     StoredMessage,
@@ -34,28 +30,11 @@ from langchain_rolling_memory.core.records import (
 from langchain_rolling_memory.core.serde import loads_message
 from langchain_rolling_memory.core.usage import SummaryUsage
 from langchain_rolling_memory.errors import OwnershipError
-from langchain_rolling_memory.stores.contract import OPERATOR, SCHEMA_VERSION, AppendBatch, ReadAs, Reader
+from langchain_rolling_memory.stores.contract import OPERATOR, AppendBatch, ReadAs, Reader
 from langchain_rolling_memory.stores.export import client_export, session_export
 from langchain_rolling_memory.stores.fact_api import FactApi
 from langchain_rolling_memory.stores.lifecycle import Lifecycle
 from langchain_rolling_memory.stores.search_api import CreatedAt, SearchApi, dates_of
-
-__all__ = [
-    "FACT_SOURCES",
-    "OPERATOR",
-    "SCHEMA_VERSION",
-    "Fact",
-    "FactFilter",
-    "FactPlan",
-    "FactSource",
-    "ReadAs",
-    "RollingStore",
-    "Row",
-    "SessionInfo",
-    "StoredMessage",
-    "SummaryRecord",
-    "TurnRead",
-]
 
 
 class RollingStore(Lifecycle, SearchApi, FactApi):

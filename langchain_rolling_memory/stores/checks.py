@@ -20,22 +20,6 @@ from langchain_rolling_memory.core.serde import check_storable, dumps_message
 from langchain_rolling_memory.errors import ConfigurationError, InvalidTextError
 from langchain_rolling_memory.stores.contract import OPERATOR, Reader, SummaryWrite
 
-__all__ = [
-    "MAX_TOKEN_COUNT",
-    "check_count",
-    "check_limit",
-    "cutoff",
-    "lease_owner",
-    "lease_ttl",
-    "message_rows",
-    "optional_client",
-    "pinned_flag",
-    "reader",
-    "state_json",
-    "summary_args",
-    "token_count",
-]
-
 MAX_TOKEN_COUNT = 2**31 - 1
 """The largest token count a store keeps: PostgreSQL's INTEGER column (what one backend stores, all store)."""
 

@@ -55,22 +55,6 @@ from langchain_core.messages import BaseMessage
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 
-__all__ = [
-    "OPERATOR",
-    "SCHEMA_VERSION",
-    "AppendBatch",
-    "IndexedRow",
-    "ReadAs",
-    "Reader",
-    "SearchRow",
-    "StoreBackend",
-    "SummaryWrite",
-    "TurnRows",
-    "new_generation",
-    "newer_schema",
-    "use_thread_twins",
-]
-
 SCHEMA_VERSION = 4
 """Version of the data layout; a store written by a newer version is refused.
 2: per-message dates, the search index, pinned facts. 3: SQLite indexes messages at the

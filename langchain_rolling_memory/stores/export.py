@@ -10,8 +10,6 @@ from langchain_core.messages import message_to_dict
 
 from langchain_rolling_memory.core.records import Fact, SessionInfo, StoredMessage, SummaryRecord
 
-__all__ = ["client_export", "session_export"]
-
 
 def session_export(
     info: SessionInfo | None,

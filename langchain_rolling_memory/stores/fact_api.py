@@ -16,8 +16,6 @@ from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.records import Fact, FactFilter, FactPlan, SessionMark
 from langchain_rolling_memory.stores.contract import StoreBackend
 
-__all__ = ["FactApi"]
-
 
 class FactApi(StoreBackend):
     """The public fact methods of every store, on the backend's fact primitives."""

@@ -29,8 +29,6 @@ import langchain_rolling_memory.stores.forks as forks
 from langchain_rolling_memory.errors import StoreError
 from langchain_rolling_memory.stores.lifecycle import close_now, close_with_loop
 
-__all__ = ["PerLoop"]
-
 R = TypeVar("R")
 
 _ENDED = (

@@ -20,17 +20,6 @@ from langchain_rolling_memory.core.serde import loads_message
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
 from langchain_rolling_memory.stores.contract import SearchRow, StoreBackend
 
-__all__ = [
-    "MAX_CREATED_AT",
-    "CreatedAt",
-    "SearchApi",
-    "check_owner",
-    "dates_of",
-    "hits_of",
-    "search_request",
-    "search_scope",
-]
-
 CreatedAt = float | datetime | Sequence[float | datetime] | None
 """``created_at=`` of `append`: one date for the whole batch, one per message, or None (now)."""
 

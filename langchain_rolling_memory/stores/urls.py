@@ -13,8 +13,6 @@ from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.stores.api import RollingStore
 
-__all__ = ["BACKENDS", "open_store", "split_prefix"]
-
 # scheme -> (module, class name); imported only when used, so extras stay optional.
 BACKENDS: dict[str, tuple[str, str]] = {
     "memory": ("langchain_rolling_memory.stores.memory", "InMemoryRollingStore"),

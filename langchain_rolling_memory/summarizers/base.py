@@ -15,12 +15,6 @@ from langchain_core.runnables import Runnable
 
 from langchain_rolling_memory.core.summary_result import SummaryResult
 
-__all__ = [
-    "Summarizer",
-    "SummarizerLike",
-    "SummaryResult",
-]
-
 
 @runtime_checkable
 class Summarizer(Protocol):

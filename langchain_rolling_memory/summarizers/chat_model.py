@@ -29,8 +29,6 @@ from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.runtime.tracing import SUMMARIZE, traced
 from langchain_rolling_memory.summarizers.failures import is_transient_error
 
-__all__ = ["ChatModelSummarizer", "chat_model_summarizer", "is_transient_error"]
-
 
 def _is_parse_failure(exc: BaseException) -> bool:
     """True if a structured call failed on the answer's shape (the SDK's own parser or a

@@ -16,8 +16,6 @@ from langchain_rolling_memory.core.prompts import default_prompt
 from langchain_rolling_memory.core.summary_result import SummaryResult
 from langchain_rolling_memory.summarizers.base import Summarizer
 
-__all__ = ["EstimatedCostSummarizer"]
-
 
 class EstimatedCostSummarizer:
     """Bills a summarizer that calls no model (the keyless one) as an LLM summarizer would be.

@@ -17,8 +17,6 @@ from langchain_rolling_memory.core.prompts import clean_summary, default_prompt
 from langchain_rolling_memory.core.summary_result import SummaryResult
 from langchain_rolling_memory.errors import ConfigurationError
 
-__all__ = ["ExtractiveSummarizer", "extractive_summarizer"]
-
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*", re.UNICODE)
 _NUMBER = re.compile(r"\d")

@@ -19,8 +19,6 @@ from langchain_rolling_memory.core.prompts import SummaryPrompt
 from langchain_rolling_memory.errors import ConfigurationError, MissingCredentialsError, require
 from langchain_rolling_memory.summarizers.chat_model import ChatModelSummarizer, chat_model_summarizer
 
-__all__ = ["gemini_summarizer", "openai_summarizer"]
-
 DEFAULT_TIMEOUT = 30.0
 """Seconds one provider request may take (the engine has its own, longer, overall timeout)."""
 

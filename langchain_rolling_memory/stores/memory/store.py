@@ -30,8 +30,6 @@ from langchain_rolling_memory.stores.contract import (
     new_generation,
 )
 
-__all__ = ["InMemoryRollingStore"]
-
 
 @dataclass
 class _Session:

@@ -31,8 +31,6 @@ from langchain_rolling_memory.stores.lifecycle import not_set_up
 from langchain_rolling_memory.stores.loops import PerLoop
 from langchain_rolling_memory.stores.postgres.conn import check_connection
 
-__all__ = ["AsyncPostgresPrimitives", "OwnedAsyncPool"]
-
 logger = logging.getLogger("langchain_rolling_memory")
 
 _T = TypeVar("_T")

@@ -16,8 +16,6 @@ from typing import Any
 
 from langchain_rolling_memory.errors import ConfigurationError, StoreError
 
-__all__ = ["Borrowed", "OneAsyncConnection", "OneConnection", "borrow", "check_connection", "forked_error"]
-
 
 class OneConnection:
     """A caller's `psycopg.Connection` used as a pool of one: calls take turns on it."""

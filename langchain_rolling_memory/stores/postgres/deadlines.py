@@ -20,8 +20,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-__all__ = ["Deadlines", "Watch", "sever"]
-
 
 def sever(fileno: int) -> None:
     """Shut down the socket behind `fileno` (both ways) without closing the caller's descriptor:

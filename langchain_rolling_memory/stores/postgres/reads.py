@@ -13,8 +13,6 @@ from typing import Any
 
 from langchain_rolling_memory.stores.contract import Reader
 
-__all__ = ["checked", "owned"]
-
 
 def owned(prefix: str, sql: str, params: Any, session_id: str) -> tuple[str, Any]:
     """`sql` with the session's owner as the first column of every row, and one row (the owner

@@ -37,8 +37,6 @@ from langchain_rolling_memory.core.serde import loads_message
 from langchain_rolling_memory.stores.contract import SearchRow
 from langchain_rolling_memory.stores.postgres.sql import FACT_COLUMNS, Queries, fact_of
 
-__all__ = ["backfill_facts", "backfill_messages", "search_params", "search_rows_of", "search_statement"]
-
 # BM25's term saturation and length normalisation, as `search.Bm25Index` ranks.
 _K1 = 1.2
 _B = 0.75

@@ -16,8 +16,6 @@ import langchain_rolling_memory.stores.postgres.sql as pg
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.stores.contract import SCHEMA_VERSION, newer_schema
 
-__all__ = ["PostgresSetup"]
-
 _T = TypeVar("_T")
 
 

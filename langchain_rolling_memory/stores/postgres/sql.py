@@ -37,27 +37,6 @@ from langchain_rolling_memory.stores.contract import (
 )
 from langchain_rolling_memory.stores.postgres.deadlines import Deadlines, Watch, sever
 
-__all__ = [
-    "FACT_COLUMNS",
-    "MIGRATIONS",
-    "VACUUM_RESTORE",
-    "VACUUM_UNLIMITED",
-    "Erase",
-    "Queries",
-    "append_params",
-    "check_prefix",
-    "fact_of",
-    "fact_params",
-    "failure",
-    "lost",
-    "mark_params",
-    "rows_of",
-    "session_of",
-    "summary_and_tail_of",
-    "summary_of",
-    "vacuum",
-]
-
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
 _CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?")
 FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned"

@@ -35,8 +35,6 @@ from langchain_rolling_memory.stores.postgres.sql import Queries, check_config, 
 from langchain_rolling_memory.stores.postgres.sync import SyncPostgresPrimitives
 from langchain_rolling_memory.stores.urls import split_prefix
 
-__all__ = ["PostgresRollingStore"]
-
 
 def _driver() -> Any:
     try:

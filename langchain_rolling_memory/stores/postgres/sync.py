@@ -28,8 +28,6 @@ from langchain_rolling_memory.stores.contract import (
 from langchain_rolling_memory.stores.lifecycle import not_set_up
 from langchain_rolling_memory.stores.postgres.conn import check_connection
 
-__all__ = ["SyncPostgresPrimitives"]
-
 logger = logging.getLogger("langchain_rolling_memory")
 
 _T = TypeVar("_T")

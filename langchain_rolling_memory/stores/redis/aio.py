@@ -28,8 +28,6 @@ from langchain_rolling_memory.stores.contract import (
 from langchain_rolling_memory.stores.lifecycle import close_with_loop
 from langchain_rolling_memory.stores.redis.layout import Keys
 
-__all__ = ["AsyncRedisPrimitives"]
-
 logger = logging.getLogger("langchain_rolling_memory")
 
 _T = TypeVar("_T")

@@ -15,9 +15,6 @@ from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.stores.contract import Reader
 from langchain_rolling_memory.stores.redis.layout import LUA
 
-__all__ = ["SCRIPTS", "delete_args", "deleted"]
-
-
 # KEYS: csessions; ARGV: prefix cid -> the sessions the client owns now; ids in the set that
 # are not (expired, or erased and re-created by another client) are dropped from it
 LIST_SESSIONS = (

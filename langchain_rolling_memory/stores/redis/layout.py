@@ -34,8 +34,6 @@ from typing import Any
 from langchain_rolling_memory.errors import ConfigurationError, StoreError
 from langchain_rolling_memory.stores.contract import SCHEMA_VERSION, newer_schema
 
-__all__ = ["LUA", "Keys", "amigrate", "check_prefix", "legacy_target", "migrate"]
-
 _PREFIX = re.compile(r"[A-Za-z0-9_:.\-]{0,64}")
 SESSION_PARTS = ("info", "msgs", "sum", "lease", "batches")
 LAYOUT_VERSION = 4

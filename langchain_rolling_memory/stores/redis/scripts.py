@@ -28,30 +28,6 @@ from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, Sto
 from langchain_rolling_memory.stores.contract import AppendBatch, Reader, SummaryWrite, TurnRows
 from langchain_rolling_memory.stores.redis.layout import LUA
 
-__all__ = [
-    "SCRIPTS",
-    "SESSION_FIELDS",
-    "SUMMARY_FIELDS",
-    "append_args",
-    "cas_args",
-    "check_mark",
-    "check_put",
-    "checked",
-    "claim_args",
-    "encode_row",
-    "fact_args",
-    "fact_json",
-    "facts_of",
-    "failure",
-    "read_args",
-    "rows_of",
-    "seqs_of",
-    "session_of",
-    "state_args",
-    "summary_of",
-    "turn_of",
-]
-
 SUMMARY_FIELDS = ("text", "covered_seq", "version", "meta", "updated_at")
 SESSION_FIELDS = ("client_id", "created_at", "updated_at")
 MARK_FIELDS = ("created_at", "client_id", "generation")

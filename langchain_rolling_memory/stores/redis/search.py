@@ -21,8 +21,6 @@ from langchain_rolling_memory.core.records import Fact
 from langchain_rolling_memory.stores.contract import SearchRow
 from langchain_rolling_memory.stores.redis.layout import LUA
 
-__all__ = ["SCRIPTS", "Found", "fetch_args", "found_of", "rank", "search_args", "search_rows"]
-
 # ARGV: prefix cid ('' none) sid ('' for the client's sessions)
 # -> {{{sid, generation, {entry...}}...}, {fact id, fact json, ...}}
 SEARCH_SCOPE = (

@@ -47,8 +47,6 @@ from langchain_rolling_memory.stores.redis.aio import AsyncRedisPrimitives
 from langchain_rolling_memory.stores.redis.sync import SyncRedisPrimitives
 from langchain_rolling_memory.stores.urls import split_prefix
 
-__all__ = ["RedisRollingStore"]
-
 
 def _where(url: str) -> str:
     """`url` without its password, for messages."""

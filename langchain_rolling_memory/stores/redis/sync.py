@@ -26,8 +26,6 @@ from langchain_rolling_memory.stores.contract import (
 )
 from langchain_rolling_memory.stores.redis.layout import Keys
 
-__all__ = ["SyncRedisPrimitives"]
-
 logger = logging.getLogger("langchain_rolling_memory")
 
 _T = TypeVar("_T")

@@ -55,18 +55,6 @@ from langchain_rolling_memory.stores.sqlite.sql import Queries, fact_of
 if TYPE_CHECKING:
     from sqlite3 import Connection
 
-__all__ = [
-    "FUNCTIONS",
-    "backfill_index",
-    "backfill_lengths",
-    "entry",
-    "idf",
-    "index_fact",
-    "index_pending",
-    "search",
-    "search_rows_of",
-]
-
 _INDEX_TEXT, _TERMS, _REPEATS, _IDF = "lrm_index_text", "lrm_index_terms", "lrm_index_repeats", "lrm_bm25_idf"
 
 _REFERENCE = Bm25Index()

@@ -36,17 +36,6 @@ from langchain_rolling_memory.core.records import Fact, Row, SessionInfo, Summar
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.stores.contract import SCHEMA_VERSION
 
-__all__ = [
-    "MIGRATIONS",
-    "Queries",
-    "check_prefix",
-    "fact_of",
-    "fact_params",
-    "rows_of",
-    "session_of",
-    "summary_of",
-]
-
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
 _FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned"
 # What an erase deletes by session id, in this order (the sessions row last).

@@ -51,8 +51,6 @@ from langchain_rolling_memory.stores.contract import (
 )
 from langchain_rolling_memory.stores.lifecycle import not_set_up
 
-__all__ = ["SQLiteRollingStore"]
-
 logger = logging.getLogger("langchain_rolling_memory")
 
 
