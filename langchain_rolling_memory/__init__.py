@@ -26,6 +26,7 @@ from langchain_rolling_memory.adapters.chat_histories import (
     RollingSummaryChatMessageHistory,
     WindowedChatMessageHistory,
 )
+from langchain_rolling_memory.adapters.erasure import Erased, aforget_user, forget_user
 from langchain_rolling_memory.adapters.memory_tools import (
     forget_fact_tool,
     memory_tools,
@@ -67,10 +68,14 @@ from langchain_rolling_memory.summarizers import (
 )
 
 if _TYPE_CHECKING:
+    from langchain_rolling_memory.adapters.langgraph_store import RollingFactsStore
     from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
 
 # Names served on first access, so that importing the package needs only langchain-core.
-_LAZY = {"RollingMemoryMiddleware": "langchain_rolling_memory.adapters.middleware"}
+_LAZY = {
+    "RollingMemoryMiddleware": "langchain_rolling_memory.adapters.middleware",
+    "RollingFactsStore": "langchain_rolling_memory.adapters.langgraph_store",
+}
 
 
 def __getattr__(name: str) -> _Any:
@@ -100,9 +105,11 @@ __all__ = [
     "PRESETS",
     "Compactor",
     "Drained",
+    "Erased",
     "FactExtractor",
     "InMemoryRollingStore",
     "OwnershipError",
+    "RollingFactsStore",
     "RollingMemoryError",
     "RollingMemoryMiddleware",
     "RollingMemoryRunnable",
@@ -117,6 +124,7 @@ __all__ = [
     "WindowedChatMessageHistory",
     "__version__",
     "aextract_facts",
+    "aforget_user",
     "aload_memory",
     "chat_model_summarizer",
     "client_session_config_specs",
@@ -124,6 +132,7 @@ __all__ = [
     "extract_facts",
     "extractive_summarizer",
     "forget_fact_tool",
+    "forget_user",
     "gemini_summarizer",
     "insert_memory_message",
     "keyword_topic_shift",

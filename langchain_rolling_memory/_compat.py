@@ -54,6 +54,8 @@ _RELATIVE = {
     "agents": "adapters.middleware",
     "agent_run": "adapters.agent_run",
     "tools": "adapters.memory_tools",
+    "erasure": "adapters.erasure",
+    "graph_store": "adapters.langgraph_store",
     # stores (``stores.memory``, ``.sqlite``, ``.postgres``, ``.redis`` are packages exporting their store)
     "stores.backend": "stores.contract",
     "stores.base": "stores.api",

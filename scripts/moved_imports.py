@@ -7,11 +7,20 @@ then ``ruff check --select I --fix`` to sort the imports again. Reads the table 
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 from pathlib import Path
 
-from langchain_rolling_memory._compat import MOVED, MOVED_INTO_PACKAGE
+# Read by path: a tree half merged may not import as a package yet.
+_SPEC = importlib.util.spec_from_file_location(
+    "_moved_table", Path(__file__).resolve().parents[1] / "langchain_rolling_memory" / "_compat.py"
+)
+assert _SPEC is not None and _SPEC.loader is not None
+_TABLE_MODULE = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(_TABLE_MODULE)
+MOVED: dict[str, str] = _TABLE_MODULE.MOVED
+MOVED_INTO_PACKAGE: dict[str, str] = _TABLE_MODULE.MOVED_INTO_PACKAGE
 
 _DOTTED = re.compile(r"\blangchain_rolling_memory(?:\.[A-Za-z_]\w*)+")
 _FROM_PACKAGE = re.compile(

@@ -50,11 +50,13 @@ def resolve_ids(
 
     `session_id` is the context's ``session_id``, else ``configurable["session_id"]``, else
     the LangGraph ``thread_id``. `client_id` is the context's ``client_id``, else
-    ``configurable["client_id"]``, else the middleware's fixed `client_id`. The model has no
+    ``configurable["client_id"]``, else the middleware's fixed `client_id`; ``user_id`` (as
+    LangGraph and mem0 name the person) is read wherever ``client_id`` is. The model has no
     say in either: both come from the code that invokes the agent.
 
     Raises:
-        ConfigurationError: no session id could be found.
+        ConfigurationError: no session id could be found, or one source names two different
+            clients (``client_id`` and ``user_id``).
         InvalidIdError: an id is not safe (see `validate_id`).
     """
     configurable = configurable or {}
@@ -67,11 +69,23 @@ def resolve_ids(
             "(an agent may also pass context={'session_id': ...} with context_schema)"
         )
         raise ConfigurationError(msg)
-    client = _field(context, "client_id") or configurable.get("client_id") or default_client_id
+    client = _client(context) or _client(configurable) or default_client_id
     return MemoryIds(
         validate_id(session),
         None if client is None else validate_id(client, kind="client_id"),
     )
+
+
+def _client(source: Any) -> Any:
+    """The client a context or a configurable names, as ``client_id`` or ``user_id``."""
+    client, user = _field(source, "client_id"), _field(source, "user_id")
+    if client and user and client != user:
+        msg = (
+            f"the run names two clients, client_id={client!r} and user_id={user!r}; "
+            "pass one of them (user_id is read as the client_id)"
+        )
+        raise ConfigurationError(msg)
+    return client or user
 
 
 def _run_configurable() -> Mapping[str, Any]:

@@ -21,6 +21,7 @@ from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.stores.checks import token_count
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
+from langchain_rolling_memory.stores.urls import rolling_store
 
 
 def _messages_only(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -48,7 +49,9 @@ class StoredHistory(BaseChatMessageHistory):
         super().__init__()
         self.session_id = validate_id(session_id if session_id is not None else uuid.uuid4().hex)
         self.client_id = None if client_id is None else validate_id(client_id, kind="client_id")
-        self.store: RollingStore = store if store is not None else InMemoryRollingStore()
+        self.store: RollingStore = (
+            InMemoryRollingStore() if store is None else rolling_store(store, owner=type(self).__name__)
+        )
         self.token_counter = token_counter
         self._view: list[BaseMessage] | None = None
         self._owner_checked = False

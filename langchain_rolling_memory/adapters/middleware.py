@@ -61,6 +61,7 @@ from langchain_rolling_memory.engine.shutdown import Drained  # noqa: E402
 from langchain_rolling_memory.runtime.tracing import unstreamed  # noqa: E402
 from langchain_rolling_memory.stores.api import RollingStore  # noqa: E402
 from langchain_rolling_memory.stores.checks import token_count  # noqa: E402
+from langchain_rolling_memory.stores.urls import rolling_store  # noqa: E402
 from langchain_rolling_memory.summarizers.base import SummarizerLike  # noqa: E402
 
 if TYPE_CHECKING:  # where these live moved between langchain / langgraph 1.x releases
@@ -161,13 +162,11 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         **compactor_options: Any,
     ) -> None:
         super().__init__()
+        store = rolling_store(store, owner="RollingMemoryMiddleware")
         self.recaller = Recaller.build(store, recall_tokens, recall, token_counter=token_counter)
         unknown = sorted(set(memory_tools) - set(TOOL_BUILDERS))
         if unknown or isinstance(memory_tools, str):
             msg = f"memory_tools may hold {sorted(TOOL_BUILDERS)}, got {memory_tools!r}"
-            raise ConfigurationError(msg)
-        if not isinstance(store, RollingStore):
-            msg = f"store must be a RollingStore (see open_store), got {type(store).__name__}"
             raise ConfigurationError(msg)
         if compactor is None:
             if summarizer is None:

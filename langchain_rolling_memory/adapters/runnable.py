@@ -18,6 +18,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder, SystemMessagePromptTemplate
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSequence
+from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_core.runnables.utils import ConfigurableFieldSpec
 from pydantic import PrivateAttr
@@ -41,6 +42,7 @@ from langchain_rolling_memory.engine.shutdown import Drained
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.runtime.background import SessionJobs, jobs_of
 from langchain_rolling_memory.stores.api import RollingStore
+from langchain_rolling_memory.stores.urls import rolling_store
 from langchain_rolling_memory.summarizers.base import SummarizerLike
 from langchain_rolling_memory.summarizers.coerce import as_summarizer
 
@@ -79,7 +81,16 @@ _THREAD_SPEC = ConfigurableFieldSpec(
     is_shared=True,
 )
 
-_ID_DEFAULTS = {"client_id": None, "session_id": None, "thread_id": None}
+_USER_SPEC = ConfigurableFieldSpec(
+    id="user_id",
+    annotation=str,
+    name="User ID",
+    description="The client, as LangGraph and mem0 name it (refused if a different client_id is given).",
+    default=None,
+    is_shared=True,
+)
+
+_ID_DEFAULTS = {"client_id": None, "session_id": None, "thread_id": None, "user_id": None}
 """`with_rolling_memory`'s config defaults: `RunnableWithMessageHistory` wants every key of its
 factory, a call gives only those it has (the session as ``session_id`` or ``thread_id``)."""
 
@@ -87,7 +98,7 @@ factory, a call gives only those it has (the session as ``session_id`` or ``thre
 def _config_ids(configurable: Mapping[str, Any], default_client_id: str | None) -> MemoryIds:
     """The ids of one call, as the agent middleware finds them (`resolve_ids`); an id the
     config gives is checked as it is, so an empty or malformed one is refused, not ignored."""
-    for key in ("client_id", "session_id"):
+    for key in ("client_id", "user_id", "session_id"):
         if configurable.get(key) is not None:
             validate_id(configurable[key], kind=key)
     return resolve_ids(None, configurable, default_client_id=default_client_id)
@@ -122,6 +133,7 @@ def session_history_factory(
         >>> get_history("client-1", "session-1").client_id
         'client-1'
     """
+    store = rolling_store(store, owner="session_history_factory")
     options = dict(history_options)
     listener = compaction_listener(extractor, store, options.pop("on_compaction", None))
     if listener is not None:
@@ -285,13 +297,24 @@ class _Injector:
 
 class RollingMemoryRunnable(RunnableWithMessageHistory):
     """What `with_rolling_memory` returns: a `RunnableWithMessageHistory` that can also wait
-    for the background compactions of its store before shutdown (`drain`, `adrain`)."""
+    for the background compactions of its store before shutdown (`drain`, `adrain`), and that,
+    called inside a run (a LangGraph node) without a ``configurable``, uses the run's."""
 
     _memory_jobs: SessionJobs | None = PrivateAttr(default=None)
 
     def __init__(self, runnable: Runnable[Any, Any], get_session_history: Any, **kwargs: Any) -> None:
         # Spelled out: mypy's pydantic plugin would otherwise derive a keyword-only one.
         super().__init__(runnable, get_session_history, **kwargs)
+
+    def _merge_configs(self, *configs: RunnableConfig | None) -> RunnableConfig:
+        # Inside a run (a LangGraph node, a RunnableLambda), a call that passes no
+        # `configurable` inherits the run's, as `ensure_config` gives every LCEL runnable: the
+        # ids bound as defaults would otherwise replace the run's ``thread_id`` and client.
+        if any(c and "configurable" in c for c in configs):
+            return super()._merge_configs(*configs)
+        parent = var_child_runnable_config.get() or {}
+        inherited: RunnableConfig = {"configurable": dict(parent.get("configurable") or {})}
+        return super()._merge_configs(inherited, *configs)
 
     def drain(self, timeout: float | None = None) -> Drained:
         """Wait for the background compactions of this chain's store (and the fact extractions
@@ -330,9 +353,11 @@ def with_rolling_memory(
     """Wrap a chain like `RunnableWithMessageHistory`, adding the client's facts and state.
 
     Call it with ``config={"configurable": {"client_id": ..., "session_id": ...}}``; as for the
-    agent middleware, ``thread_id`` names the session when ``session_id`` is not given, and
+    agent middleware, ``thread_id`` names the session when ``session_id`` is not given,
+    ``user_id`` the client as ``client_id`` does (both, different: `ConfigurationError`), and
     `client_id` given here is the client of every call that names none (without either, the
-    session is anonymous: no facts, and a session owned by a client is refused). Each
+    session is anonymous: no facts, and a session owned by a client is refused). Inside a
+    LangGraph node (any run), a call without a ``configurable`` uses the run's. Each
     turn the history gives the summary (framed as a record) and the recent messages, and
     the client's facts and the session's state are put where the model sees them:
 
@@ -383,15 +408,21 @@ def with_rolling_memory(
         ...             config={"configurable": {"client_id": "client-1", "session_id": "s1"}}).content
         'Noted.'
     """
+    store = rolling_store(store, owner="with_rolling_memory")
     default_client = None if client_id is None else validate_id(client_id, kind="client_id")
     by_client = session_history_factory(
         store, summarizer, extractor=extractor, token_counter=token_counter, **history_options
     )
 
     def get_session_history(
-        client_id: str | None, session_id: str | None, thread_id: str | None
+        client_id: str | None, session_id: str | None, thread_id: str | None, user_id: str | None
     ) -> RollingSummaryChatMessageHistory:
-        configurable = {"client_id": client_id, "session_id": session_id, "thread_id": thread_id}
+        configurable = {
+            "client_id": client_id,
+            "session_id": session_id,
+            "thread_id": thread_id,
+            "user_id": user_id,
+        }
         ids = _config_ids(configurable, default_client)
         return by_client(ids.client_id or "", ids.session_id)
 
@@ -421,7 +452,7 @@ def with_rolling_memory(
             input_messages_key=input_messages_key,
             history_messages_key=history_messages_key,
             output_messages_key=output_messages_key,
-            history_factory_config=[*client_session_config_specs(), _THREAD_SPEC],
+            history_factory_config=[*client_session_config_specs(), _THREAD_SPEC, _USER_SPEC],
             config={"configurable": dict(_ID_DEFAULTS)},
         )
     chain._memory_jobs = jobs_of(store)

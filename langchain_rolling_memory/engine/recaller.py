@@ -2,8 +2,8 @@
 
 Owns the I/O step around `recall.recall_block` (sync and async twins over shared pure helpers):
 the scope of the search (the client, else the session), which hits the view already holds,
-fetching the answer that followed a recalled question, and a LangChain `BaseRetriever` in place
-of the store's search. It does not rank (the stores and `search` do), choose or quote excerpts
+fetching the answer that followed a recalled question, a LangChain `BaseRetriever` in place
+of the store's search, and reporting the excerpts shown to the recall's traced run (`tracing`). It does not rank (the stores and `search` do), choose or quote excerpts
 (`recall`), or place the block in a prompt (`runnable`, `agents`).
 """
 
@@ -13,6 +13,7 @@ from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.callbacks import Callbacks
 from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.retrievers import BaseRetriever
@@ -23,6 +24,7 @@ from langchain_rolling_memory.core.quoting import one_line, quote_text
 from langchain_rolling_memory.core.recall_block import RECALL_HEADER, Recalled, is_question, recall_block
 from langchain_rolling_memory.core.records import StoredMessage
 from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.runtime.tracing import arecall_run, recall_run
 from langchain_rolling_memory.stores.api import RollingStore
 
 DEFAULT_RECALL_TOKENS = 2000
@@ -134,8 +136,16 @@ def document_block(
         ...                      max_tokens=50, header=None).text)
         - "notes": "Oscar is a cat"
     """
+    return _fit_documents(documents, max_tokens=max_tokens, token_counter=token_counter, header=header)[0]
+
+
+def _fit_documents(
+    documents: Sequence[Document], *, max_tokens: int, token_counter: TokenCounter, header: str | None
+) -> tuple[Recalled, list[Document]]:
+    """`document_block` and the documents it shows."""
     envelope = token_counter([HumanMessage("")])
     lines: list[str] = []
+    shown: list[Document] = []
     for doc in documents:
         source = doc.metadata.get("source") if isinstance(doc.metadata, Mapping) else None
         label = ""
@@ -145,10 +155,28 @@ def document_block(
         text = "\n".join([header, *lines, line] if header else [*lines, line])
         if max(1, token_counter([HumanMessage(text)]) - envelope) <= max_tokens:
             lines.append(line)
+            shown.append(doc)
     if not lines:
-        return NOTHING
+        return NOTHING, []
     text = "\n".join([header, *lines] if header else lines)
-    return Recalled(text, (), max(1, token_counter([HumanMessage(text)]) - envelope))
+    return Recalled(text, (), max(1, token_counter([HumanMessage(text)]) - envelope)), shown
+
+
+def hit_document(hit: SearchHit) -> Document:
+    """A shown excerpt as the document its recall run reports (the text unquoted: a trace is
+    read by people, the prompt gets the quoted line).
+
+    Example:
+        >>> hit_document(SearchHit("message", "s1", 4, 0.0, 2.5, HumanMessage("hi"), text="hi")).metadata
+        {'kind': 'message', 'score': 2.5, 'created_at': 0.0, 'session_id': 's1', 'seq': 4, 'role': 'human'}
+    """
+    metadata: dict[str, Any] = {"kind": hit.kind, "score": hit.score, "created_at": hit.created_at}
+    if hit.kind == "fact" and hit.fact is not None:
+        return Document(hit.fact.text, metadata={**metadata, "fact_id": hit.fact.id})
+    metadata |= {"session_id": hit.session_id, "seq": hit.seq}
+    if hit.message is None:
+        return Document(hit.text, metadata=metadata)
+    return Document(hit.message.text, metadata={**metadata, "role": hit.message.type})
 
 
 @dataclass(frozen=True)
@@ -238,6 +266,10 @@ class Recaller:
     ) -> Recalled:
         """The excerpts of the client's memory for `query` that the view does not hold.
 
+        Traced as a retriever run (`tracing.RECALL`, a child of the current run) whose
+        documents are the excerpts shown; a query without words searches nothing and is not
+        traced.
+
         Args:
             query: the user's latest words; empty or stop words only recalls nothing.
             client_id: whose memory is searched (None: the session's only).
@@ -247,9 +279,27 @@ class Recaller:
         """
         if not query_terms(query):
             return NOTHING
+        run = recall_run(query)
+        try:
+            found, documents = self._recall(query, client_id, session_id, view_seqs, view, run.get_child())
+        except Exception as exc:
+            run.on_retriever_error(exc)
+            raise
+        run.on_retriever_end(documents)
+        return found
+
+    def _recall(
+        self,
+        query: str,
+        client_id: str | None,
+        session_id: str | None,
+        view_seqs: Collection[int] | None,
+        view: Sequence[BaseMessage],
+        callbacks: Callbacks,
+    ) -> tuple[Recalled, list[Document]]:
         if self.retriever is not None:
-            docs = self.retriever.invoke(query)
-            return document_block(docs, max_tokens=self.max_tokens, token_counter=self.token_counter)
+            docs = self.retriever.invoke(query, config={"callbacks": callbacks})
+            return self._documents(docs)
         hits = self.store.search(query, limit=self._limit(), **self._scope(client_id, session_id))
         skip = _view_keys(hits, session_id, view_seqs, view)
         neighbours: dict[Hashable, SearchHit] = {}
@@ -263,7 +313,7 @@ class Recaller:
             if follow is not None:
                 neighbours[hit.key] = follow
         skip |= _view_keys(list(neighbours.values()), session_id, view_seqs, view)
-        return self._render(hits, skip, neighbours)
+        return self._shown(self._render(hits, skip, neighbours))
 
     async def arecall(
         self,
@@ -277,9 +327,29 @@ class Recaller:
         """Async twin of `recall`."""
         if not query_terms(query):
             return NOTHING
+        run = await arecall_run(query)
+        try:
+            found, documents = await self._arecall(
+                query, client_id, session_id, view_seqs, view, run.get_child()
+            )
+        except Exception as exc:
+            await run.on_retriever_error(exc)
+            raise
+        await run.on_retriever_end(documents)
+        return found
+
+    async def _arecall(
+        self,
+        query: str,
+        client_id: str | None,
+        session_id: str | None,
+        view_seqs: Collection[int] | None,
+        view: Sequence[BaseMessage],
+        callbacks: Callbacks,
+    ) -> tuple[Recalled, list[Document]]:
         if self.retriever is not None:
-            docs = await self.retriever.ainvoke(query)
-            return document_block(docs, max_tokens=self.max_tokens, token_counter=self.token_counter)
+            docs = await self.retriever.ainvoke(query, config={"callbacks": callbacks})
+            return self._documents(docs)
         hits = await self.store.asearch(query, limit=self._limit(), **self._scope(client_id, session_id))
         skip = _view_keys(hits, session_id, view_seqs, view)
         neighbours: dict[Hashable, SearchHit] = {}
@@ -293,4 +363,13 @@ class Recaller:
             if follow is not None:
                 neighbours[hit.key] = follow
         skip |= _view_keys(list(neighbours.values()), session_id, view_seqs, view)
-        return self._render(hits, skip, neighbours)
+        return self._shown(self._render(hits, skip, neighbours))
+
+    def _documents(self, docs: Sequence[Document]) -> tuple[Recalled, list[Document]]:
+        return _fit_documents(
+            docs, max_tokens=self.max_tokens, token_counter=self.token_counter, header=RECALL_HEADER
+        )
+
+    @staticmethod
+    def _shown(found: Recalled) -> tuple[Recalled, list[Document]]:
+        return found, [hit_document(hit) for hit in found.hits]

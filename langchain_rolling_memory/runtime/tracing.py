@@ -1,10 +1,11 @@
-"""How memory's own model calls show in callbacks, LangSmith and streams: names, tags, nostream.
+"""How memory's own work shows in callbacks, LangSmith and streams: names, tags, nostream.
 
 Owns the marks put on the summarizer's and the extractor's model calls (a run name, tags and
-metadata saying what they are, as LangChain's `SummarizationMiddleware` marks its own) and the
-``nostream`` tag that keeps them out of what a chain or an agent streams as its answer. It
-makes no model call itself; that the background runs them in the caller's context (so their
-runs are children of the chain that scheduled them) is `background`'s.
+metadata saying what they are, as LangChain's `SummarizationMiddleware` marks its own), the
+``nostream`` tag that keeps them out of what a chain or an agent streams as its answer, and the
+retriever run a recall is traced as (`recall_run`). It makes no model call and no search
+itself; that the background runs them in the caller's context (so their runs are children of
+the chain that scheduled them) is `background`'s.
 
 Logs of the whole package go to the logger named ``"langchain_rolling_memory"`` (`LOGGER_NAME`).
 """
@@ -15,8 +16,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+from langchain_core.callbacks import (
+    AsyncCallbackManager,
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManager,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.runnables.config import var_child_runnable_config
+from langchain_core.runnables.config import ensure_config, var_child_runnable_config
 
 LOGGER_NAME = "langchain_rolling_memory"
 """The one logger every module of the package writes to."""
@@ -33,6 +40,9 @@ SUMMARIZE = "rolling_memory.summarize"
 
 EXTRACT_FACTS = "rolling_memory.extract_facts"
 """Run name of the fact extractor's model call."""
+
+RECALL = "rolling_memory.recall"
+"""Run name of a recall: a retriever run whose documents are the excerpts shown."""
 
 _Input = TypeVar("_Input")
 _Output = TypeVar("_Output")
@@ -78,3 +88,33 @@ def unstreamed() -> Iterator[None]:
         yield
     finally:
         var_child_runnable_config.reset(token)
+
+
+def _recall_settings() -> dict[str, object]:
+    """What a recall run inherits from the run around it (the node's, the chain's config in
+    the context variable): its callbacks, so it is a child of that run, tags and metadata."""
+    config = ensure_config()
+    return {
+        "inheritable_callbacks": config.get("callbacks"),
+        "inheritable_tags": config.get("tags"),
+        "local_tags": [TAG],
+        "inheritable_metadata": config.get("metadata"),
+        "local_metadata": {"lc_source": TAG, "rolling_memory_call": "recall"},
+    }
+
+
+def recall_run(query: str) -> CallbackManagerForRetrieverRun:
+    """Start the retriever run of one recall (`RECALL`), a child of the current run.
+
+    The caller ends it with ``on_retriever_end(documents)`` or ``on_retriever_error(exc)``
+    and passes ``run.get_child()`` as the callbacks of any retriever it calls inside, as
+    `BaseRetriever.invoke` does for its own run.
+    """
+    manager = CallbackManager.configure(**_recall_settings())  # type: ignore[arg-type]
+    return manager.on_retriever_start(None, query, name=RECALL)
+
+
+async def arecall_run(query: str) -> AsyncCallbackManagerForRetrieverRun:
+    """Async twin of `recall_run`."""
+    manager = AsyncCallbackManager.configure(**_recall_settings())  # type: ignore[arg-type]
+    return await manager.on_retriever_start(None, query, name=RECALL)

@@ -1,4 +1,5 @@
-"""Opening a store by URL: the scheme picks the backend, our ``prefix`` parameter is taken out.
+"""Opening a store by URL (the scheme picks the backend, our ``prefix`` parameter is taken out),
+and refusing anything else handed to an adapter as its store.
 
 Owns the URL forms in `stores/__init__.py`'s table and the import of the backend a URL names
 (only when used, so extras stay optional); the backends own what their URLs mean to the driver.
@@ -73,3 +74,33 @@ def split_prefix(url: str) -> tuple[str, str | None]:
     prefix = next((v for k, v in reversed(pairs) if k == "prefix"), None)
     rest = urlencode([(k, v) for k, v in pairs if k != "prefix"])
     return urlunsplit(parts._replace(query=rest)), prefix
+
+
+def rolling_store(store: object, *, owner: str) -> RollingStore:
+    """`store` if it is a `RollingStore`; else a `ConfigurationError` naming what was passed.
+
+    Checked where an adapter (`owner`) is built, so a wrong object (LangGraph's `BaseStore`, a
+    URL string) fails there rather than with an `AttributeError` at the first call.
+
+    Example:
+        >>> rolling_store("memory://", owner="with_rolling_memory")
+        Traceback (most recent call last):
+        ...
+        langchain_rolling_memory.errors.ConfigurationError: with_rolling_memory: store must be a RollingStore, got str ('memory://'); open one with open_store('memory://')
+    """
+    if isinstance(store, RollingStore):
+        return store
+    kind = type(store)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    if isinstance(store, str):
+        hint = f" ({store!r:.80}); open one with open_store({store!r:.80})"
+    elif any(base.__module__.startswith("langgraph.store") for base in kind.__mro__):
+        hint = (
+            "; LangGraph's BaseStore is the graph's store= (long-term items), not a transcript "
+            "store: open ours with open_store(url), and wrap it in RollingFactsStore to show "
+            "its facts to the graph's store"
+        )
+    else:
+        hint = "; open one with open_store(url), e.g. open_store('sqlite:///memory.db')"
+    msg = f"{owner}: store must be a RollingStore, got {name}{hint}"
+    raise ConfigurationError(msg)
