@@ -16,7 +16,7 @@ documented fallback, BM25 in Python over the scope's entries) it times:
 - ``search``: ``store.search(question, client_id=...)``, limit 10;
 - ``search + injection``: the recall step of a turn, ``Recaller(store, 2000).recall(...)``
   from `langchain_rolling_memory.engine.recaller` (search with the limit sized to the budget by
-  `recalling.recall_limit`, the answers that follow recalled questions, the quoted and dated
+  `recaller.recall_limit`, the answers that follow recalled questions, the quoted and dated
   block rendered within 2,000 tokens);
 - ``full scan``: every message of the client read back and ranked in Python with `Bm25Index`,
   what recall would cost without an index (fewer questions: it is slow).

@@ -3,7 +3,7 @@
 Owns the plumbing between a LangGraph run and our store: where `session_id` and `client_id`
 come from (context, config, thread), which of the state's messages are not stored yet, the
 and where the memory text goes in the request. The hooks that use them are
-`agents`; the tools bound to a run are `tools`, the tool-pair repair `policy`, the ``nostream``
+`middleware`; the tools bound to a run are `memory_tools`, the tool-pair repair `tool_pairs`, the ``nostream``
 mark of memory's own model calls `tracing`; memory logic stays in the engine and stores.
 """
 

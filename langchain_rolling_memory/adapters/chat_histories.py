@@ -2,7 +2,7 @@
 
 Adapters only: they append to a store and ask the engine for the view; the plumbing both share
 (ids, ownership, the cached view that changes only with the object's own `add_messages`) is
-`stored_history`. The model calls of a compaction are marked ``nostream`` (`tracing`).
+`history_base`. The model calls of a compaction are marked ``nostream`` (`tracing`).
 """
 
 from __future__ import annotations

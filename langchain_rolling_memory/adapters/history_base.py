@@ -3,7 +3,7 @@
 A history's view changes only with that object's own `add_messages` (or `clear`), because
 `RunnableWithMessageHistory` reads it at the start and the end of a call and slices the input by
 its length: the cache that keeps that promise lives here. What the view is (a window, a summary
-and a tail) is each history's own (`history.py`); memory logic is the engine's.
+and a tail) is each history's own (`chat_histories.py`); memory logic is the engine's.
 """
 
 from __future__ import annotations

@@ -196,7 +196,7 @@ def search_memory_tool(
     """A `search_memory(query)` tool over `client_id`'s sessions and facts only.
 
     The client is fixed here, not a tool argument: the model never chooses whose memory it
-    reads. The answer is the recalled excerpts within `max_tokens` (`recall.recall_block`),
+    reads. The answer is the recalled excerpts within `max_tokens` (`recall_block.recall_block`),
     each dated and quoted, or a line saying nothing was found.
 
     Example:

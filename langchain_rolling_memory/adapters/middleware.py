@@ -3,8 +3,8 @@
 `RollingMemoryMiddleware` persists each new message of an agent run to the store once, shows
 the model the engine's view (summary and unsummarized tail) plus the client's facts, and
 offers memory tools bound to the run's client. The run plumbing (ids, what is stored yet) is
-`agent_run`, the tool builders `tools`; cutting, summarizing and storing stay in `policy`,
-`engine` (`Compactor.advance`) and `stores`; the agent's own state (and checkpointer) is
+`agent_run`, the tool builders `memory_tools`; cutting, summarizing and storing stay in `cuts`,
+`compaction` (`Compactor.advance`) and `stores`; the agent's own state (and checkpointer) is
 never rewritten.
 """
 

@@ -1,7 +1,7 @@
 """`with_rolling_memory`: any chain gets a rolling-summary history plus the client's facts and state.
 
 Owns the wiring only: `RunnableWithMessageHistory` does the history plumbing, the histories do
-the memory, `context` reads the facts and `framing` renders them. This module decides where the
+the memory, `memory_reads` reads the facts and `framing` renders them. This module decides where the
 memory goes in the chain's input (a leading system message and/or prompt variables).
 """
 
@@ -381,7 +381,7 @@ def with_rolling_memory(
         memory_message: force the memory system message on (True) or off (False); None
             decides from the prompt's variables as above.
         token_counter: counts tokens for the history's policy and the facts budget.
-        recall_tokens: budget of the recalled excerpts (`recalling.Recaller`): each turn the
+        recall_tokens: budget of the recalled excerpts (`recaller.Recaller`): each turn the
             client's sessions and facts are searched with the latest user input and the best
             excerpts the view does not hold are added to the memory (dict input: also the
             ``recall`` variable). None or 0 (the default): off, nothing more is read.

@@ -313,7 +313,7 @@ class FoldPolicy:
         keep_by: ``"messages"`` (the last `keep_last`) or ``"tokens"`` (the last `keep_tokens`
             worth) kept whichever limit was exceeded, as `SummarizationMiddleware`'s
             ``keep=``; None: each limit keeps its own (`keep_last` after `max_turns`,
-            `keep_tokens` after `max_tokens`). See `limits` for ``trigger=`` / ``keep=``.
+            `keep_tokens` after `max_tokens`). See `trigger_keep` for ``trigger=`` / ``keep=``.
     """
 
     max_turns: int | None = 12

@@ -3,8 +3,8 @@
 Owns what each field is shown as (fact text and key, state, summary: each quoted by `quoting`,
 so no field can forge prompt structure or carry invisible characters), the facts block's
 token budget and order, and the framing of the memory message and of the view's summary message
-as records, not instructions. It does not read or write a store (see `context` and `tools`),
-decide when to summarize (`engine`) or hold chain logic.
+as records, not instructions. It does not read or write a store (see `memory_reads` and `memory_tools`),
+decide when to summarize (`compaction`) or hold chain logic.
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ class MemoryBlock:
         state: the session state JSON (`render_state`).
         summary: the summary text as stored, invisible characters dropped (plain, for prompt
             authors who frame it).
-        recall: the recalled excerpts, header included (`recall.recall_block`).
+        recall: the recalled excerpts, header included (`recall_block.recall_block`).
     """
 
     facts: str = ""

@@ -6,7 +6,7 @@ meta to install (cleaned, usage counted, the latest user message pinned when it 
 the view (the question always in it, the summary framed in the prompt's language) with its
 hard-cap fallback window, a structured summary's fields kept beside its text, and a state
 extended or folded without a read. "Today" (the date of a finished topic) is injected. Reading and writing the store, calling the
-summarizer, leases, back-off and scheduling are `engine`'s; where to cut is `policy`'s.
+summarizer, leases, back-off and scheduling are `compaction`'s; where to cut is `cuts`'s.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ facts block, session state, summary, recalled excerpts, the extractor's and summ
 requests) calls these functions, so one rule holds everywhere: nothing invisible reaches the
 model, and a quoted value is one JSON string literal that no newline, quote, role label or tag
 escapes. It does not choose what is shown, in which order or under which header (`framing`,
-`recall`, `prompts`).
+`recall_block`, `prompts`).
 """
 
 from __future__ import annotations

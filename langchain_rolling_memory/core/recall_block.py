@@ -3,7 +3,7 @@
 Owns which search hits are shown (skip what the view already holds, add the answer that
 followed a recalled question, stop at the budget) and how each is written: one line, dated,
 with its session, speaker and text quoted by `quoting.quote_text` so no excerpt can forge
-prompt structure. It does not search (see `search` and the stores) and places nothing in a
+prompt structure. It does not search (see `lexical_search` and the stores) and places nothing in a
 prompt (the adapters do).
 """
 

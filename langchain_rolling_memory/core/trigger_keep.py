@@ -4,7 +4,7 @@ Owns reading those forms (``("messages", N)``, ``("tokens", N)``, ``("fraction",
 summarizer model's context window, a list of them, a one-key dict) and mapping them onto the
 `FoldPolicy` settings beside today's names (`max_turns`, `keep_last`, `max_tokens`,
 `keep_tokens`), refusing a mix of both. Pure: the context window is asked of a callable.
-Where to cut is `policy`'s; finding the summarizer's model is `summarizers.coerce`'s.
+Where to cut is `cuts`'s; finding the summarizer's model is `summarizers.coerce`'s.
 
 As in the middleware, a trigger fires when the count *reaches* its threshold: ``("messages",
 N)`` is ``max_turns=N - 1`` (ours fires when the count *exceeds* `max_turns`), ``("tokens",

@@ -3,7 +3,7 @@
 Owns the compaction procedure and its failure handling (timeouts, retries with back-off,
 leases so one process summarizes a window) and the one step an adapter takes after an
 append (`Compactor.advance`). It does the I/O and the failure handling only: what to fold and what a turn
-shows are decided by the pure `planning`, where to cut by `policy`; it holds no framing
+shows are decided by the pure `planner`, where to cut by `cuts`; it holds no framing
 (`framing`), no storage (`stores`) and no threads or tasks (`background`).
 """
 

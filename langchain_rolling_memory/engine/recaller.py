@@ -1,10 +1,10 @@
 """One turn's recall: search the client's memory with the user's latest words and render the excerpts.
 
-Owns the I/O step around `recall.recall_block` (sync and async twins over shared pure helpers):
+Owns the I/O step around `recall_block.recall_block` (sync and async twins over shared pure helpers):
 the scope of the search (the client, else the session), which hits the view already holds,
 fetching the answer that followed a recalled question, a LangChain `BaseRetriever` in place
-of the store's search, and reporting the excerpts shown to the recall's traced run (`tracing`). It does not rank (the stores and `search` do), choose or quote excerpts
-(`recall`), or place the block in a prompt (`runnable`, `agents`).
+of the store's search, and reporting the excerpts shown to the recall's traced run (`tracing`). It does not rank (the stores and `lexical_search` do), choose or quote excerpts
+(`recall_block`), or place the block in a prompt (`runnable`, `middleware`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ front of the model. Reads the release at run time; calls no model and writes no 
 "Answer in context" (the rule, also in the README): a question counts as covered when every
 content word of its gold answer - folded to lower case without accents, split on anything that
 is not a letter or a digit, English and French stop words and lone letters dropped, numbers
-kept (`search.content_words`) - is a word of the text the model would be sent as memory.
+kept (`lexical_search.content_words`) - is a word of the text the model would be sent as memory.
 Categories 1-4 of LoCoMo are scored (5, adversarial, has no gold answer). Memory tokens are
 `count_tokens_approximately` of the memory messages; search time is the strategy's own work
 per question (search and rendering; the summary is built once per conversation, not timed).

@@ -138,7 +138,7 @@ def memory_frame_tokens(token_counter: TokenCounter = count_tokens) -> int:
     """The tokens the memory message adds around a recall block of a client with no facts: its
     frame line, role and envelope, measured with the library's own rendering and counter.
 
-    The block is charged to `recall_tokens` as text in a message (`recall.recall_block`); the
+    The block is charged to `recall_tokens` as text in a message (`recall_block.recall_block`); the
     memory message is the frame plus that text. A counter that rounds up per message can make
     the difference vary by one with the block's length: the largest over a few lengths is kept.
     """

@@ -6,7 +6,7 @@ is traced as a child of the chain that scheduled it), and the promise made at in
 pending work gets a bounded grace period to finish, so a compaction scheduled just before exit
 lands, and a hung one cannot keep the process alive. Owns too the per-store bookkeeping of
 which session has a job in flight (a worker's, or an event-loop task's) and of its failures.
-It takes callables and knows nothing of compaction itself (that is `engine`, which imports
+It takes callables and knows nothing of compaction itself (that is `engine.compaction`, which imports
 this module, never the reverse).
 
 Why not `concurrent.futures.ThreadPoolExecutor`: its workers are joined without a time limit

@@ -2,8 +2,8 @@
 
 Owns the public methods (each checks its arguments, then calls one primitive) and the
 store's settings; the fact methods are in `fact_api.py` (their rules in `fact_rules.py`),
-search in `searching.py`, the argument checks and serialization in `checks.py`, the
-primitives a backend implements and the data model in `backend.py`, the records in
+search in `search_api.py`, the argument checks and serialization in `checks.py`, the
+primitives a backend implements and the data model in `contract.py`, the records in
 `records.py`, the export's JSON shape in `export.py`, opening a store by URL in
 `urls.py`, ``with``, `setup()` and closing in `lifecycle.py`. Does no I/O of its own.
 """

@@ -3,7 +3,7 @@
 Owns what is refused at the boundary and how (ids are `ids.validate_id`, text no backend can
 store exactly is `serde.check_storable`), and serializing messages, state and summary meta
 for the primitives. Pure: no I/O and no clock (the caller passes "now"); the API that calls
-these is `base.py`.
+these is `api.py`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a storage backend implements: the small ``_primitive`` methods and their async defaults.
 
 Owns the contract between `RollingStore` (validation, serialization, fact rules, in
-`base.py`) and a backend: sync primitives are abstract; async ones default to running the
+`api.py`) and a backend: sync primitives are abstract; async ones default to running the
 sync primitive in a worker thread, so the event loop never blocks, and natively async
 backends override them. Does no validation: every primitive receives checked ids.
 
@@ -18,7 +18,7 @@ Data model, per backend:
   the row is created and never reused by a later row of the same id (a random token or a
   counter that only grows), so every erase (clear, purge, forget, expiry) changes it.
 * facts: per client ``(id, text, key, source, created_at, updated_at, pinned)``.
-* search index (schema 2): one entry per message and per fact, its `search.index_text`,
+* search index (schema 2): one entry per message and per fact, its `lexical_search.index_text`,
   erased with its row; `_search` ranks the entries of one scope. A message is found by any
   search that starts after its append returns: a backend may index it with the append or
   (SQLite, in-memory) catch up at the next search.

@@ -2,7 +2,7 @@
 
 Owns turning a call into a checked fact and a plan that a backend runs inside its atomic
 read-then-write step (`_change_facts`); the rules themselves (limits, duplicates, keys) are
-in `fact_rules.py`, the transcript, summary and session API in `base.py`. No I/O of its own.
+in `fact_rules.py`, the transcript, summary and session API in `api.py`. No I/O of its own.
 """
 
 from __future__ import annotations

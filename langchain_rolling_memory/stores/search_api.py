@@ -4,7 +4,7 @@ Owns what `RollingStore.search` and `append(created_at=...)` check before a back
 called (a scope is required, a session searched with a client must be that client's, dates
 are seconds from 1970 to before the year 9999) and turning a backend's ranked rows into
 `SearchHit`s. It does not rank (the backends do, each on its own engine) and analyses no
-text (`search.py` does).
+text (`core/lexical_search.py` does).
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ class SearchApi(StoreBackend):
         `client_id` searches every session of the client and its facts; `session_id` one
         session (with `client_id` too, the session must be that client's: `OwnershipError`
         otherwise). One of them is required: a search never crosses clients. The query is
-        plain words (`search.query_terms`): search syntax in it is text, and a query of
+        plain words (`lexical_search.query_terms`): search syntax in it is text, and a query of
         stop words only finds nothing without querying.
 
         Example:

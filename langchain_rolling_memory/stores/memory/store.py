@@ -2,7 +2,7 @@
 
 An erase drops the objects at once; nothing is written anywhere, so `vacuum()` has nothing to do.
 
-Search ranks with one `search.Bm25Index` per owner: a client's (its sessions' messages and its
+Search ranks with one `lexical_search.Bm25Index` per owner: a client's (its sessions' messages and its
 facts) or, for a session that is nobody's, that session's; so a score depends on its owner's
 text only. A session that a client comes to own moves its entries into the client's index.
 The indexes are caught up at the first search after writes (a message's words are read from

@@ -1,8 +1,8 @@
 """The native async twins of the PostgreSQL primitives, on psycopg's AsyncConnectionPool.
 
 Owns the async pools (one per event loop, see `loops.py`: async connections belong to the loop
-that made them; or the caller's, see `postgres_conn.py`) and the ``_a*`` primitives; the store class is in `postgres.py`, the sync twin in
-`postgres_sync.py`, the SQL and what both twins share in `postgres_sql.py`. Every primitive is the same statement as its sync
+that made them; or the caller's, see `conn.py`) and the ``_a*`` primitives; the store class is in `store.py`, the sync twin in
+`sync.py`, the SQL and what both twins share in `sql.py`. Every primitive is the same statement as its sync
 twin, so both behave alike, retries included.
 """
 

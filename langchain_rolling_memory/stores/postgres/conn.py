@@ -2,7 +2,7 @@
 
 Owns the check of a handed-in psycopg pool or connection (what the store needs of it) and the
 wrappers that let one connection serve as a pool of one; the store's own pools are opened in
-`postgres.py`. Imports no driver: the store hands it psycopg. A handed-in resource is the
+`store.py`. Imports no driver: the store hands it psycopg. A handed-in resource is the
 caller's: the store never opens, closes or reconfigures it.
 """
 

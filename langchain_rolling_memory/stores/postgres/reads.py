@@ -3,8 +3,8 @@
 Owns wrapping a read statement so that its reply carries the session's owner, read by the same
 statement (one snapshot, one round trip: a claim committing meanwhile is seen by both parts or
 by neither), and checking it; no connection and no driver import, shared by the sync twin in
-`postgres_sync.py` and the async one in `postgres_aio.py`. The statements themselves are in
-`postgres_sql.py`.
+`sync.py` and the async one in `aio.py`. The statements themselves are in
+`sql.py`.
 """
 
 from __future__ import annotations

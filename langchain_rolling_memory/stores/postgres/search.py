@@ -2,17 +2,17 @@
 written before the index (schema 2).
 
 Owns the search's SQL text and the pure steps around it, with no connection and no driver
-import: shared by the sync and async twins (`postgres_sync.py`, `postgres_aio.py`) and
-`postgres_setup.py`. The `tsv` column it reads is written with each row by the statements of
-`postgres_sql.py`; this module does not write rows or own the schema.
+import: shared by the sync and async twins (`sync.py`, `aio.py`) and
+`setup.py`. The `tsv` column it reads is written with each row by the statements of
+`sql.py`; this module does not write rows or own the schema.
 
 Matching is `to_tsquery(search_config, search.tsquery(terms))` against the GIN-indexed `tsv`;
-the text handed to `to_tsvector` is `search.index_text`, already folded (accents, case), so the
+the text handed to `to_tsvector` is `lexical_search.index_text`, already folded (accents, case), so the
 default ``simple`` configuration matches French and English words alike without the
 `unaccent` extension (which needs a superuser); another configuration (``english``,
 ``french``: stemming, stop words) is a store option.
 
-Ranking is BM25 computed in the statement, as SQLite's FTS5 and `search.Bm25Index` rank:
+Ranking is BM25 computed in the statement, as SQLite's FTS5 and `lexical_search.Bm25Index` rank:
 `ts_rank_cd` has no IDF, so a speaker's name (indexed with every message) counted as much as
 the question's rare word; on LoCoMo it recalled 56.4% of the answers, BM25 60.5% (SQLite 61.0%).
 Every row matching a term is a candidate, so a term's document frequency is counted over the
@@ -37,7 +37,7 @@ from langchain_rolling_memory.core.serde import loads_message
 from langchain_rolling_memory.stores.contract import SearchRow
 from langchain_rolling_memory.stores.postgres.sql import FACT_COLUMNS, Queries, fact_of
 
-# BM25's term saturation and length normalisation, as `search.Bm25Index` ranks.
+# BM25's term saturation and length normalisation, as `lexical_search.Bm25Index` ranks.
 _K1 = 1.2
 _B = 0.75
 

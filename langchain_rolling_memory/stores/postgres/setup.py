@@ -2,7 +2,7 @@
 
 Owns `setup()` / `asetup()` of `PostgresRollingStore` (the schema record, the migrations in
 order under an advisory lock, the search backfill of schema 2); the SQL text is in
-`postgres_sql.py`, the store class in `postgres.py`. Imports no driver: the store hands it
+`sql.py`, the store class in `store.py`. Imports no driver: the store hands it
 psycopg.
 """
 

@@ -1,8 +1,8 @@
 """The SQL of the PostgreSQL backend: schema migrations and one statement per primitive.
 
 Owns text and the pure steps around it (parameters, decoding rows, mapping driver errors),
-with no connection and no driver import: shared by the sync twin in `postgres_sync.py` and
-the async one in `postgres_aio.py`. Each statement is a single round trip; the ones that must be atomic are one
+with no connection and no driver import: shared by the sync twin in `sync.py` and
+the async one in `aio.py`. Each statement is a single round trip; the ones that must be atomic are one
 statement (data-modifying CTEs run in one snapshot, in autocommit mode).
 
 Erase generation (schema 4): a statement that creates a session row writes a fresh
@@ -14,7 +14,7 @@ that generation, in the statement or transaction that writes, so an erase is who
 
 Search (schema 2): a `tsv tsvector` column on messages and facts, written with the row by the
 same statement, so the index follows every append and is erased with its row; the search
-statement itself, BM25 in SQL, and the backfill of older rows are in `postgres_search.py`.
+statement itself, BM25 in SQL, and the backfill of older rows are in `search.py`.
 """
 
 from __future__ import annotations
@@ -447,7 +447,7 @@ def append_params(q: Queries, batch: AppendBatch, config: str = "simple") -> dic
 
 def rows_of(records: list[tuple[Any, ...]], newest: bool, limit: int | None) -> list[Row]:
     rows = [(int(s), str(m), None if t is None else int(t)) for s, m, t in records]
-    # Ascending: a newest-first read comes reversed, and one wrapped by `postgres_reads.owned`
+    # Ascending: a newest-first read comes reversed, and one wrapped by `reads.owned`
     # in no guaranteed order.
     rows.sort(key=lambda r: r[0])
     return rows

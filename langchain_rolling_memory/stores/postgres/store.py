@@ -1,9 +1,9 @@
 """PostgreSQL backend on psycopg 3 pools: the store class, which joins the two twins.
 
-Owns the pools and closing; the sync primitives are in `postgres_sync.py`, the async ones in
-`postgres_aio.py`, the migrations in `postgres_setup.py`, a pool or connection handed in by
-the caller in `postgres_conn.py`, the SQL and what both share in `postgres_sql.py`, the
-public API in `base.py`. psycopg is imported only when a store is created, so the package
+Owns the pools and closing; the sync primitives are in `sync.py`, the async ones in
+`aio.py`, the migrations in `setup.py`, a pool or connection handed in by
+the caller in `conn.py`, the SQL and what both share in `sql.py`, the
+public API in `stores/api.py`. psycopg is imported only when a store is created, so the package
 works without the ``postgres`` extra.
 
 What an erase leaves behind: `forget`, `clear_session` and `purge` delete the rows at once,

@@ -1,8 +1,8 @@
 """The sync twin of the PostgreSQL primitives, on psycopg's ConnectionPool.
 
 Owns the sync retry loop and the sync ``_primitive`` methods; the store class (pools,
-migrations, closing) is in `postgres.py`, the async twin in `postgres_aio.py`, the SQL and
-what both twins share in `postgres_sql.py`. Imports no driver: the store hands it psycopg.
+migrations, closing) is in `store.py`, the async twin in `aio.py`, the SQL and
+what both twins share in `sql.py`. Imports no driver: the store hands it psycopg.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The native async twin of the Redis primitives, on `redis.asyncio`.
 
 Owns the async client (one per event loop: its connections belong to the loop that made
-them; or the one the caller handed in) and the ``_a*`` primitives; the store class is in `redis.py`, the sync twin in
-`redis_sync.py`, the scripts, the keys and what both twins share in `redis_scripts.py`.
+them; or the one the caller handed in) and the ``_a*`` primitives; the store class is in `store.py`, the sync twin in
+`sync.py`, the scripts, the keys and what both twins share in `scripts.py`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ client's session list, each with the owner checked inside it.
 A client's session set may still hold an id whose session expired (`ttl=`) or was erased and
 re-created by another client: the listing drops such ids, `forget` erases only the sessions
 the client owns at that instant and, of an expired one, what its expiry left (its lease, its
-id in `updated`). The key layout is `redis_layout.py`'s; no connection, no driver.
+id in `updated`). The key layout is `layout.py`'s; no connection, no driver.
 """
 
 from __future__ import annotations

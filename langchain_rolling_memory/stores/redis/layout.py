@@ -23,7 +23,7 @@ install left after an erase), and refuses, writing nothing, when another store o
 layout nests with this one, as whose each key is can then not be told. The erase generation
 of schema 4 needs no step: an info hash without one reads as ''.
 
-Does not run the session scripts (`redis_scripts.py`) nor own the clients (`redis.py`).
+Does not run the session scripts (`scripts.py`) nor own the clients (`store.py`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The Lua scripts of the Redis backend, their arguments and the decoding of their replies.
 
-No connection and no driver import: shared by the sync twin in `redis_sync.py` and the async
-one in `redis_aio.py`; the key layout (and its migrations) is in `redis_layout.py`, the search
-scripts in `redis_search.py`. Every primitive that reads-then-writes is one Lua script, so
-Redis runs it atomically, with its invariants (`backend.py`) checked inside it: the owner, the
+No connection and no driver import: shared by the sync twin in `sync.py` and the async
+one in `aio.py`; the key layout (and its migrations) is in `layout.py`, the search
+scripts in `search.py`. Every primitive that reads-then-writes is one Lua script, so
+Redis runs it atomically, with its invariants (`stores/contract.py`) checked inside it: the owner, the
 session row's erase generation (``generation`` in the info hash, set when the hash is created;
 a hash written before generations has none and reads as ''), the lease. Reads that need two
 values (summary and tail) are one script too, so a turn is one round trip.

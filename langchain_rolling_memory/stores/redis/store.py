@@ -1,10 +1,10 @@
 """Redis backend on redis-py (sync) and `redis.asyncio`: the store class, which joins the two twins.
 
 Owns the clients (its own, or one the caller handed in), setup and closing; the sync
-primitives are in `redis_sync.py`, the async ones in `redis_aio.py`, the Lua scripts and what
-both twins share in `redis_scripts.py` (erasing in `redis_erase.py`, search in
-`redis_search.py`), the key layout and its migrations in `redis_layout.py`, the public API in
-`base.py`. redis-py is imported only when a store is created, so the package works without
+primitives are in `sync.py`, the async ones in `aio.py`, the Lua scripts and what
+both twins share in `scripts.py` (erasing in `erase.py`, search in
+`search.py`), the key layout and its migrations in `layout.py`, the public API in
+`stores/api.py`. redis-py is imported only when a store is created, so the package works without
 the ``redis`` extra.
 
 What an erase leaves behind: `forget`, `clear_session` and `purge` delete the keys at once

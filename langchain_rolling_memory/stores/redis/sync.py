@@ -1,8 +1,8 @@
 """The sync twin of the Redis primitives, on a redis-py client.
 
 Owns the sync retry and the sync ``_primitive`` methods; the store class (clients, schema
-record, closing) is in `redis.py`, the async twin in `redis_aio.py`, the scripts, the keys
-and what both twins share in `redis_scripts.py`. Imports no driver: the store hands it redis-py.
+record, closing) is in `store.py`, the async twin in `aio.py`, the scripts, the keys
+and what both twins share in `scripts.py`. Imports no driver: the store hands it redis-py.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class SyncRedisPrimitives(StoreBackend):
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
         # Two scripts, each checking the owner (and the second the generation) itself: see
-        # `redis_search`.
+        # `search`.
         scope = found.search_args(self.prefix, client_id, session_id)
         seen = found.found_of(self._run("search", "search_scope", [], scope))
         ranked = found.rank(terms, seen, limit)

@@ -3,13 +3,13 @@ that writes them, and the BM25 statement that ranks one owner's entries with tha
 statistics only.
 
 Owns the search's SQL text and the steps around it; it is handed a connection inside the
-store's transaction and imports no driver (`sqlite.py` owns connections and transactions,
-`sqlite_sql.py` the schema and the other statements).
+store's transaction and imports no driver (`store.py` owns connections and transactions,
+`sql.py` the schema and the other statements).
 
 FTS5 only finds the entries holding a term (one ``MATCH`` per term, cheap); it does not rank:
 its `bm25()` counts documents and lengths over the whole table, every client's, so a client's
 score moved when another client wrote a word (issue 20, defect 5). The statement ranks with
-`search.Bm25Index`'s BM25 (same k1, b, idf and length normalisation) over the statistics of
+`lexical_search.Bm25Index`'s BM25 (same k1, b, idf and length normalisation) over the statistics of
 the owner of the search, all read in the one statement (one snapshot) that returns the rows:
 
 * an entry's owner is its `client_id`: a fact's client, or the owner of the message's session
@@ -20,7 +20,7 @@ the owner of the search, all read in the one statement (one snapshot) that retur
   the rows, and a score depends on the owner's text only;
 * document count and total length: each session's `indexed_seq` (its indexed messages) and
   `indexed_terms` (their summed lengths), plus the client's facts;
-* an entry's length is its count of content words (`search.indexed_words`, what
+* an entry's length is its count of content words (`lexical_search.indexed_words`, what
   `Bm25Index` counts) in `terms`; a term's frequency is 1 unless the entry's `repeats`
   (`` word:count`` for each content word written more than once, NULL for most) says more;
 * document frequencies are counted over the owner's matching entries; each score is summed
@@ -84,7 +84,7 @@ def _repeats(indexed: str) -> str | None:
 
 def entry(indexed: str) -> tuple[int, str | None]:
     """The length (content words) and the repeated content words (`` word:count``, None if
-    none) of a folded text (`search.index_text`), as `Bm25Index` counts them."""
+    none) of a folded text (`lexical_search.index_text`), as `Bm25Index` counts them."""
     return _terms(indexed), _repeats(indexed)
 
 

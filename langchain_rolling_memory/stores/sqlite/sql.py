@@ -1,18 +1,18 @@
 """The SQL of the SQLite backend: schema migrations, the search backfills and one statement per primitive.
 
 Owns text and the pure steps around it (parameters, decoding rows), with no connection and no
-`sqlite3` import: `sqlite.py` holds the connections, the transactions, fork handling and the
-driver's errors. Statements use ``?`` placeholders (the search, in `sqlite_search.py`, ``:name``).
+`sqlite3` import: `store.py` holds the connections, the transactions, fork handling and the
+driver's errors. Statements use ``?`` placeholders (the search, in `search.py`, ``:name``).
 
 Search (schema 2) is FTS5 with *external content*: `{p}search_docs` holds one row per message
-and fact (its `search.index_text`, already folded) and the FTS5 table `{p}search` indexes
+and fact (its `lexical_search.index_text`, already folded) and the FTS5 table `{p}search` indexes
 it without a second copy of the text; triggers keep the index in step with `search_docs`,
 and `search_docs` in step with every delete of a message or a fact, so no erasure path
 can leave an entry behind. External content rather than contentless: SQLite before 3.43
 can delete from a contentless table only if handed the exact text it indexed, which would
 have to be recomputed from the message (and would break if the indexed text ever changed).
 Ranking is BM25 over the statistics of the search's owner only (schema 4), in the statement
-of `sqlite_search.py`, which also writes the index entries.
+of `search.py`, which also writes the index entries.
 
 Messages are indexed lazily (schema 3): an append writes the message only, and a session whose
 `last_seq` is past its `indexed_seq` has messages to index; the first search after writes
@@ -124,9 +124,9 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX IF NOT EXISTS {p}sessions_unindexed ON {p}sessions (session_id) WHERE indexed_seq < last_seq;
     """,
     # 4 (issue 20): each session row's erase generation ('' for the rows written before: a row
-    # created from now on gets a random one); BM25 statistics per owner (`sqlite_search.py`):
+    # created from now on gets a random one); BM25 statistics per owner (`search.py`):
     # each index entry's owner (a message's: its session's, moved by a trigger when an anonymous
-    # session is claimed), length and repeated terms (computed by `sqlite_search.backfill_lengths`),
+    # session is claimed), length and repeated terms (computed by `search.backfill_lengths`),
     # each session's indexed length. A summary with no session row (an install that landed after
     # an erase before schema 4) is deleted, as on PostgreSQL.
     """
@@ -183,8 +183,8 @@ class Queries:
             f"UPDATE {p}sessions SET indexed_terms = (SELECT coalesce(sum(d.terms), 0) FROM "
             f"{p}search_docs AS d WHERE d.session_id = {p}sessions.session_id AND d.fact_id IS NULL)"
         )
-        # Index entries (`sqlite_search.py`): a fact, its owner, its folded text, its length in
-        # content words and its repeated words (messages: `sqlite_search.index_pending`).
+        # Index entries (`search.py`): a fact, its owner, its folded text, its length in
+        # content words and its repeated words (messages: `search.index_pending`).
         self.index_fact = (
             f"INSERT INTO {p}search_docs (fact_id, client_id, text, terms, repeats) VALUES (?, ?, ?, ?, ?)"
         )

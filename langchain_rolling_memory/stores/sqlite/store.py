@@ -1,14 +1,14 @@
 """SQLite backend on the standard library's `sqlite3` (WAL mode, safe with threads and processes).
 
 Owns the connections (one per process, reopened after a fork), the transactions, the driver's
-errors and the primitives; the SQL text and the migrations are in `sqlite_sql.py`, the public
-API in `base.py`. `sqlite3` is used directly rather than through an ORM: it ships with Python,
+errors and the primitives; the SQL text and the migrations are in `sql.py`, the public
+API in `stores/api.py`. `sqlite3` is used directly rather than through an ORM: it ships with Python,
 so the default backend needs no extra at all.
 
-The contract's checks (`backend.py`) are made inside the transaction that reads or writes the
+The contract's checks (`stores/contract.py`) are made inside the transaction that reads or writes the
 rows: the owner and the erase generation with a turn's read (one read transaction), with a
 summary install and a fact write planned from a read (their write transaction); a search is
-one statement that filters by owner (`sqlite_search.py`).
+one statement that filters by owner (`search.py`).
 
 Erasure leaves no bytes in the database's files: every connection sets ``secure_delete``
 (deleted content is overwritten with zeros, in the file and in free pages), and each erase
