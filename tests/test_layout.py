@@ -176,6 +176,31 @@ def test_a_backend_imports_no_other_and_the_shared_store_modules_none(module: st
     assert not others, f"{module} imports another backend: {others}"
 
 
+def _third_party(module: str) -> set[str]:
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    names = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
+    names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    return {name.split(".")[0] for name in names}
+
+
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if _backend(m) and not m.endswith((".aio", ".store")))
+)
+def test_only_the_store_class_joins_a_backend_and_its_async_twin(module: str) -> None:
+    aio = sorted(t for t in GRAPH[module] if t.endswith(".aio"))
+    assert not aio, f"{module} imports {aio}: only the backend's store.py joins its twins"
+
+
+@pytest.mark.parametrize(
+    "module",
+    [f"{NAME}.stores.postgres.{m}" for m in ("sql", "sync", "aio", "search", "reads", "setup", "conn")]
+    + [f"{NAME}.stores.redis.{m}" for m in ("scripts", "sync", "aio", "search", "erase", "layout")],
+)
+def test_the_twins_and_their_shared_modules_import_no_driver(module: str) -> None:
+    drivers = _third_party(module) & {"psycopg", "psycopg_pool", "redis"}
+    assert not drivers, f"{module} imports {drivers}: the store hands its twins the driver"
+
+
 def test_every_backend_has_the_same_shape() -> None:
     stores = PACKAGE / "stores"
     folders = sorted(p.name for p in stores.iterdir() if (p / "__init__.py").exists())
