@@ -1,4 +1,8 @@
-"""The engine: compaction, fact extraction, a turn's reads and recall, shutdown."""
+"""The engine: compaction, fact extraction, a turn's reads and recall, draining at shutdown.
+
+Does the I/O around the core's decisions, on a store, a summarizer and the runtime's workers;
+never imports the adapters (tests/test_layout.py checks this).
+"""
 
 from __future__ import annotations
 
