@@ -1,0 +1,158 @@
+"""What one agent run's memory is: its ids and the messages it still has to store.
+
+Owns the plumbing between a LangGraph run and our store: where `session_id` and `client_id`
+come from (context, config, thread), which of the state's messages are not stored yet, the
+and where the memory text goes in the request. The hooks that use them are
+`middleware`; the tools bound to a run are `memory_tools`, the tool-pair repair `tool_pairs`, the ``nostream``
+mark of memory's own model calls `tracing`; memory logic stays in the engine and stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import BaseMessage, SystemMessage
+
+from langchain_rolling_memory.core.ids import validate_id
+from langchain_rolling_memory.core.records import StoredMessage
+from langchain_rolling_memory.errors import ConfigurationError
+
+PERSISTED_KEY = "rolling_memory_persisted"
+"""Private state channel: ids of the state's messages already appended to the store."""
+
+
+@dataclass(frozen=True)
+class MemoryIds:
+    """Whose memory a run uses: the session always, the client when known."""
+
+    session_id: str
+    client_id: str | None
+
+
+def _field(source: Any, name: str) -> Any:
+    if source is None:
+        return None
+    if isinstance(source, Mapping):
+        return source.get(name)
+    return getattr(source, name, None)
+
+
+def resolve_ids(
+    context: Any,
+    configurable: Mapping[str, Any] | None,
+    *,
+    default_client_id: str | None = None,
+    thread_id: str | None = None,
+) -> MemoryIds:
+    """The session and client of a run, validated.
+
+    `session_id` is the context's ``session_id``, else ``configurable["session_id"]``, else
+    the LangGraph ``thread_id``. `client_id` is the context's ``client_id``, else
+    ``configurable["client_id"]``, else the middleware's fixed `client_id`; ``user_id`` (as
+    LangGraph and mem0 name the person) is read wherever ``client_id`` is. The model has no
+    say in either: both come from the code that invokes the agent.
+
+    Raises:
+        ConfigurationError: no session id could be found, or one source names two different
+            clients (``client_id`` and ``user_id``).
+        InvalidIdError: an id is not safe (see `validate_id`).
+    """
+    configurable = configurable or {}
+    session = _field(context, "session_id") or configurable.get("session_id") or configurable.get("thread_id")
+    session = session or thread_id
+    if session is None:
+        msg = (
+            "rolling memory needs a session id, found none in the run: pass "
+            "config={'configurable': {'session_id': ...}} or {'thread_id': ...} "
+            "(an agent may also pass context={'session_id': ...} with context_schema)"
+        )
+        raise ConfigurationError(msg)
+    client = _client(context) or _client(configurable) or default_client_id
+    return MemoryIds(
+        validate_id(session),
+        None if client is None else validate_id(client, kind="client_id"),
+    )
+
+
+def _client(source: Any) -> Any:
+    """The client a context or a configurable names, as ``client_id`` or ``user_id``."""
+    client, user = _field(source, "client_id"), _field(source, "user_id")
+    if client and user and client != user:
+        msg = (
+            f"the run names two clients, client_id={client!r} and user_id={user!r}; "
+            "pass one of them (user_id is read as the client_id)"
+        )
+        raise ConfigurationError(msg)
+    return client or user
+
+
+def _run_configurable() -> Mapping[str, Any]:
+    from langgraph.config import get_config  # the agents extra; only called inside a run
+
+    try:
+        config = get_config()
+    except RuntimeError:  # outside a runnable context (a hook called directly)
+        return {}
+    return config.get("configurable") or {}
+
+
+def run_ids(runtime: Any, default_client_id: str | None) -> MemoryIds:
+    # A node's `Runtime` carries the thread in `execution_info`; a tool's `ToolRuntime`
+    # carries the run's config itself.
+    info = getattr(runtime, "execution_info", None)
+    config = getattr(runtime, "config", None)
+    configurable = config.get("configurable") if isinstance(config, Mapping) else None
+    return resolve_ids(
+        getattr(runtime, "context", None),
+        configurable if configurable is not None else _run_configurable(),
+        default_client_id=default_client_id,
+        thread_id=getattr(info, "thread_id", None),
+    )
+
+
+def persisted(state: Mapping[str, Any]) -> set[str]:
+    return set(state.get(PERSISTED_KEY) or ())
+
+
+def unpersisted(state: Mapping[str, Any]) -> list[BaseMessage]:
+    """The state's messages not yet in the store, in order.
+
+    Tracked by message id (LangGraph's `add_messages` gives every message one), so the
+    answer is right with a checkpointer (the state holds earlier turns, already stored) and
+    without one (each run starts from its input only).
+    """
+    done = persisted(state)
+    return [m for m in state.get("messages", ()) if m.id is None or m.id not in done]
+
+
+def persisted_update(state: Mapping[str, Any], new: Sequence[BaseMessage]) -> dict[str, Any]:
+    # Only ids still in the state are kept, so the channel never outgrows the state.
+    done = persisted(state) | {m.id for m in new if m.id is not None}
+    return {PERSISTED_KEY: [m.id for m in state.get("messages", ()) if m.id in done]}
+
+
+def not_stored(new: Sequence[BaseMessage], recent: Sequence[StoredMessage]) -> list[BaseMessage]:
+    """`new` without the messages already at the end of the transcript.
+
+    They are there when a run stopped between our write and its checkpoint, or when a client
+    without a checkpointer sends earlier messages again with their ids.
+    """
+    stored = {row.message.id for row in recent if row.message.id is not None}
+    return [m for m in new if m.id is None or m.id not in stored]
+
+
+def with_memory(system: SystemMessage | None, block: str) -> SystemMessage | None:
+    """The system message followed by the memory block: one leading system message suits
+    every provider, and the developer's prompt stays first so its prefix caches."""
+    if not block:
+        return system
+    if system is None:
+        return SystemMessage(block)
+    content = system.content
+    if isinstance(content, str):
+        merged: str | list[str | dict[Any, Any]] = f"{content}\n\n{block}" if content else block
+    else:
+        merged = [*content, {"type": "text", "text": block}]
+    return system.model_copy(update={"content": merged})
