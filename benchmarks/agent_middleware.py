@@ -32,7 +32,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from langchain_rolling_memory import InMemoryRollingStore, RollingStore
-from langchain_rolling_memory.agents import RollingMemoryMiddleware
+from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
 
 
 def _locomo() -> Path:

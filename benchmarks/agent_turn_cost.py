@@ -35,7 +35,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from benchmarks._shared import markdown_table, percentile
 from langchain_rolling_memory import open_store
-from langchain_rolling_memory.agents import RollingMemoryMiddleware
+from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
 
 MAX_TURNS, KEEP_LAST = 12, 6
 SUMMARY = " ".join(["The user told the assistant about the week, the family and the plans."] * 3)

@@ -32,9 +32,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from benchmarks._shared import markdown_table
 from benchmarks.store_turn_cost import _drop_ours
 from langchain_rolling_memory import RollingStore, RollingSummaryChatMessageHistory, open_store
-from langchain_rolling_memory.policy import count_tokens
-from langchain_rolling_memory.serde import dumps_message
-from langchain_rolling_memory.stores.backend import AppendBatch
+from langchain_rolling_memory.core.cuts import count_tokens
+from langchain_rolling_memory.core.serde import dumps_message
+from langchain_rolling_memory.stores.contract import AppendBatch
 
 POSTGRES_URL = os.environ.get("LRM_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("LRM_REDIS_URL", "redis://127.0.0.1:6379/0")

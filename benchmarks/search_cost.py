@@ -15,8 +15,8 @@ documented fallback, BM25 in Python over the scope's entries) it times:
 
 - ``search``: ``store.search(question, client_id=...)``, limit 10;
 - ``search + injection``: the recall step of a turn, ``Recaller(store, 2000).recall(...)``
-  from `langchain_rolling_memory.recalling` (search with the limit sized to the budget by
-  `recalling.recall_limit`, the answers that follow recalled questions, the quoted and dated
+  from `langchain_rolling_memory.engine.recaller` (search with the limit sized to the budget by
+  `recaller.recall_limit`, the answers that follow recalled questions, the quoted and dated
   block rendered within 2,000 tokens);
 - ``full scan``: every message of the client read back and ranked in Python with `Bm25Index`,
   what recall would cost without an index (fewer questions: it is slow).
@@ -49,9 +49,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from benchmarks._shared import locomo_path, markdown_table, percentile
 from benchmarks.store_turn_cost import _drop_ours
 from langchain_rolling_memory import open_store
-from langchain_rolling_memory.lab.eval import EvalConversation, read_locomo
-from langchain_rolling_memory.recalling import Recaller, recall_limit
-from langchain_rolling_memory.search import Bm25Index, message_index_text, query_terms
+from langchain_rolling_memory.core.lexical_search import Bm25Index, message_index_text, query_terms
+from langchain_rolling_memory.engine.recaller import Recaller, recall_limit
+from langchain_rolling_memory.lab.locomo import EvalConversation, read_locomo
 from langchain_rolling_memory.stores import RollingStore
 
 POSTGRES_URL = os.environ.get("LRM_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")

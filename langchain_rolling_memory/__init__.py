@@ -21,12 +21,27 @@ from importlib.metadata import version as _version
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
-from langchain_rolling_memory.context import aload_memory, load_memory
-from langchain_rolling_memory.engine import Compactor
-from langchain_rolling_memory.erasure import Erased, aforget_user, forget_user
-from langchain_rolling_memory.errors import OwnershipError, RollingMemoryError, SchemaVersionError, StoreError
-from langchain_rolling_memory.extractor import FactExtractor, aextract_facts, extract_facts
-from langchain_rolling_memory.framing import (
+from langchain_rolling_memory import _compat
+from langchain_rolling_memory.adapters.chat_histories import (
+    RollingSummaryChatMessageHistory,
+    WindowedChatMessageHistory,
+)
+from langchain_rolling_memory.adapters.erasure import Erased, aforget_user, forget_user
+from langchain_rolling_memory.adapters.memory_tools import (
+    forget_fact_tool,
+    memory_tools,
+    remember_tool,
+    search_memory_tool,
+    session_state_tool,
+)
+from langchain_rolling_memory.adapters.runnable import (
+    RollingMemoryRunnable,
+    client_session_config_specs,
+    session_history_factory,
+    with_rolling_memory,
+)
+from langchain_rolling_memory.core.cuts import count_tokens
+from langchain_rolling_memory.core.framing import (
     MEMORY_MESSAGE_ID,
     insert_memory_message,
     memory_message,
@@ -34,17 +49,15 @@ from langchain_rolling_memory.framing import (
     render_facts,
     render_state,
 )
-from langchain_rolling_memory.history import RollingSummaryChatMessageHistory, WindowedChatMessageHistory
-from langchain_rolling_memory.policy import count_tokens
-from langchain_rolling_memory.presets import PRESETS, preset
-from langchain_rolling_memory.prompts import SummaryPrompt
-from langchain_rolling_memory.runnable import (
-    RollingMemoryRunnable,
-    client_session_config_specs,
-    session_history_factory,
-    with_rolling_memory,
-)
-from langchain_rolling_memory.shutdown import Drained
+from langchain_rolling_memory.core.presets import PRESETS, preset
+from langchain_rolling_memory.core.prompts import SummaryPrompt
+from langchain_rolling_memory.core.topics import keyword_topic_shift
+from langchain_rolling_memory.core.usage import SummaryUsage
+from langchain_rolling_memory.engine.compaction import Compactor
+from langchain_rolling_memory.engine.fact_extractor import FactExtractor, aextract_facts, extract_facts
+from langchain_rolling_memory.engine.memory_reads import aload_memory, load_memory
+from langchain_rolling_memory.engine.shutdown import Drained
+from langchain_rolling_memory.errors import OwnershipError, RollingMemoryError, SchemaVersionError, StoreError
 from langchain_rolling_memory.stores import InMemoryRollingStore, RollingStore, SQLiteRollingStore, open_store
 from langchain_rolling_memory.summarizers import (
     Summarizer,
@@ -53,24 +66,15 @@ from langchain_rolling_memory.summarizers import (
     gemini_summarizer,
     openai_summarizer,
 )
-from langchain_rolling_memory.tools import (
-    forget_fact_tool,
-    memory_tools,
-    remember_tool,
-    search_memory_tool,
-    session_state_tool,
-)
-from langchain_rolling_memory.topics import keyword_topic_shift
-from langchain_rolling_memory.usage import SummaryUsage
 
 if _TYPE_CHECKING:
-    from langchain_rolling_memory.agents import RollingMemoryMiddleware
-    from langchain_rolling_memory.graph_store import RollingFactsStore
+    from langchain_rolling_memory.adapters.langgraph_store import RollingFactsStore
+    from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
 
 # Names served on first access, so that importing the package needs only langchain-core.
 _LAZY = {
-    "RollingMemoryMiddleware": "langchain_rolling_memory.agents",
-    "RollingFactsStore": "langchain_rolling_memory.graph_store",
+    "RollingMemoryMiddleware": "langchain_rolling_memory.adapters.middleware",
+    "RollingFactsStore": "langchain_rolling_memory.adapters.langgraph_store",
 }
 
 
@@ -88,6 +92,8 @@ def __getattr__(name: str) -> _Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
+
+_compat.install()  # the module paths before issue 21, for one release
 
 try:
     __version__ = _version("langchain-rolling-memory")

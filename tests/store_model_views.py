@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 
 from store_reference import ANON, VOCAB, Mark, Reference, Violation, tag
 
+from langchain_rolling_memory.core.lexical_search import query_terms
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError
-from langchain_rolling_memory.search import query_terms
 from langchain_rolling_memory.stores import RollingStore
 
 __all__ = ["CLIENTS", "NAMED", "SESSIONS", "ViewChecks"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError
-from langchain_rolling_memory.stores.backend import OPERATOR
+from langchain_rolling_memory.stores.contract import OPERATOR
 
 __all__ = ["ANON", "OPERATOR", "VOCAB", "Mark", "Reference", "Violation", "tag"]
 

@@ -14,7 +14,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from langchain_rolling_memory import Compactor, RollingSummaryChatMessageHistory, open_store
-from langchain_rolling_memory.policy import FoldPolicy
+from langchain_rolling_memory.core.cuts import FoldPolicy
 from langchain_rolling_memory.summarizers import as_summarizer
 
 

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, Remove
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_rolling_memory import RollingStore, open_store
-from langchain_rolling_memory.agents import RollingMemoryMiddleware
+from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
 
 PARIS = "I live in Paris"
 ROME = "Actually, forget that: I live in Rome"

@@ -14,8 +14,8 @@ from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_rolling_memory import open_store
-from langchain_rolling_memory.agents import RollingMemoryMiddleware
-from langchain_rolling_memory.framing import SUMMARY_MESSAGE_ID, summary_text
+from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
+from langchain_rolling_memory.core.framing import SUMMARY_MESSAGE_ID, summary_text
 
 CONFIG: dict[str, Any] = {"configurable": {"thread_id": "s1", "client_id": "ana"}}
 

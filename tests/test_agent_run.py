@@ -8,9 +8,9 @@ import pytest
 from agent_models import tool_call
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_rolling_memory.agent_run import resolve_ids
+from langchain_rolling_memory.adapters.agent_run import resolve_ids
+from langchain_rolling_memory.core.tool_pairs import pair_tool_calls
 from langchain_rolling_memory.errors import ConfigurationError, InvalidIdError
-from langchain_rolling_memory.policy import pair_tool_calls
 
 
 def invalid_call(call_id: str) -> AIMessage:

@@ -17,7 +17,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_rolling_memory import InMemoryRollingStore, RollingStore
-from langchain_rolling_memory.agents import RollingMemoryMiddleware
+from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
 from tests.fake_providers import FakeProvider, Request, serve
 from tests.test_provider_wire import (
     FACT,

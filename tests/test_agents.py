@@ -14,9 +14,9 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_rolling_memory import OwnershipError, RollingStore, open_store
-from langchain_rolling_memory.agents import RollingMemoryMiddleware
+from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
+from langchain_rolling_memory.core.graph_state import state_summary
 from langchain_rolling_memory.errors import ConfigurationError, InvalidIdError
-from langchain_rolling_memory.graph_state import state_summary
 
 
 @tool
@@ -249,8 +249,8 @@ def test_a_run_of_another_client_cannot_read_a_session_even_without_writing() ->
 
 
 def test_the_private_state_channel_is_the_one_the_run_helpers_track() -> None:
-    from langchain_rolling_memory.agent_run import PERSISTED_KEY
-    from langchain_rolling_memory.agents import RollingMemoryState
+    from langchain_rolling_memory.adapters.agent_run import PERSISTED_KEY
+    from langchain_rolling_memory.adapters.middleware import RollingMemoryState
 
     assert PERSISTED_KEY in RollingMemoryState.__annotations__
 
@@ -547,9 +547,9 @@ def test_without_langchain_the_middleware_names_the_agents_extra(monkeypatch: py
     from langchain_rolling_memory.errors import MissingExtraError
 
     monkeypatch.setitem(sys.modules, "langchain", None)
-    monkeypatch.delitem(sys.modules, "langchain_rolling_memory.agents")
+    monkeypatch.delitem(sys.modules, "langchain_rolling_memory.adapters.middleware")
     with pytest.raises(MissingExtraError, match=r"langchain-rolling-memory\[agents\]"):
-        importlib.import_module("langchain_rolling_memory.agents")
+        importlib.import_module("langchain_rolling_memory.adapters.middleware")
 
 
 # ---------------------------------------------------------------------- streaming

@@ -13,7 +13,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_rolling_memory import open_store
-from langchain_rolling_memory.agents import RollingMemoryMiddleware
+from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
 
 TURNS = 8
 FACT = "Deliveries only on Saturdays"

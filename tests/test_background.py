@@ -27,8 +27,8 @@ from langchain_rolling_memory import (
     RollingSummaryChatMessageHistory,
     SQLiteRollingStore,
 )
-from langchain_rolling_memory.background import Workers, call_with_timeout
-from langchain_rolling_memory.framing import SUMMARY_MESSAGE_ID, summary_text
+from langchain_rolling_memory.core.framing import SUMMARY_MESSAGE_ID, summary_text
+from langchain_rolling_memory.runtime.background import Workers, call_with_timeout
 from langchain_rolling_memory.stores import RollingStore
 from langchain_rolling_memory.summarizers import SummaryResult
 

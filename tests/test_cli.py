@@ -10,8 +10,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from langchain_rolling_memory import RollingSummaryChatMessageHistory, open_store
-from langchain_rolling_memory.framing import MEMORY_MESSAGE_ID
-from langchain_rolling_memory.lab.cli import default_store_url, main
+from langchain_rolling_memory.core.framing import MEMORY_MESSAGE_ID
+from langchain_rolling_memory.lab.cli import main
+from langchain_rolling_memory.lab.cli_base import default_store_url
 from langchain_rolling_memory.lab.demo import run_demo
 from tests.fake_providers import Request, serve
 

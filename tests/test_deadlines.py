@@ -6,7 +6,7 @@ import socket
 import threading
 import time
 
-from langchain_rolling_memory.stores.deadlines import Deadlines, sever
+from langchain_rolling_memory.stores.postgres.deadlines import Deadlines, sever
 
 
 def test_an_action_runs_at_its_deadline_and_marks_the_watch_fired() -> None:

@@ -29,9 +29,9 @@ from langchain_rolling_memory import (
     SQLiteRollingStore,
     with_rolling_memory,
 )
-from langchain_rolling_memory.background import jobs_of
+from langchain_rolling_memory.core.records import CompactionResult
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.records import CompactionResult
+from langchain_rolling_memory.runtime.background import jobs_of
 from langchain_rolling_memory.summarizers import SummaryResult
 
 SESSIONS = 30
@@ -303,7 +303,7 @@ def test_the_middleware_drains_the_compactions_of_its_store(tmp_path: Path) -> N
     from agent_models import ScriptedChatModel
     from langchain.agents import create_agent
 
-    from langchain_rolling_memory.agents import RollingMemoryMiddleware
+    from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
 
     store = SQLiteRollingStore(tmp_path / "m.db")
     gate = Gate()

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from langchain_rolling_memory.engine import CompactionResult, Compactor
-from langchain_rolling_memory.framing import SUMMARY_MESSAGE_ID, summary_text
-from langchain_rolling_memory.policy import FoldPolicy
-from langchain_rolling_memory.records import SessionState
+from langchain_rolling_memory.core.cuts import FoldPolicy
+from langchain_rolling_memory.core.framing import SUMMARY_MESSAGE_ID, summary_text
+from langchain_rolling_memory.core.records import CompactionResult, SessionState
+from langchain_rolling_memory.core.summary_result import SummaryResult
+from langchain_rolling_memory.engine.compaction import Compactor
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
-from langchain_rolling_memory.summarizers.base import SummaryResult
 
 SESSION = "s-engine"
 

@@ -17,11 +17,11 @@ from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from langchain_rolling_memory import RollingSummaryChatMessageHistory
-from langchain_rolling_memory.engine import Compactor
+from langchain_rolling_memory.core.cuts import FoldPolicy
+from langchain_rolling_memory.core.records import SessionMark
+from langchain_rolling_memory.engine.compaction import Compactor
+from langchain_rolling_memory.engine.fact_extractor import FactExtractor
 from langchain_rolling_memory.errors import StaleWriteError
-from langchain_rolling_memory.extractor import FactExtractor
-from langchain_rolling_memory.policy import FoldPolicy
-from langchain_rolling_memory.records import SessionMark
 from langchain_rolling_memory.stores import RollingStore
 
 SECRET = "passport X099"

@@ -10,24 +10,23 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
+from langchain_rolling_memory.core.cuts import count_tokens
+from langchain_rolling_memory.core.framing import MEMORY_MESSAGE_ID
 from langchain_rolling_memory.errors import ConfigurationError, ConversationFormatError
-from langchain_rolling_memory.framing import MEMORY_MESSAGE_ID
 from langchain_rolling_memory.lab.cli import main
-from langchain_rolling_memory.lab.conversations import find_locomo, load_locomo
-from langchain_rolling_memory.lab.eval import (
-    DEFAULT_STRATEGIES,
-    STRATEGIES,
+from langchain_rolling_memory.lab.conversations import load_locomo
+from langchain_rolling_memory.lab.eval import answer_in_context, run_eval
+from langchain_rolling_memory.lab.eval_report import format_table
+from langchain_rolling_memory.lab.eval_store import memory_frame_tokens, recall_tokens_within
+from langchain_rolling_memory.lab.eval_strategies import DEFAULT_STRATEGIES, STRATEGIES
+from langchain_rolling_memory.lab.locomo import (
     EvalConversation,
     EvalQuestion,
     EvalTurn,
-    answer_in_context,
-    format_table,
+    find_locomo,
     parse_date,
     read_locomo,
-    run_eval,
 )
-from langchain_rolling_memory.lab.eval_store import memory_frame_tokens, recall_tokens_within
-from langchain_rolling_memory.policy import count_tokens
 
 
 @pytest.mark.parametrize(

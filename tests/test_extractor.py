@@ -291,7 +291,7 @@ def _tool_reply(args: dict[str, Any]) -> AIMessage:
 
 
 def test_a_model_with_structured_output_is_asked_for_the_schema(store: RollingStore) -> None:
-    from langchain_rolling_memory.extractor import FactChanges
+    from langchain_rolling_memory.engine.fact_extractor import FactChanges
 
     model = ToolCallingFake(
         messages=iter([_tool_reply({"add": [{"text": "Delivers on Saturdays", "key": "delivery_day"}]})]),

@@ -12,9 +12,7 @@ from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from memory_fakes import recording_model
 
-from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.extractor import FactExtractor
-from langchain_rolling_memory.framing import (
+from langchain_rolling_memory.core.framing import (
     MEMORY_MESSAGE_ID,
     SUMMARY_MESSAGE_ID,
     insert_memory_message,
@@ -28,10 +26,12 @@ from langchain_rolling_memory.framing import (
     summary_message,
     summary_text,
 )
-from langchain_rolling_memory.prompts import render_transcript
-from langchain_rolling_memory.recall import render_hit
-from langchain_rolling_memory.recalling import Recaller, document_block
-from langchain_rolling_memory.search import SearchHit
+from langchain_rolling_memory.core.lexical_search import SearchHit
+from langchain_rolling_memory.core.prompts import render_transcript
+from langchain_rolling_memory.core.recall_block import render_hit
+from langchain_rolling_memory.engine.fact_extractor import FactExtractor
+from langchain_rolling_memory.engine.recaller import Recaller, document_block
+from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.stores import Fact, open_store
 
 

@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_rolling_memory.framing import memory_text, render_facts, summary_message, summary_text
-from langchain_rolling_memory.prompts import render_transcript, summary_frame
-from langchain_rolling_memory.recall import RECALL_HEADER, recall_block, render_hit
-from langchain_rolling_memory.recalling import document_block
-from langchain_rolling_memory.records import Fact
-from langchain_rolling_memory.search import SearchHit
+from langchain_rolling_memory.core.framing import memory_text, render_facts, summary_message, summary_text
+from langchain_rolling_memory.core.lexical_search import SearchHit
+from langchain_rolling_memory.core.prompts import render_transcript, summary_frame
+from langchain_rolling_memory.core.recall_block import RECALL_HEADER, recall_block, render_hit
+from langchain_rolling_memory.core.records import Fact
+from langchain_rolling_memory.engine.recaller import document_block
 
 # About 800 examples in all, each with several adversarial fields (thousands of texts, keys and
 # names): a few seconds.

@@ -8,7 +8,8 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
-from langchain_rolling_memory.graph_state import (
+from langchain_rolling_memory.core.cuts import FoldPolicy
+from langchain_rolling_memory.core.graph_state import (
     REMOVE_ALL,
     Conversation,
     Fold,
@@ -16,10 +17,9 @@ from langchain_rolling_memory.graph_state import (
     fingerprint,
     state_summary,
 )
-from langchain_rolling_memory.planning import Planner
-from langchain_rolling_memory.policy import FoldPolicy
-from langchain_rolling_memory.records import CompactionResult
-from langchain_rolling_memory.serde import dumps_message, loads_message
+from langchain_rolling_memory.core.planner import Planner
+from langchain_rolling_memory.core.records import CompactionResult
+from langchain_rolling_memory.core.serde import dumps_message, loads_message
 
 PLANNER = Planner(FoldPolicy(max_turns=4, keep_last=2))
 

@@ -17,8 +17,8 @@ from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_rolling_memory import RollingSummaryChatMessageHistory, WindowedChatMessageHistory, open_store
+from langchain_rolling_memory.core.framing import SUMMARY_MESSAGE_ID
 from langchain_rolling_memory.errors import InvalidIdError, StoreError
-from langchain_rolling_memory.framing import SUMMARY_MESSAGE_ID
 from langchain_rolling_memory.stores import RollingStore
 
 

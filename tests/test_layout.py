@@ -4,6 +4,7 @@ imports itself back through another (no import cycle)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,213 @@ def _cycle_from(start: str) -> list[str] | None:
 @pytest.mark.parametrize("module", sorted(m for m, p in MODULES.items() if p.name != "__init__.py"))
 def test_no_module_imports_itself_back(module: str) -> None:
     assert _cycle_from(module) is None, f"import cycle: {' -> '.join(_cycle_from(module) or [])}"
+
+
+# ---------------------------------------------------------------- the folders are the layers
+
+LIBRARY = ("core", "runtime", "summarizers", "stores", "engine", "adapters")
+ROOT_LAYER = "package"  # __init__.py: the public API
+RULES: dict[str, set[str]] = {
+    "errors": set(),
+    "_compat": set(),
+    "core": {"errors", "core"},
+    "runtime": {"errors", "runtime"},
+    "summarizers": {"errors", "core", "runtime", "summarizers"},
+    "stores": {"errors", "core", "stores"},
+    "engine": {"errors", "core", "runtime", "stores", "summarizers", "engine"},
+    "adapters": {"errors", "core", "runtime", "stores", "summarizers", "engine", "adapters"},
+    ROOT_LAYER: {"errors", "_compat", *LIBRARY},
+    "lab": {"errors", *LIBRARY, ROOT_LAYER, "lab"},
+}
+"""What each layer may import of the package: a folder, or a top-level module."""
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return ROOT_LAYER if len(parts) == 1 else parts[1]
+
+
+def _allowed(module: str, target: str) -> bool:
+    if _layer(target) in RULES[_layer(module)]:
+        return True
+    # A package's __init__ may serve the names of the old module it replaced (see `_compat`).
+    return MODULES[module].name == "__init__.py" and target == f"{NAME}._compat"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_a_module_imports_only_the_layers_its_folder_allows(module: str) -> None:
+    layer = _layer(module)
+    assert layer in RULES, f"{module}: the folder {layer!r} has no rule in RULES (nor a row in the README)"
+    wrong = sorted(t for t in GRAPH[module] if not _allowed(module, t) and _layer(t) != layer)
+    assert not wrong, f"{module} ({layer}) may import only {sorted(RULES[layer])}, imports {wrong}"
+
+
+# The pure core: only these standard modules, and of the others only langchain-core's types
+# and pydantic (the structured summary's schema). Out, among others: os, io, sys, sqlite3,
+# socket, time, threading, asyncio, logging, random, uuid.
+CORE_STDLIB = {
+    "__future__", "abc", "bisect", "collections", "dataclasses", "datetime", "enum", "functools",
+    "hashlib", "heapq", "itertools", "json", "math", "numbers", "operator", "re", "string", "types",
+    "typing", "unicodedata",
+}  # fmt: skip
+# hashlib: digests are pure functions of their input (graph_state fingerprints messages).
+CORE_THIRD_PARTY = {"langchain_core", "pydantic"}
+CLOCK_CALLS = {
+    "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today", "datetime.date.today",
+    "time.time", "time.time_ns", "time.monotonic", "time.perf_counter",
+}  # fmt: skip
+IO_CALLS = {"open", "print", "input", "breakpoint"}
+CORE = sorted(m for m in MODULES if _layer(m) == "core")
+
+
+def _aliases(tree: ast.AST) -> dict[str, str]:
+    """Local name -> dotted name it was imported as (``Date`` -> ``datetime.date``)."""
+    found: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return found
+
+
+def _dotted(node: ast.expr, aliases: dict[str, str]) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([aliases.get(node.id, node.id), *reversed(parts)])
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_the_core_does_no_io_and_reads_no_clock(module: str) -> None:
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            imported.add(node.module.split(".")[0])
+    outside = sorted(imported - CORE_STDLIB - CORE_THIRD_PARTY - {NAME})
+    assert not outside, f"{module} is pure: it may not import {outside}"
+    aliases = _aliases(tree)
+    calls = {_dotted(node.func, aliases) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    assert not calls & CLOCK_CALLS, f"{module} reads the clock: {sorted(calls & CLOCK_CALLS)} (inject 'now')"
+    assert not calls & IO_CALLS, f"{module} does I/O: {sorted(calls & IO_CALLS)}"
+
+
+BACKENDS = {"memory": "InMemoryRollingStore", "sqlite": "SQLiteRollingStore", "postgres": "PostgresRollingStore", "redis": "RedisRollingStore"}  # fmt: skip
+
+
+def _backend(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "stores" and parts[2] in BACKENDS else None
+
+
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if _layer(m) == "stores" and m != f"{NAME}.stores")
+)
+def test_a_backend_imports_no_other_and_the_shared_store_modules_none(module: str) -> None:
+    # stores/__init__.py exports the two backends that need no extra; urls.py imports the
+    # backend a URL names by its dotted name, when used.
+    others = sorted(t for t in GRAPH[module] if _backend(t) not in (None, _backend(module)))
+    assert not others, f"{module} imports another backend: {others}"
+
+
+def _third_party(module: str) -> set[str]:
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    names = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
+    names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    return {name.split(".")[0] for name in names}
+
+
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if _backend(m) and not m.endswith((".aio", ".store")))
+)
+def test_only_the_store_class_joins_a_backend_and_its_async_twin(module: str) -> None:
+    aio = sorted(t for t in GRAPH[module] if t.endswith(".aio"))
+    assert not aio, f"{module} imports {aio}: only the backend's store.py joins its twins"
+
+
+@pytest.mark.parametrize(
+    "module",
+    [f"{NAME}.stores.postgres.{m}" for m in ("sql", "sync", "aio", "search", "reads", "setup", "conn")]
+    + [f"{NAME}.stores.redis.{m}" for m in ("scripts", "sync", "aio", "search", "erase", "layout")],
+)
+def test_the_twins_and_their_shared_modules_import_no_driver(module: str) -> None:
+    drivers = _third_party(module) & {"psycopg", "psycopg_pool", "redis"}
+    assert not drivers, f"{module} imports {drivers}: the store hands its twins the driver"
+
+
+def test_every_backend_has_the_same_shape() -> None:
+    stores = PACKAGE / "stores"
+    folders = sorted(p.name for p in stores.iterdir() if (p / "__init__.py").exists())
+    assert folders == sorted(BACKENDS), "one sub-package per backend, each in BACKENDS"
+    for folder, store in BACKENDS.items():
+        assert (stores / folder / "store.py").exists(), f"stores/{folder}/store.py holds the store class"
+        init = ast.parse((stores / folder / "__init__.py").read_text(encoding="utf-8"))
+        exported = [
+            ast.literal_eval(node.value)
+            for node in init.body
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets)
+        ]
+        assert exported == [[store]], f"stores/{folder}/__init__.py exports {store} only"
+
+
+# ---------------------------------------------------------------- the README's layer map
+
+README = PACKAGE.parent / "README.md"
+HEADING = "### The layers, as the package is built"
+
+
+def _layer_table() -> list[list[str]]:
+    text = README.read_text(encoding="utf-8")
+    assert HEADING in text, f"the README has no {HEADING!r} section"
+    lines = text.split(HEADING, 1)[1].strip().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def _named(cell: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def _tree() -> dict[str, set[str]]:
+    """Layer -> its modules, as paths relative to their layer's folder (or to the package)."""
+    found: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE)
+        if len(relative.parts) == 1:
+            found.setdefault(path.stem if path.stem in RULES else ROOT_LAYER, set()).add(relative.name)
+        elif relative.name != "__init__.py":
+            found.setdefault(relative.parts[0], set()).add("/".join(relative.parts[1:]))
+    return found
+
+
+def test_the_readme_layer_map_matches_the_tree_and_the_rules() -> None:
+    rows = _layer_table()
+    table = {row[0]: row for row in rows}
+    assert list(table) == list(RULES), f"one row per layer, in RULES' order: {list(RULES)}"
+    tree = _tree()
+    for layer, (_, modules, _owns, may_import) in table.items():
+        named = _named(modules)
+        folder = f"{layer}/"
+        listed = {m for m in named if m != folder}
+        assert listed == tree.get(layer, set()), (
+            f"README row {layer!r}: not in the tree {sorted(listed - tree.get(layer, set()))}, "
+            f"not in the README {sorted(tree.get(layer, set()) - listed)}"
+        )
+        assert set(_named(may_import)) == RULES[layer], (
+            f"README row {layer!r} may import {sorted(RULES[layer])}"
+        )

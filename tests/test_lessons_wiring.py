@@ -21,13 +21,13 @@ from langchain_rolling_memory import (
     open_store,
     with_rolling_memory,
 )
-from langchain_rolling_memory.agents import RollingMemoryMiddleware
-from langchain_rolling_memory.engine import Compactor
+from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
+from langchain_rolling_memory.core.cuts import FoldPolicy, count_tokens
+from langchain_rolling_memory.core.framing import SUMMARY_MESSAGE_ID, summary_message, summary_text
+from langchain_rolling_memory.core.planner import Planner
+from langchain_rolling_memory.core.prompts import SUMMARY_FRAMES
+from langchain_rolling_memory.engine.compaction import Compactor
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.framing import SUMMARY_MESSAGE_ID, summary_message, summary_text
-from langchain_rolling_memory.planning import Planner
-from langchain_rolling_memory.policy import FoldPolicy, count_tokens
-from langchain_rolling_memory.prompts import SUMMARY_FRAMES
 from langchain_rolling_memory.summarizers import StructuredSummary
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
-from langchain_rolling_memory.search import SearchHit
+from langchain_rolling_memory.core.lexical_search import SearchHit
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 
 _WORDS = ["cat", "Oscar", "Lisbon", "June", "painting", "sister", "train", "peanuts"]

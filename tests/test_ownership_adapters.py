@@ -20,9 +20,9 @@ from langchain_rolling_memory import (
     WindowedChatMessageHistory,
     with_rolling_memory,
 )
-from langchain_rolling_memory.agents import RollingMemoryMiddleware
-from langchain_rolling_memory.context import aload_memory, load_memory
-from langchain_rolling_memory.runnable import client_session_config_specs, session_history_factory
+from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
+from langchain_rolling_memory.adapters.runnable import client_session_config_specs, session_history_factory
+from langchain_rolling_memory.engine.memory_reads import aload_memory, load_memory
 
 SECRET = "ana's IBAN is FR76 3000 6000"
 

@@ -48,10 +48,10 @@ def test_a_missing_extra_names_what_to_install() -> None:
 @pytest.mark.parametrize(
     "module",
     [
-        "langchain_rolling_memory.policy",
-        "langchain_rolling_memory.prompts",
-        "langchain_rolling_memory.engine",
-        "langchain_rolling_memory.history",
+        "langchain_rolling_memory.core.cuts",
+        "langchain_rolling_memory.core.prompts",
+        "langchain_rolling_memory.engine.compaction",
+        "langchain_rolling_memory.adapters.chat_histories",
         "langchain_rolling_memory.stores",
     ],
 )
@@ -175,7 +175,7 @@ def test_the_python_versions_listed_are_the_ones_every_extra_installs_on() -> No
         "talk = pathlib.Path('talk.jsonl')\n"
         'talk.write_text(\'{"role": "user", "content": "hi"}\\n\')\n'
         "sys.exit(main(['replay', str(talk), '--plot', 'out.png']))\n",
-        "from langchain_rolling_memory.lab.eval import plot_eval\nplot_eval(None, path='out.png')\n",
+        "from langchain_rolling_memory.lab.eval_report import plot_eval\nplot_eval(None, path='out.png')\n",
     ],
     ids=["replay --plot", "eval plot"],
 )
@@ -192,3 +192,33 @@ def test_a_plot_without_matplotlib_names_the_plot_extra(code: str, tmp_path: Pat
     assert done.returncode != 0
     assert "pip install 'langchain-rolling-memory[plot]'" in done.stderr, done.stderr
     assert not (tmp_path / "out.png").exists()
+
+
+PUBLIC_MODULES = {
+    "langchain_rolling_memory",
+    "langchain_rolling_memory.errors",
+    "langchain_rolling_memory.stores",
+    "langchain_rolling_memory.stores.memory",
+    "langchain_rolling_memory.stores.sqlite",
+    "langchain_rolling_memory.stores.postgres",
+    "langchain_rolling_memory.stores.redis",
+    "langchain_rolling_memory.summarizers",
+}
+"""The modules users import from; every other module is internal and declares no `__all__`."""
+
+
+def test_only_the_public_modules_declare_all() -> None:
+    package = Path(langchain_rolling_memory.__file__).parent
+    declaring = set()
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if re.search(r"^__all__\b", path.read_text(encoding="utf-8"), re.M):
+            declaring.add(name)
+    assert declaring == PUBLIC_MODULES, (
+        f"internal but declaring __all__: {sorted(declaring - PUBLIC_MODULES)}; "
+        f"public without __all__: {sorted(PUBLIC_MODULES - declaring)}"
+    )
+    for name in PUBLIC_MODULES:
+        module = importlib.import_module(name)
+        assert all(getattr(module, exported, None) is not None for exported in module.__all__), name

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from langchain_rolling_memory.core.cuts import FoldPolicy
+from langchain_rolling_memory.core.planner import Planner
+from langchain_rolling_memory.core.records import CompactionResult, SessionState, StoredMessage, SummaryRecord
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.planning import Planner
-from langchain_rolling_memory.policy import FoldPolicy
-from langchain_rolling_memory.records import CompactionResult, SessionState, StoredMessage, SummaryRecord
 
 PLANNER = Planner(FoldPolicy(max_turns=4, keep_last=2, hard_cap=6))
 

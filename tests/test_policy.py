@@ -10,15 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from langchain_rolling_memory.core.cuts import FoldPolicy, WindowPolicy, fold_cut, window_cut
+from langchain_rolling_memory.core.tool_pairs import is_tool_safe, tool_safe_cut
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.policy import (
-    FoldPolicy,
-    WindowPolicy,
-    fold_cut,
-    is_tool_safe,
-    tool_safe_cut,
-    window_cut,
-)
 
 
 def h(text: str = "q") -> HumanMessage:

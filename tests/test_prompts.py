@@ -8,14 +8,14 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.prompts import (
+from langchain_rolling_memory.core.prompts import (
     SUMMARY_FRAMES,
     clean_summary,
     default_prompt,
     render_transcript,
     summary_frame,
 )
+from langchain_rolling_memory.errors import ConfigurationError
 
 
 @pytest.mark.parametrize(

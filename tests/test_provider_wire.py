@@ -212,7 +212,7 @@ def _folded_lines(request: Request) -> list[str]:
 
 
 def _transcript_lines(messages: list[BaseMessage]) -> list[str]:
-    from langchain_rolling_memory.prompts import render_transcript
+    from langchain_rolling_memory.core.prompts import render_transcript
 
     return render_transcript(messages).splitlines()
 
@@ -436,7 +436,7 @@ def test_gemini_client_drops_a_non_leading_system_message_so_the_summary_is_a_us
     # dropping this message, the reason for a user-role summary is gone (it stays correct).
     from langchain_core.messages import SystemMessage
 
-    from langchain_rolling_memory.framing import summary_message
+    from langchain_rolling_memory.core.framing import summary_message
 
     with serve("gemini", lambda request: "ok") as provider:
         model = chat_model(provider)

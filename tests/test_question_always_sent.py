@@ -14,11 +14,11 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-import langchain_rolling_memory.policy as policy
+import langchain_rolling_memory.core.cuts as policy
 from langchain_rolling_memory import RollingSummaryChatMessageHistory, open_store, with_rolling_memory
-from langchain_rolling_memory.agents import RollingMemoryMiddleware
-from langchain_rolling_memory.engine import Compactor
-from langchain_rolling_memory.policy import FoldPolicy
+from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
+from langchain_rolling_memory.core.cuts import FoldPolicy
+from langchain_rolling_memory.engine.compaction import Compactor
 from langchain_rolling_memory.stores import InMemoryRollingStore
 
 QUESTION = "QUESTION: what is the weather in every city?"

@@ -9,10 +9,10 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
+from langchain_rolling_memory.core.lexical_search import SearchHit
+from langchain_rolling_memory.core.recall_block import RECALL_HEADER, is_question, recall_block, render_hit
+from langchain_rolling_memory.core.records import Fact
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.recall import RECALL_HEADER, is_question, recall_block, render_hit
-from langchain_rolling_memory.records import Fact
-from langchain_rolling_memory.search import SearchHit
 
 DAY = 1683554160.0  # 8 May 2023, 13:56 UTC
 

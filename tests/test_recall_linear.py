@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from langchain_rolling_memory.policy import TokenCounter, count_tokens
-from langchain_rolling_memory.recall import (
+from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
+from langchain_rolling_memory.core.lexical_search import SearchHit
+from langchain_rolling_memory.core.recall_block import (
     RECALL_HEADER,
     Recalled,
     _assemble,
@@ -21,7 +22,6 @@ from langchain_rolling_memory.recall import (
     recall_block,
     render_hit,
 )
-from langchain_rolling_memory.search import SearchHit
 
 DAY = 1683554160.0
 

@@ -20,7 +20,7 @@ from langchain_core.tracers.base import BaseTracer
 from langchain_core.tracers.schemas import Run
 
 from langchain_rolling_memory import RollingMemoryMiddleware, RollingStore, open_store, with_rolling_memory
-from langchain_rolling_memory.tracing import RECALL, TAG
+from langchain_rolling_memory.runtime.tracing import RECALL, TAG
 
 TURN = "turn"
 

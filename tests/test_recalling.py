@@ -17,20 +17,20 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.retrievers import BaseRetriever
 
 from langchain_rolling_memory import RollingStore, open_store, with_rolling_memory
-from langchain_rolling_memory.agents import RollingMemoryMiddleware
-from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.framing import MEMORY_MESSAGE_ID, render_facts, select_facts
-from langchain_rolling_memory.recall import RECALL_HEADER
-from langchain_rolling_memory.recalling import (
+from langchain_rolling_memory.adapters.memory_tools import TOOL_BUILDERS, search_memory_tool
+from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
+from langchain_rolling_memory.core.framing import MEMORY_MESSAGE_ID, render_facts, select_facts
+from langchain_rolling_memory.core.recall_block import RECALL_HEADER
+from langchain_rolling_memory.core.records import Fact
+from langchain_rolling_memory.engine.recaller import (
     DEFAULT_RECALL_TOKENS,
     TOKENS_PER_HIT,
     Recaller,
     latest_user_text,
     recall_limit,
 )
-from langchain_rolling_memory.records import Fact
+from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
-from langchain_rolling_memory.tools import TOOL_BUILDERS, search_memory_tool
 
 MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
 

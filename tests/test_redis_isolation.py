@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 from store_kit import REDIS_URL, raw_contents
 
+from langchain_rolling_memory.core.lexical_search import index_text, message_index_text
+from langchain_rolling_memory.core.records import Fact
+from langchain_rolling_memory.core.serde import dumps_message
 from langchain_rolling_memory.errors import StoreError
-from langchain_rolling_memory.records import Fact
-from langchain_rolling_memory.search import index_text, message_index_text
-from langchain_rolling_memory.serde import dumps_message
 from langchain_rolling_memory.stores.redis import RedisRollingStore
-from langchain_rolling_memory.stores.redis_layout import Keys, check_prefix, legacy_target
+from langchain_rolling_memory.stores.redis.layout import Keys, check_prefix, legacy_target
 
 
 @pytest.fixture

@@ -124,9 +124,9 @@ def test_a_keyless_summary_is_billed_as_an_llm_would_be_billed() -> None:
     from langchain_core.messages import AIMessage, HumanMessage
 
     from langchain_rolling_memory import extractive_summarizer
-    from langchain_rolling_memory.policy import count_tokens
-    from langchain_rolling_memory.prompts import default_prompt
-    from langchain_rolling_memory.summarizers.base import SummaryResult
+    from langchain_rolling_memory.core.cuts import count_tokens
+    from langchain_rolling_memory.core.prompts import default_prompt
+    from langchain_rolling_memory.core.summary_result import SummaryResult
     from langchain_rolling_memory.summarizers.estimated import EstimatedCostSummarizer
 
     folded = [HumanMessage("My budget is 800 euros and I deliver on Saturdays."), AIMessage("Noted.")]

@@ -18,7 +18,7 @@ from langchain_rolling_memory import (
     session_history_factory,
     with_rolling_memory,
 )
-from langchain_rolling_memory.framing import SUMMARY_MESSAGE_ID
+from langchain_rolling_memory.core.framing import SUMMARY_MESSAGE_ID
 from langchain_rolling_memory.stores import RollingStore
 
 

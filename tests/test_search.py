@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.search import (
+from langchain_rolling_memory.core.lexical_search import (
     MAX_INDEX_CHARS,
     MAX_QUERY_CHARS,
     Bm25Index,
@@ -24,6 +23,7 @@ from langchain_rolling_memory.search import (
     tokens,
     tsquery,
 )
+from langchain_rolling_memory.errors import ConfigurationError
 
 HOSTILE = [
     pytest.param('"unclosed quote', ["unclosed", "quote"], id="quote"),

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 from test_memory_lazy_index import _WORDS, _apply, _op
 
-import langchain_rolling_memory.search as search
+import langchain_rolling_memory.core.lexical_search as search
 from langchain_rolling_memory.stores import InMemoryRollingStore, RollingStore, SQLiteRollingStore
-from langchain_rolling_memory.stores.backend import AppendBatch
+from langchain_rolling_memory.stores.contract import AppendBatch
 
 
 class _EagerStore(SQLiteRollingStore):

@@ -282,7 +282,7 @@ async def test_fact_ids_are_checked_before_reaching_the_backend(store: RollingSt
 
 def test_a_summary_with_odd_bytes_from_the_model_never_wedges_a_session(store: RollingStore) -> None:
     from langchain_rolling_memory import Compactor
-    from langchain_rolling_memory.policy import FoldPolicy
+    from langchain_rolling_memory.core.cuts import FoldPolicy
     from langchain_rolling_memory.summarizers import as_summarizer
 
     calls: list[int] = []

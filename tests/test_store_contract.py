@@ -18,8 +18,8 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from store_kit import leftovers, raw_contents
 
+from langchain_rolling_memory.core.records import SessionMark
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError
-from langchain_rolling_memory.records import SessionMark
 from langchain_rolling_memory.stores import RollingStore
 
 

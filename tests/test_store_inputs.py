@@ -19,13 +19,13 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from store_kit import POSTGRES_URL, REDIS_URL, backend_name, raw_contents
 
 from langchain_rolling_memory import RollingSummaryChatMessageHistory, WindowedChatMessageHistory
+from langchain_rolling_memory.adapters.memory_tools import search_memory_tool
+from langchain_rolling_memory.core.lexical_search import SearchHit
+from langchain_rolling_memory.core.recall_block import render_hit
+from langchain_rolling_memory.engine.recaller import Recaller
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.recall import render_hit
-from langchain_rolling_memory.recalling import Recaller
-from langchain_rolling_memory.search import SearchHit
 from langchain_rolling_memory.stores import InMemoryRollingStore, RollingStore, SQLiteRollingStore
-from langchain_rolling_memory.stores.searching import dates_of
-from langchain_rolling_memory.tools import search_memory_tool
+from langchain_rolling_memory.stores.search_api import dates_of
 
 
 def _seed(store: RollingStore) -> list[str]:

@@ -37,8 +37,8 @@ from store_kit import reopen, wipe
 from store_model_views import CLIENTS, NAMED, SESSIONS, ViewChecks
 from store_reference import ANON, OPERATOR, VOCAB, Mark, Reference, Violation, tag
 
+from langchain_rolling_memory.core.records import SessionMark
 from langchain_rolling_memory.errors import StaleWriteError
-from langchain_rolling_memory.records import SessionMark
 from langchain_rolling_memory.stores import RollingStore
 
 WORKERS = ("w1", "w2")

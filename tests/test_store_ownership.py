@@ -13,7 +13,7 @@ from store_kit import raw_contents
 
 from langchain_rolling_memory.errors import InvalidIdError, OwnershipError
 from langchain_rolling_memory.stores import RollingStore
-from langchain_rolling_memory.stores.base import OPERATOR
+from langchain_rolling_memory.stores.contract import OPERATOR
 
 
 def _texts(n: int, start: int = 1) -> list[BaseMessage]:

@@ -23,7 +23,7 @@ from store_workers import (
 )
 
 from langchain_rolling_memory import Compactor
-from langchain_rolling_memory.policy import FoldPolicy
+from langchain_rolling_memory.core.cuts import FoldPolicy
 from langchain_rolling_memory.stores import RollingStore
 from langchain_rolling_memory.summarizers import as_summarizer
 

@@ -23,8 +23,8 @@ import pytest
 from langchain_core.messages import HumanMessage
 from store_kit import backend_name, reopen
 
+from langchain_rolling_memory.core.records import SessionMark
 from langchain_rolling_memory.errors import FactError, OwnershipError, StaleWriteError
-from langchain_rolling_memory.records import SessionMark
 from langchain_rolling_memory.stores import RollingStore
 
 ROUNDS = 30

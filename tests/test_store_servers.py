@@ -198,8 +198,8 @@ async def test_a_postgres_store_of_schema_3_gets_erase_generations_and_loses_orp
     import psycopg
     from store_kit import reopen, set_schema_version
 
+    from langchain_rolling_memory.core.records import SessionMark
     from langchain_rolling_memory.errors import StaleWriteError
-    from langchain_rolling_memory.records import SessionMark
 
     store, _ = pg_store
     prefix = store.prefix  # type: ignore[attr-defined]

@@ -23,7 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from store_kit import backend_name, raw_contents, reopen
 
 from langchain_rolling_memory import Compactor, OwnershipError
-from langchain_rolling_memory.policy import FoldPolicy
+from langchain_rolling_memory.core.cuts import FoldPolicy
 from langchain_rolling_memory.stores import RollingStore, SQLiteRollingStore
 from langchain_rolling_memory.summarizers import as_summarizer
 

@@ -6,9 +6,14 @@ import json
 
 import pytest
 
+from langchain_rolling_memory.adapters.memory_tools import (
+    forget_fact_tool,
+    memory_tools,
+    remember_tool,
+    session_state_tool,
+)
 from langchain_rolling_memory.errors import InvalidIdError
 from langchain_rolling_memory.stores import RollingStore
-from langchain_rolling_memory.tools import forget_fact_tool, memory_tools, remember_tool, session_state_tool
 
 
 def test_remember_stores_a_tool_fact_for_the_bound_client_only(store: RollingStore) -> None:

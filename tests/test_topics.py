@@ -15,8 +15,8 @@ from langchain_rolling_memory import (
     keyword_topic_shift,
     preset,
 )
+from langchain_rolling_memory.core.topics import TopicLabels, compose_sections, topic_cut
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.topics import TopicLabels, compose_sections, topic_cut
 
 SHIFT = keyword_topic_shift()
 

@@ -35,9 +35,9 @@ from langchain_rolling_memory import (
     open_store,
     with_rolling_memory,
 )
-from langchain_rolling_memory.background import Workers
-from langchain_rolling_memory.extractor import FactExtractor
-from langchain_rolling_memory.tracing import EXTRACT_FACTS, LOGGER_NAME, SUMMARIZE, TAG, TAG_NOSTREAM
+from langchain_rolling_memory.engine.fact_extractor import FactExtractor
+from langchain_rolling_memory.runtime.background import Workers
+from langchain_rolling_memory.runtime.tracing import EXTRACT_FACTS, LOGGER_NAME, SUMMARIZE, TAG, TAG_NOSTREAM
 
 SUMMARY = "Summary: " + " ".join(f"point{i}" for i in range(30))  # long enough: no stricter retry
 ANSWER = "the answer is here"
@@ -186,7 +186,7 @@ def _agent(store: RollingStore) -> tuple[Any, Any]:
     from agent_models import ScriptedChatModel
     from langchain.agents import create_agent
 
-    from langchain_rolling_memory.agents import RollingMemoryMiddleware
+    from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
 
     memory = RollingMemoryMiddleware(
         store=store, summarizer=summary_model(), max_turns=3, keep_last=1, background=True
@@ -403,7 +403,7 @@ async def test_agent_astream_events_show_the_summary_named_and_tagged_nostream()
     from agent_models import ScriptedChatModel
     from langchain.agents import create_agent
 
-    from langchain_rolling_memory.agents import RollingMemoryMiddleware
+    from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
 
     store = open_store("memory://")
     _prefilled(store)

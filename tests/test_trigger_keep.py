@@ -14,8 +14,8 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 
 from langchain_rolling_memory import RollingSummaryChatMessageHistory, open_store, with_rolling_memory
+from langchain_rolling_memory.core.trigger_keep import fold_policy
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.limits import fold_policy
 
 SUMMARY = (
     "Ana, a client from Lyon, wants every order delivered on Saturdays only; "

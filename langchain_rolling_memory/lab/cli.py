@@ -20,8 +20,6 @@ from langchain_rolling_memory.errors import RollingMemoryError
 from langchain_rolling_memory.lab.cli_base import (
     MODEL_PROVIDERS,
     STORE_ENV,
-    default_store_url,
-    provider_models,
 )
 from langchain_rolling_memory.lab.cli_data import (
     cmd_facts_add,
@@ -30,10 +28,9 @@ from langchain_rolling_memory.lab.cli_data import (
     cmd_facts_list,
     cmd_inspect,
 )
-from langchain_rolling_memory.lab.cli_errors import StopRun, is_provider_error, provider_line
+from langchain_rolling_memory.lab.cli_errors import StopRun, provider_line
 from langchain_rolling_memory.lab.cli_runs import cmd_demo, cmd_eval, cmd_replay
-
-__all__ = ["default_store_url", "main", "provider_models"]
+from langchain_rolling_memory.summarizers.failures import is_provider_error
 
 
 def _provider_flag(args: argparse.Namespace) -> tuple[str, tuple[str, ...], str]:

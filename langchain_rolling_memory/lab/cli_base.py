@@ -22,18 +22,6 @@ from langchain_rolling_memory.errors import (
 )
 from langchain_rolling_memory.stores import RollingStore, open_store
 
-__all__ = [
-    "HOME_ENV",
-    "MODEL_PROVIDERS",
-    "STORE_ENV",
-    "default_store_url",
-    "new_console",
-    "open_from_args",
-    "provider_models",
-    "renderers",
-    "shown_url",
-]
-
 STORE_ENV = "ROLLING_MEMORY_STORE"
 HOME_ENV = "ROLLING_MEMORY_HOME"
 

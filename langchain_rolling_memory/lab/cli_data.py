@@ -18,8 +18,6 @@ from pathlib import Path
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.lab.cli_base import new_console, open_from_args, renderers
 
-__all__ = ["cmd_facts_add", "cmd_facts_export", "cmd_facts_forget", "cmd_facts_list", "cmd_inspect"]
-
 
 def _when(timestamp: float) -> str:
     try:

@@ -13,10 +13,9 @@ from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage
 
-from langchain_rolling_memory.summarizers.base import Summarizer, SummaryResult
-from langchain_rolling_memory.summarizers.failures import describe_error, is_provider_error, status_of
-
-__all__ = ["FirstCallGuard", "StopRun", "is_provider_error", "provider_line"]
+from langchain_rolling_memory.core.summary_result import SummaryResult
+from langchain_rolling_memory.summarizers.base import Summarizer
+from langchain_rolling_memory.summarizers.failures import describe_error, status_of
 
 BASE_URL_ENV = "ROLLING_MEMORY_BASE_URL"
 MODEL_ENV = "ROLLING_MEMORY_MODEL"

@@ -14,14 +14,12 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from langchain_rolling_memory.framing import summary_message
+from langchain_rolling_memory.core.cuts import count_tokens
+from langchain_rolling_memory.core.framing import summary_message
+from langchain_rolling_memory.core.usage import SummaryUsage
 from langchain_rolling_memory.lab.demo import DemoTurn
 from langchain_rolling_memory.lab.replay import ReplayReport
-from langchain_rolling_memory.policy import count_tokens
-from langchain_rolling_memory.stores.base import RollingStore
-from langchain_rolling_memory.usage import SummaryUsage
-
-__all__ = ["render_client", "render_demo", "render_replay", "render_session"]
+from langchain_rolling_memory.stores.api import RollingStore
 
 
 def _pct(saved: int, full: int) -> str:

@@ -30,9 +30,6 @@ from langchain_rolling_memory.lab.cli_errors import FirstCallGuard
 if TYPE_CHECKING:
     from langchain_rolling_memory.lab.judge import AnswerGrader
 
-__all__ = ["cmd_demo", "cmd_eval", "cmd_replay"]
-
-
 # ---------------------------------------------------------------------------------- demo
 
 
@@ -45,7 +42,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     and the facts injected into session 2's prompt. --provider uses a real model (its key
     must be set).
     """
-    from langchain_rolling_memory.extractor import FactExtractor
+    from langchain_rolling_memory.engine.fact_extractor import FactExtractor
     from langchain_rolling_memory.lab.demo import run_demo
 
     model = summarizer = extractor = None
@@ -162,15 +159,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     with the input and output tokens of answers and judge. --questions N draws N questions for a cheap run. Keys come
     from OPENAI_API_KEY or GOOGLE_API_KEY; $ROLLING_MEMORY_BASE_URL points at another endpoint.
     """
-    from langchain_rolling_memory.lab.eval import (
-        CATEGORIES,
-        DEFAULT_STRATEGIES,
-        STRATEGIES,
-        format_table,
-        read_locomo,
-        run_eval,
-        sample_questions,
-    )
+    from langchain_rolling_memory.lab.eval import run_eval, sample_questions
+    from langchain_rolling_memory.lab.eval_report import format_table
+    from langchain_rolling_memory.lab.eval_strategies import DEFAULT_STRATEGIES, STRATEGIES
+    from langchain_rolling_memory.lab.locomo import CATEGORIES, read_locomo
 
     if args.plot:
         require("matplotlib", "plot", feature="eval --plot")
@@ -198,7 +190,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             labels = {name: STRATEGIES[name].label for name in names}
             print("\n" + format_judged(grader, labels, CATEGORIES))
     if args.plot:
-        from langchain_rolling_memory.lab.eval import plot_eval
+        from langchain_rolling_memory.lab.eval_report import plot_eval
 
         plot_eval(report, path=args.plot)
         print(f"plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout)

@@ -27,24 +27,14 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
+from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.errors import ConversationFormatError
-from langchain_rolling_memory.ids import validate_id
 from langchain_rolling_memory.lab.locomo import (
-    find_locomo,
     locomo_object,
     locomo_turns,
     read_json,
     zip_member,
 )
-
-__all__ = [
-    "ConversationMessage",
-    "find_locomo",
-    "load_conversation",
-    "load_locomo",
-    "parse_jsonl",
-    "parse_records",
-]
 
 _ROLES = {
     "user": "user",

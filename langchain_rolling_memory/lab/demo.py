@@ -20,16 +20,14 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
-from langchain_rolling_memory.extractor import FactExtractor
+from langchain_rolling_memory.adapters.runnable import with_rolling_memory
+from langchain_rolling_memory.core.cuts import count_tokens
+from langchain_rolling_memory.core.usage import SummaryUsage
+from langchain_rolling_memory.engine.fact_extractor import FactExtractor
 from langchain_rolling_memory.lab.offline import OfflineChatModel, keyless_extractor, keyless_summarizer
-from langchain_rolling_memory.policy import count_tokens
-from langchain_rolling_memory.runnable import with_rolling_memory
-from langchain_rolling_memory.stores.base import RollingStore
+from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
 from langchain_rolling_memory.summarizers.estimated import EstimatedCostSummarizer
-from langchain_rolling_memory.usage import SummaryUsage
-
-__all__ = ["HANDBOOK", "SCRIPT", "SYSTEM_PROMPT", "DemoTurn", "offline_model", "run_demo"]
 
 SYSTEM_PROMPT = "You are the onboarding assistant of Acme Corp. Answer in two sentences at most."
 

@@ -4,7 +4,7 @@ front of the model. Reads the release at run time; calls no model and writes no 
 "Answer in context" (the rule, also in the README): a question counts as covered when every
 content word of its gold answer - folded to lower case without accents, split on anything that
 is not a letter or a digit, English and French stop words and lone letters dropped, numbers
-kept (`search.content_words`) - is a word of the text the model would be sent as memory.
+kept (`lexical_search.content_words`) - is a word of the text the model would be sent as memory.
 Categories 1-4 of LoCoMo are scored (5, adversarial, has no gold answer). Memory tokens are
 `count_tokens_approximately` of the memory messages; search time is the strategy's own work
 per question (search and rendering; the summary is built once per conversation, not timed).
@@ -23,37 +23,15 @@ from collections.abc import Callable, Sequence
 
 from langchain_core.messages import BaseMessage
 
+from langchain_rolling_memory.core.cuts import count_tokens
+from langchain_rolling_memory.core.lexical_search import content_words, tokens
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.lab.eval_report import EvalReport, Tally, format_table, plot_eval
+from langchain_rolling_memory.lab.eval_report import EvalReport, Tally
 from langchain_rolling_memory.lab.eval_strategies import DEFAULT_STRATEGIES, STRATEGIES, Strategy
 from langchain_rolling_memory.lab.locomo import (
-    CATEGORIES,
     EvalConversation,
     EvalQuestion,
-    EvalTurn,
-    parse_date,
-    read_locomo,
 )
-from langchain_rolling_memory.policy import count_tokens
-from langchain_rolling_memory.search import content_words, tokens
-
-__all__ = [
-    "CATEGORIES",
-    "DEFAULT_STRATEGIES",
-    "STRATEGIES",
-    "EvalConversation",
-    "EvalQuestion",
-    "EvalReport",
-    "EvalTurn",
-    "Strategy",
-    "answer_in_context",
-    "format_table",
-    "parse_date",
-    "plot_eval",
-    "read_locomo",
-    "run_eval",
-    "sample_questions",
-]
 
 
 def answer_in_context(answer: str, context: str | set[str]) -> bool:
@@ -90,6 +68,7 @@ def run_eval(
 
     Example:
         >>> from langchain_core.messages import HumanMessage
+        >>> from langchain_rolling_memory.lab.locomo import EvalTurn
         >>> turns = [EvalTurn(1, 1, HumanMessage("I adopted a cat named Oscar"), 0.0)]
         >>> conv = EvalConversation("c", turns, [EvalQuestion("Cat's name?", "Oscar", 4)])
         >>> run_eval([conv], strategies=["recall-500"]).rows()[0]["answer_in_context"]

@@ -18,8 +18,6 @@ from langchain_rolling_memory.errors import require
 from langchain_rolling_memory.lab.eval_strategies import Strategy
 from langchain_rolling_memory.lab.locomo import CATEGORIES
 
-__all__ = ["EvalReport", "Tally", "format_table", "plot_eval"]
-
 
 @dataclass
 class Tally:

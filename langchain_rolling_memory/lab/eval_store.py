@@ -24,23 +24,14 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-from langchain_rolling_memory.framing import MemoryBlock, memory_message
+from langchain_rolling_memory.adapters.runnable import with_rolling_memory
+from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
+from langchain_rolling_memory.core.framing import MemoryBlock, memory_message
+from langchain_rolling_memory.core.recall_block import RECALL_HEADER
 from langchain_rolling_memory.lab.locomo import EvalConversation, EvalTurn
-from langchain_rolling_memory.policy import TokenCounter, count_tokens
-from langchain_rolling_memory.recall import RECALL_HEADER
-from langchain_rolling_memory.runnable import with_rolling_memory
-from langchain_rolling_memory.stores.base import RollingStore
+from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.stores.urls import open_store
 from langchain_rolling_memory.summarizers import extractive_summarizer
-
-__all__ = [
-    "RecordingChatModel",
-    "StoreResponder",
-    "memory_frame_tokens",
-    "recall_tokens_within",
-    "store_recall",
-    "with_fresh_prefix",
-]
 
 CLIENT = "locomo"
 
@@ -147,7 +138,7 @@ def memory_frame_tokens(token_counter: TokenCounter = count_tokens) -> int:
     """The tokens the memory message adds around a recall block of a client with no facts: its
     frame line, role and envelope, measured with the library's own rendering and counter.
 
-    The block is charged to `recall_tokens` as text in a message (`recall.recall_block`); the
+    The block is charged to `recall_tokens` as text in a message (`recall_block.recall_block`); the
     memory message is the frame plus that text. A counter that rounds up per message can make
     the difference vary by one with the block's length: the largest over a few lengths is kept.
     """

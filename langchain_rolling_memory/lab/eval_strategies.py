@@ -17,16 +17,14 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage
 
-from langchain_rolling_memory.history import RollingSummaryChatMessageHistory
+from langchain_rolling_memory.adapters.chat_histories import RollingSummaryChatMessageHistory
+from langchain_rolling_memory.core.cuts import count_tokens
+from langchain_rolling_memory.core.lexical_search import Bm25Index, SearchHit, query_terms
+from langchain_rolling_memory.core.recall_block import recall_block
 from langchain_rolling_memory.lab.eval_store import recall_tokens_within, store_recall
 from langchain_rolling_memory.lab.locomo import EvalConversation, EvalTurn
-from langchain_rolling_memory.policy import count_tokens
-from langchain_rolling_memory.recall import recall_block
-from langchain_rolling_memory.search import Bm25Index, SearchHit, query_terms
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.summarizers import extractive_summarizer
-
-__all__ = ["DEFAULT_STRATEGIES", "STRATEGIES", "Responder", "Strategy"]
 
 Responder = Callable[[str], list[BaseMessage]]
 """``question -> the memory messages the model would be sent`` for one prepared conversation."""

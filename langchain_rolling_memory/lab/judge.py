@@ -28,19 +28,6 @@ from langchain_rolling_memory.errors import ConfigurationError, MissingCredentia
 from langchain_rolling_memory.lab.locomo import EvalQuestion
 from langchain_rolling_memory.summarizers.failures import describe_error, is_permanent_error, status_of
 
-__all__ = [
-    "ANSWER_PROMPT",
-    "JUDGE_PROMPT",
-    "PROVIDERS",
-    "AnswerGrader",
-    "Bill",
-    "answer_messages",
-    "format_judged",
-    "judge_messages",
-    "provider_chat",
-    "read_label",
-]
-
 BASE_URL_ENV = "ROLLING_MEMORY_BASE_URL"
 
 # provider -> (module, extra, key variables, default model)

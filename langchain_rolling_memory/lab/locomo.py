@@ -26,20 +26,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from langchain_rolling_memory.errors import ConversationFormatError
 
-__all__ = [
-    "CATEGORIES",
-    "EvalConversation",
-    "EvalQuestion",
-    "EvalTurn",
-    "find_locomo",
-    "locomo_object",
-    "locomo_turns",
-    "parse_date",
-    "read_json",
-    "read_locomo",
-    "zip_member",
-]
-
 CATEGORIES: dict[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 """LoCoMo's question categories that have a gold answer, by number."""
 

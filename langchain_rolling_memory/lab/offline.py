@@ -19,19 +19,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-from langchain_rolling_memory.extractor import FactExtractor
-from langchain_rolling_memory.framing import MEMORY_MESSAGE_ID, SUMMARY_MESSAGE_ID
-from langchain_rolling_memory.policy import count_tokens
+from langchain_rolling_memory.core.cuts import count_tokens
+from langchain_rolling_memory.core.framing import MEMORY_MESSAGE_ID, SUMMARY_MESSAGE_ID
+from langchain_rolling_memory.engine.fact_extractor import FactExtractor
 from langchain_rolling_memory.summarizers.base import Summarizer
 from langchain_rolling_memory.summarizers.extractive import extractive_summarizer
-
-__all__ = [
-    "KeylessFactModel",
-    "OfflineChatModel",
-    "keyless_extractor",
-    "keyless_facts",
-    "keyless_summarizer",
-]
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|my|me|mine)\b")

@@ -12,8 +12,6 @@ from typing import Any
 from langchain_rolling_memory.errors import require
 from langchain_rolling_memory.lab.replay import ReplayReport
 
-__all__ = ["plot_replay"]
-
 
 def plot_replay(report: ReplayReport, *, path: str | Path | None = None, title: str = "") -> Any:
     """Draw cumulative tokens (sent + memory) and request sizes per strategy.

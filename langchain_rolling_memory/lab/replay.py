@@ -21,26 +21,20 @@ from typing import Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
-from langchain_rolling_memory.extractor import FactExtractor
-from langchain_rolling_memory.framing import memory_message, memory_text
-from langchain_rolling_memory.history import RollingSummaryChatMessageHistory, WindowedChatMessageHistory
+from langchain_rolling_memory.adapters.chat_histories import (
+    RollingSummaryChatMessageHistory,
+    WindowedChatMessageHistory,
+)
+from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
+from langchain_rolling_memory.core.framing import memory_message, memory_text
+from langchain_rolling_memory.core.usage import SummaryUsage
+from langchain_rolling_memory.engine.fact_extractor import FactExtractor
 from langchain_rolling_memory.lab.conversations import ConversationMessage
 from langchain_rolling_memory.lab.offline import keyless_extractor, keyless_summarizer
-from langchain_rolling_memory.policy import TokenCounter, count_tokens
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
 from langchain_rolling_memory.summarizers.coerce import as_summarizer
 from langchain_rolling_memory.summarizers.estimated import EstimatedCostSummarizer
-from langchain_rolling_memory.usage import SummaryUsage
-
-__all__ = [
-    "DEFAULT_SYSTEM_PROMPT",
-    "ReplayReport",
-    "Strategy",
-    "StrategyResult",
-    "default_strategies",
-    "replay",
-]
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and accurately."
 

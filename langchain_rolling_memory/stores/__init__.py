@@ -15,8 +15,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from langchain_rolling_memory.records import Fact, FactFilter, SessionInfo, StoredMessage, SummaryRecord
-from langchain_rolling_memory.stores.base import RollingStore
+from langchain_rolling_memory.core.records import Fact, FactFilter, SessionInfo, StoredMessage, SummaryRecord
+from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.stores.sqlite import SQLiteRollingStore
 from langchain_rolling_memory.stores.urls import BACKENDS, open_store

@@ -3,7 +3,7 @@
 Owns what is refused at the boundary and how (ids are `ids.validate_id`, text no backend can
 store exactly is `serde.check_storable`), and serializing messages, state and summary meta
 for the primitives. Pure: no I/O and no clock (the caller passes "now"); the API that calls
-these is `base.py`.
+these is `api.py`.
 """
 
 from __future__ import annotations
@@ -15,26 +15,10 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from langchain_rolling_memory.core.ids import validate_id
+from langchain_rolling_memory.core.serde import check_storable, dumps_message
 from langchain_rolling_memory.errors import ConfigurationError, InvalidTextError
-from langchain_rolling_memory.ids import validate_id
-from langchain_rolling_memory.serde import check_storable, dumps_message
-from langchain_rolling_memory.stores.backend import OPERATOR, Reader, SummaryWrite
-
-__all__ = [
-    "MAX_TOKEN_COUNT",
-    "check_count",
-    "check_limit",
-    "cutoff",
-    "lease_owner",
-    "lease_ttl",
-    "message_rows",
-    "optional_client",
-    "pinned_flag",
-    "reader",
-    "state_json",
-    "summary_args",
-    "token_count",
-]
+from langchain_rolling_memory.stores.contract import OPERATOR, Reader, SummaryWrite
 
 MAX_TOKEN_COUNT = 2**31 - 1
 """The largest token count a store keeps: PostgreSQL's INTEGER column (what one backend stores, all store)."""

@@ -8,9 +8,7 @@ from typing import Any
 
 from langchain_core.messages import message_to_dict
 
-from langchain_rolling_memory.records import Fact, SessionInfo, StoredMessage, SummaryRecord
-
-__all__ = ["client_export", "session_export"]
+from langchain_rolling_memory.core.records import Fact, SessionInfo, StoredMessage, SummaryRecord
 
 
 def session_export(

@@ -2,7 +2,7 @@
 
 Owns turning a call into a checked fact and a plan that a backend runs inside its atomic
 read-then-write step (`_change_facts`); the rules themselves (limits, duplicates, keys) are
-in `fact_rules.py`, the transcript, summary and session API in `base.py`. No I/O of its own.
+in `fact_rules.py`, the transcript, summary and session API in `api.py`. No I/O of its own.
 """
 
 from __future__ import annotations
@@ -10,13 +10,11 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
-import langchain_rolling_memory.fact_rules as fact_rules
+import langchain_rolling_memory.core.fact_rules as fact_rules
 import langchain_rolling_memory.stores.checks as checks
-from langchain_rolling_memory.ids import validate_id
-from langchain_rolling_memory.records import Fact, FactFilter, FactPlan, SessionMark
-from langchain_rolling_memory.stores.backend import StoreBackend
-
-__all__ = ["FactApi"]
+from langchain_rolling_memory.core.ids import validate_id
+from langchain_rolling_memory.core.records import Fact, FactFilter, FactPlan, SessionMark
+from langchain_rolling_memory.stores.contract import StoreBackend
 
 
 class FactApi(StoreBackend):

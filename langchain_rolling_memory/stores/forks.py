@@ -19,8 +19,6 @@ import threading
 import weakref
 from typing import Protocol
 
-__all__ = ["ForkAware", "abandon", "track"]
-
 
 class ForkAware(Protocol):
     def _after_fork(self) -> None:

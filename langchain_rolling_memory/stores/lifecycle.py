@@ -26,8 +26,6 @@ from typing import TypeVar
 
 from langchain_rolling_memory.errors import StoreError
 
-__all__ = ["Lifecycle", "close_at_exit", "close_now", "close_with_loop", "not_set_up"]
-
 logger = logging.getLogger("langchain_rolling_memory")
 
 _S = TypeVar("_S", bound="Lifecycle")

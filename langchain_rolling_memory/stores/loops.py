@@ -25,11 +25,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import langchain_rolling_memory.stores.forks as forks
 from langchain_rolling_memory.errors import StoreError
-from langchain_rolling_memory.stores import forks
 from langchain_rolling_memory.stores.lifecycle import close_now, close_with_loop
-
-__all__ = ["PerLoop"]
 
 R = TypeVar("R")
 

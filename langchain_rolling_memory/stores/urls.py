@@ -12,9 +12,7 @@ from typing import Any
 from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.stores.base import RollingStore
-
-__all__ = ["BACKENDS", "open_store", "rolling_store", "split_prefix"]
+from langchain_rolling_memory.stores.api import RollingStore
 
 # scheme -> (module, class name); imported only when used, so extras stay optional.
 BACKENDS: dict[str, tuple[str, str]] = {

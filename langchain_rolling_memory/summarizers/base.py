@@ -1,45 +1,19 @@
 """The summarizer contract: anything that turns (previous summary, messages) into summary text.
 
-Owns the interface (sync and async twins) and what a summary result is; turning functions and
-chat models into it is `coerce`. Does not decide when to summarize (engine) nor where to store (stores).
+Owns the interface (sync and async twins); what a summary result is (`SummaryResult`, re-exported
+here) is the pure `core.summary_result`, turning functions and chat models into it is `coerce`. Does not decide when to summarize (engine) nor where to store (stores).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, Union, runtime_checkable
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
 
-__all__ = [
-    "Summarizer",
-    "SummarizerLike",
-    "SummaryResult",
-]
-
-
-@dataclass(frozen=True)
-class SummaryResult:
-    """What a summarizer returns: the text, and what it cost when known.
-
-    Attributes:
-        text: the summary text.
-        input_tokens / output_tokens: tokens billed for the model calls (None: unknown, the
-            engine counts them); 0 for a summarizer that calls no model.
-        calls: model calls that answered (a retry after an unusable reply counts twice).
-        fields: the structured summary's fields (topic, preferences, decisions...) when the
-            summarizer produced one; kept in the summary record so they can be read back,
-            exported, and updated from at the next compaction.
-    """
-
-    text: str
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    calls: int = 1
-    fields: Mapping[str, Any] | None = None
+from langchain_rolling_memory.core.summary_result import SummaryResult
 
 
 @runtime_checkable

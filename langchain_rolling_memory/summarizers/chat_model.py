@@ -17,19 +17,17 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 
-from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.policy import count_tokens
-from langchain_rolling_memory.prompts import SummaryPrompt, clean_summary, default_prompt
-from langchain_rolling_memory.summarizers.base import SummaryResult
-from langchain_rolling_memory.summarizers.failures import is_transient_error
-from langchain_rolling_memory.summarizers.structured import (
+from langchain_rolling_memory.core.cuts import count_tokens
+from langchain_rolling_memory.core.prompts import SummaryPrompt, clean_summary, default_prompt
+from langchain_rolling_memory.core.structured_summary import (
     StructuredSummary,
     parse_structured_summary,
     render_structured_summary,
 )
-from langchain_rolling_memory.tracing import SUMMARIZE, traced
-
-__all__ = ["ChatModelSummarizer", "chat_model_summarizer", "is_transient_error"]
+from langchain_rolling_memory.core.summary_result import SummaryResult
+from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.runtime.tracing import SUMMARIZE, traced
+from langchain_rolling_memory.summarizers.failures import is_transient_error
 
 
 def _is_parse_failure(exc: BaseException) -> bool:

@@ -18,27 +18,18 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable
 
-from langchain_rolling_memory.background import run_coroutine_sync
+from langchain_rolling_memory.core.summary_result import SummaryResult
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, require
+from langchain_rolling_memory.runtime.background import run_coroutine_sync
+from langchain_rolling_memory.runtime.tracing import SUMMARIZE, traced
 from langchain_rolling_memory.summarizers.base import (
     AsyncSummaryFunction,
     Summarizer,
     SummarizerLike,
     SummaryFunction,
-    SummaryResult,
     as_result,
 )
 from langchain_rolling_memory.summarizers.chat_model import chat_model_summarizer
-from langchain_rolling_memory.tracing import SUMMARIZE, traced
-
-__all__ = [
-    "FunctionSummarizer",
-    "RunnableSummarizer",
-    "as_summarizer",
-    "chat_model_of",
-    "context_window",
-    "init_chat_model",
-]
 
 
 class FunctionSummarizer:

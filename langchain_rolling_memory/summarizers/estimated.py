@@ -11,11 +11,10 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from langchain_rolling_memory.policy import TokenCounter, count_tokens
-from langchain_rolling_memory.prompts import default_prompt
-from langchain_rolling_memory.summarizers.base import Summarizer, SummaryResult
-
-__all__ = ["EstimatedCostSummarizer"]
+from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
+from langchain_rolling_memory.core.prompts import default_prompt
+from langchain_rolling_memory.core.summary_result import SummaryResult
+from langchain_rolling_memory.summarizers.base import Summarizer
 
 
 class EstimatedCostSummarizer:

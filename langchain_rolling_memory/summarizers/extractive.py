@@ -13,11 +13,9 @@ from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from langchain_rolling_memory.core.prompts import clean_summary, default_prompt
+from langchain_rolling_memory.core.summary_result import SummaryResult
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.prompts import clean_summary, default_prompt
-from langchain_rolling_memory.summarizers.base import SummaryResult
-
-__all__ = ["ExtractiveSummarizer", "extractive_summarizer"]
 
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*", re.UNICODE)

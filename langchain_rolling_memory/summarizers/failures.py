@@ -19,8 +19,6 @@ from langchain_core.exceptions import (
     ModelPermissionDeniedError,
 )
 
-__all__ = ["describe_error", "is_permanent_error", "is_provider_error", "is_transient_error", "status_of"]
-
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 """Statuses a retry of the same request may get past (the SDKs retry the same ones)."""
 

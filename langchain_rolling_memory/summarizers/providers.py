@@ -15,11 +15,9 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from langchain_rolling_memory.core.prompts import SummaryPrompt
 from langchain_rolling_memory.errors import ConfigurationError, MissingCredentialsError, require
-from langchain_rolling_memory.prompts import SummaryPrompt
 from langchain_rolling_memory.summarizers.chat_model import ChatModelSummarizer, chat_model_summarizer
-
-__all__ = ["gemini_summarizer", "openai_summarizer"]
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds one provider request may take (the engine has its own, longer, overall timeout)."""

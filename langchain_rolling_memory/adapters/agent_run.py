@@ -1,0 +1,272 @@
+"""What one agent run's memory is: its ids and the messages it still has to store.
+
+Owns the plumbing between a LangGraph run and our store: where `session_id` and `client_id`
+come from (context, config, the thread's recorded client), which of the state's messages are
+not stored yet, where the run's state is kept (`GraphRun`: its checkpointer, whether this is
+the thread's first run) and where the memory text goes in the request. The hooks that use them
+are `middleware` and `agent_state`; the tools bound to a run are `memory_tools`, the tool-pair
+repair `tool_pairs`, the ``nostream``
+mark of memory's own model calls `tracing`; memory logic stays in the engine and stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import BaseMessage, SystemMessage
+
+from langchain_rolling_memory.core.framing import SUMMARY_MESSAGE_ID
+from langchain_rolling_memory.core.ids import validate_id
+from langchain_rolling_memory.core.records import StoredMessage
+from langchain_rolling_memory.errors import ConfigurationError
+
+PERSISTED_KEY = "rolling_memory_persisted"
+"""Private state channel: ids of the state's messages already appended to the store."""
+
+THREAD_KEY = "rolling_memory_thread"
+"""Private state channel: ``{"client_id": ...}``, the client the thread's runs were made for,
+recorded at its first run (and when a run names another the store accepted), so that a run
+from one of its checkpoints that names none (a replayed `StateSnapshot.config`) is made for
+the same client."""
+
+_NS_SEP = "|"  # LangGraph's separator of nested checkpoint namespaces
+_MARKED_LOOKBACK = 64  # newest checkpoints of a thread searched for its recorded client
+
+
+@dataclass(frozen=True)
+class MemoryIds:
+    """Whose memory a run uses: the session always, the client when known."""
+
+    session_id: str
+    client_id: str | None
+
+
+def _field(source: Any, name: str) -> Any:
+    if source is None:
+        return None
+    if isinstance(source, Mapping):
+        return source.get(name)
+    return getattr(source, name, None)
+
+
+def resolve_ids(
+    context: Any,
+    configurable: Mapping[str, Any] | None,
+    *,
+    default_client_id: str | None = None,
+    thread_id: str | None = None,
+) -> MemoryIds:
+    """The session and client of a run, validated.
+
+    `session_id` is the context's ``session_id``, else ``configurable["session_id"]``, else
+    the LangGraph ``thread_id``. `client_id` is the context's ``client_id``, else
+    ``configurable["client_id"]``, else the middleware's fixed `client_id`; ``user_id`` (as
+    LangGraph and mem0 name the person) is read wherever ``client_id`` is. The model has no
+    say in either: both come from the code that invokes the agent.
+
+    Raises:
+        ConfigurationError: no session id could be found, or one source names two different
+            clients (``client_id`` and ``user_id``).
+        InvalidIdError: an id is not safe (see `validate_id`).
+    """
+    configurable = configurable or {}
+    session = _field(context, "session_id") or configurable.get("session_id") or configurable.get("thread_id")
+    session = session or thread_id
+    if session is None:
+        msg = (
+            "rolling memory needs a session id, found none in the run: pass "
+            "config={'configurable': {'session_id': ...}} or {'thread_id': ...} "
+            "(an agent may also pass context={'session_id': ...} with context_schema)"
+        )
+        raise ConfigurationError(msg)
+    client = _client(context) or _client(configurable) or default_client_id
+    return MemoryIds(
+        validate_id(session),
+        None if client is None else validate_id(client, kind="client_id"),
+    )
+
+
+def _client(source: Any) -> Any:
+    """The client a context or a configurable names, as ``client_id`` or ``user_id``."""
+    client, user = _field(source, "client_id"), _field(source, "user_id")
+    if client and user and client != user:
+        msg = (
+            f"the run names two clients, client_id={client!r} and user_id={user!r}; "
+            "pass one of them (user_id is read as the client_id)"
+        )
+        raise ConfigurationError(msg)
+    return client or user
+
+
+def _run_configurable() -> Mapping[str, Any]:
+    from langgraph.config import get_config  # the agents extra; only called inside a run
+
+    try:
+        config = get_config()
+    except RuntimeError:  # outside a runnable context (a hook called directly)
+        return {}
+    return config.get("configurable") or {}
+
+
+def run_ids(runtime: Any, default_client_id: str | None, state: Any = None) -> MemoryIds:
+    """The run's ids (see `resolve_ids`); a run naming no client is made for the client the
+    thread recorded in `state` (`THREAD_KEY`), else for `default_client_id`."""
+    # A node's `Runtime` carries the thread in `execution_info`; a tool's `ToolRuntime`
+    # carries the run's config itself.
+    info = getattr(runtime, "execution_info", None)
+    config = getattr(runtime, "config", None)
+    configurable = config.get("configurable") if isinstance(config, Mapping) else None
+    recorded = thread_client(state)
+    return resolve_ids(
+        getattr(runtime, "context", None),
+        configurable if configurable is not None else _run_configurable(),
+        default_client_id=recorded if recorded is not None else default_client_id,
+        thread_id=getattr(info, "thread_id", None),
+    )
+
+
+def thread_client(state: Any) -> str | None:
+    """The client recorded in a state's `THREAD_KEY` channel, if any."""
+    mark = state.get(THREAD_KEY) if isinstance(state, Mapping) else None
+    client = mark.get("client_id") if isinstance(mark, Mapping) else None
+    return client if isinstance(client, str) else None
+
+
+@dataclass(frozen=True)
+class GraphRun:
+    """Where the current LangGraph run keeps its state.
+
+    Attributes:
+        saver: the graph's checkpointer (None: the state lives for one run only).
+        thread_id: the run's thread.
+        namespace: the checkpoint namespace of the graph the hook runs in ("" for the root
+            graph; a subgraph's state is its parent's to keep).
+        step: the superstep the hook runs in.
+    """
+
+    saver: Any = None
+    thread_id: str | None = None
+    namespace: str = ""
+    step: int | None = None
+
+    @classmethod
+    def current(cls) -> GraphRun:
+        """The run the calling hook is part of (an empty `GraphRun` outside of one)."""
+        from langgraph.config import get_config
+        from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+
+        try:
+            config = get_config()
+        except RuntimeError:  # a hook called directly, outside a graph
+            return cls()
+        configurable = config.get("configurable") or {}
+        task = str(configurable.get("checkpoint_ns") or "")
+        step = (config.get("metadata") or {}).get("langgraph_step")
+        thread = configurable.get("thread_id")
+        return cls(
+            configurable.get(CONFIG_KEY_CHECKPOINTER),
+            None if thread is None else str(thread),
+            task.rpartition(_NS_SEP)[0],
+            step if isinstance(step, int) else None,
+        )
+
+    @property
+    def kept(self) -> bool:
+        """True if a checkpointer keeps this (root) graph's state from run to run."""
+        return self.saver is not None and self.namespace == "" and self.thread_id is not None
+
+    def _thread(self) -> dict[str, Any]:
+        return {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": self.namespace}}
+
+    def _first(self, found: int) -> bool:
+        # Each checkpoint is one step after its parent: the line from the thread's root to
+        # this step holds step + 1 of them; any more belong to another line of the thread.
+        return self.step is not None and found <= self.step + 1
+
+    def first_run(self) -> bool:
+        """True if the thread holds no checkpoint but this run's own, from its root: its first
+        run, not a fork or a replay of an older one (one bounded read of the checkpointer)."""
+        if not self.kept or self.step is None:
+            return False
+        return self._first(sum(1 for _ in self.saver.list(self._thread(), limit=self.step + 2)))
+
+    async def afirst_run(self) -> bool:
+        if not self.kept or self.step is None:
+            return False
+        found = 0
+        async for _ in self.saver.alist(self._thread(), limit=self.step + 2):
+            found += 1
+        return self._first(found)
+
+    def recorded_client(self) -> str | None:
+        """The client recorded in the thread's newest checkpoints (for a run from a checkpoint
+        older than the record, e.g. a replay of the thread's first turn)."""
+        if not self.kept:
+            return None
+        for found in self.saver.list(self._thread(), limit=_MARKED_LOOKBACK):
+            client = thread_client(found.checkpoint.get("channel_values"))
+            if client is not None:
+                return client
+        return None
+
+    async def arecorded_client(self) -> str | None:
+        if not self.kept:
+            return None
+        async for found in self.saver.alist(self._thread(), limit=_MARKED_LOOKBACK):
+            client = thread_client(found.checkpoint.get("channel_values"))
+            if client is not None:
+                return client
+        return None
+
+
+def persisted(state: Mapping[str, Any]) -> set[str]:
+    return set(state.get(PERSISTED_KEY) or ())
+
+
+def unpersisted(state: Mapping[str, Any]) -> list[BaseMessage]:
+    """The state's messages not yet in the store, in order.
+
+    Tracked by message id (LangGraph's `add_messages` gives every message one), so the
+    answer is right with a checkpointer (the state holds earlier turns, already stored) and
+    without one (each run starts from its input only). The state's summary message is never
+    one of them: it was not said, it stands for what was.
+    """
+    done = persisted(state)
+    return [
+        m
+        for m in state.get("messages", ())
+        if (m.id is None or m.id not in done) and m.id != SUMMARY_MESSAGE_ID
+    ]
+
+
+def persisted_update(state: Mapping[str, Any], new: Sequence[BaseMessage]) -> dict[str, Any]:
+    # Only ids still in the state are kept, so the channel never outgrows the state.
+    done = persisted(state) | {m.id for m in new if m.id is not None}
+    return {PERSISTED_KEY: [m.id for m in state.get("messages", ()) if m.id in done]}
+
+
+def not_stored(new: Sequence[BaseMessage], recent: Sequence[StoredMessage]) -> list[BaseMessage]:
+    """`new` without the messages already at the end of the transcript.
+
+    They are there when a run stopped between our write and its checkpoint, or when a client
+    without a checkpointer sends earlier messages again with their ids.
+    """
+    stored = {row.message.id for row in recent if row.message.id is not None}
+    return [m for m in new if m.id is None or m.id not in stored]
+
+
+def with_memory(system: SystemMessage | None, block: str) -> SystemMessage | None:
+    """The system message followed by the memory block: one leading system message suits
+    every provider, and the developer's prompt stays first so its prefix caches."""
+    if not block:
+        return system
+    if system is None:
+        return SystemMessage(block)
+    content = system.content
+    if isinstance(content, str):
+        merged: str | list[str | dict[Any, Any]] = f"{content}\n\n{block}" if content else block
+    else:
+        merged = [*content, {"type": "text", "text": block}]
+    return system.model_copy(update={"content": merged})

@@ -1,0 +1,246 @@
+"""The agent middleware's memory when a checkpointer keeps the agent state: folds in the state.
+
+Owns what `RollingMemoryMiddleware` does for a run whose state a LangGraph checkpointer keeps
+(`GraphRun.kept`): the conversation is the state's messages, the summary its head message
+(`graph_state`), and a due fold replaces the folded messages there, inline before the model
+call or planned in the background between turns and landed at the next one only if it still
+covers a prefix of that turn's state. The store keeps the lossless transcript (written by the
+middleware), the facts and session state; it holds no summary of such a thread. A thread's
+first run starts from the store's view of its session (a session begun by a chain, or by an
+agent without a checkpointer); a fork or a replay never does.
+
+An erase of the session (`forget`, `clear_session`, `purge`) between planning a fold and
+landing it is seen by the session's erase generation, read before and after: such a fold never
+lands. Cutting, summarizing and framing stay in `planner`, `compaction` and `framing`.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage, RemoveMessage
+
+from langchain_rolling_memory.adapters.agent_run import (
+    PERSISTED_KEY,
+    THREAD_KEY,
+    GraphRun,
+    MemoryIds,
+    persisted,
+    thread_client,
+)
+from langchain_rolling_memory.core.graph_state import REMOVE_ALL, Conversation, Fold, conversation, seeded
+from langchain_rolling_memory.core.records import CompactionResult
+from langchain_rolling_memory.engine.compaction import Compactor
+from langchain_rolling_memory.stores.api import RollingStore
+
+_HELD = 1024  # background folds held for their next turn, at most (the oldest are dropped)
+
+StoreNew = Callable[[Mapping[str, Any], MemoryIds], list[BaseMessage]]
+"""Writes a state's messages not stored yet (checking the session's owner); returns them."""
+
+AStoreNew = Callable[[Mapping[str, Any], MemoryIds], Awaitable[list[BaseMessage]]]
+
+
+class StateKeeper:
+    """The state-kept side of the middleware (see the module docstring)."""
+
+    def __init__(self, store: RollingStore, compactor: Compactor, *, background: bool) -> None:
+        self.store = store
+        self.compactor = compactor
+        self.background = background
+        self.language = compactor.planner.language
+        self._held: collections.OrderedDict[str, Fold] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ shared, pure
+
+    def read(self, messages: Sequence[BaseMessage], generation: str | None = None) -> Conversation:
+        return conversation(messages, self.compactor.planner, generation)
+
+    def view(self, messages: Sequence[BaseMessage], session_id: str) -> list[BaseMessage]:
+        """What the model is sent of these messages (a request's, from the state): the summary,
+        the question if it was folded, the unsummarized messages (a window past the cap)."""
+        return self.compactor.view(self.read(messages).state, session_id)
+
+    def _hold(self, session_id: str, planned: Conversation) -> Callable[[CompactionResult], None]:
+        def landed(result: CompactionResult) -> None:
+            with self._lock:
+                self._held[session_id] = Fold.of(planned, result)
+                self._held.move_to_end(session_id)
+                while len(self._held) > _HELD:
+                    self._held.popitem(last=False)
+
+        return landed
+
+    def _held_for(self, session_id: str, current: Conversation, *, take: bool) -> Fold | None:
+        with self._lock:
+            fold = self._held.pop(session_id, None) if take else self._held.get(session_id)
+        return fold if fold is not None and fold.applies_to(current) else None
+
+    def _due(self, current: Conversation, session_id: str, *, inline: bool) -> bool:
+        if inline and self.background and not current.state.truncated:
+            return False  # folded between turns; inline only past the cap, to bound the state
+        return bool(self.compactor.due(current.state)) and not self.compactor.in_backoff(session_id)
+
+    @staticmethod
+    def _planned(current: Conversation, generation: str | None) -> Conversation:
+        return dataclasses.replace(current, state=dataclasses.replace(current.state, generation=generation))
+
+    def _update(
+        self,
+        state: Mapping[str, Any],
+        ids: MemoryIds,
+        seed: list[BaseMessage],
+        stored: set[str],
+        current: Conversation,
+        fold: Fold | None,
+    ) -> dict[str, Any] | None:
+        """The hook's state update: the thread's record, the messages (seeded, folded), the
+        ids of the stored messages still in the state."""
+        update: dict[str, Any] = {}
+        if THREAD_KEY not in state or (ids.client_id is not None and thread_client(state) != ids.client_id):
+            update[THREAD_KEY] = {"client_id": ids.client_id}
+        messages = [*seed, *state.get("messages", ())]
+        if fold is not None:
+            update["messages"] = fold.update(current, self.language, whole=bool(seed))
+            folded = {m.id for m in current.folded(fold.result)}
+            messages = [m for m in messages if m.id not in folded]
+        elif seed:
+            update["messages"] = [RemoveMessage(id=REMOVE_ALL), *messages]
+        stored = stored | {m.id for m in seed if m.id is not None}
+        kept = [m.id for m in messages if m.id in stored]
+        if kept != list(state.get(PERSISTED_KEY) or ()):
+            update[PERSISTED_KEY] = kept
+        return update or None
+
+    @staticmethod
+    def _unseen(state: Mapping[str, Any]) -> bool:
+        """True for a state no run of this middleware wrote to: a seed candidate."""
+        return THREAD_KEY not in state and not persisted(state)
+
+    @staticmethod
+    def _needs_record(ids: MemoryIds, state: Mapping[str, Any], run: GraphRun) -> bool:
+        return ids.client_id is None and run.kept and THREAD_KEY not in state
+
+    # ------------------------------------------------------------------ sync
+
+    def thread_ids(self, ids: MemoryIds, state: Mapping[str, Any], run: GraphRun) -> MemoryIds:
+        """`ids`, and for a run that names no client from a checkpoint older than the thread's
+        record of its client (a replay of its first turn), the client its newer checkpoints hold."""
+        client = run.recorded_client() if self._needs_record(ids, state, run) else None
+        return ids if client is None else MemoryIds(ids.session_id, client)
+
+    def _stored(self, state: Mapping[str, Any], ids: MemoryIds, store_new: StoreNew) -> set[str]:
+        """Write the state's new messages; the ids of its stored ones. With nothing new, the
+        session's owner is still checked before the model runs."""
+        new = store_new(state, ids)
+        if not new:
+            self.store.last_seq(ids.session_id, client_id=ids.client_id)
+        return persisted(state) | {m.id for m in new if m.id is not None}
+
+    def before_model(
+        self, state: Mapping[str, Any], ids: MemoryIds, run: GraphRun, store_new: StoreNew
+    ) -> dict[str, Any] | None:
+        """Seed a new thread, store the new messages, land a background fold that still
+        applies, else fold inline if due."""
+        seed: list[BaseMessage] = []
+        if self._unseen(state) and run.first_run():
+            view = self.compactor.load(ids.session_id, client_id=ids.client_id)
+            seed = seeded(view, ids.session_id, self.language)
+        stored = self._stored(state, ids, store_new)
+        current = self.read([*seed, *state.get("messages", ())])
+        fold = self._land(current, ids) or self._fold_now(current, ids)
+        return self._update(state, ids, seed, stored, current, fold)
+
+    def _generation(self, ids: MemoryIds) -> str | None:
+        return self.store.read_turn(ids.session_id, limit=0, client_id=ids.client_id).generation
+
+    def _land(self, current: Conversation, ids: MemoryIds) -> Fold | None:
+        fold = self._held_for(ids.session_id, current, take=True)
+        if fold is None or self._generation(ids) != fold.result.generation:
+            return None  # an erase came after it was planned
+        return fold
+
+    def _fold_now(self, current: Conversation, ids: MemoryIds) -> Fold | None:
+        if not self._due(current, ids.session_id, inline=True):
+            return None
+        planned = self._planned(current, self._generation(ids))
+
+        def still(done: CompactionResult) -> bool:
+            return self._generation(ids) == done.generation
+
+        done = self.compactor.fold(ids.session_id, planned.state, planned.oldest, still=still)
+        return None if done is None else Fold.of(planned, done)
+
+    def schedule(self, state: Mapping[str, Any], ids: MemoryIds) -> None:
+        """Between turns (background mode): plan a due fold of the state and summarize it on a
+        worker; it lands at the next turn whose state it still covers."""
+        current = self.read(state.get("messages", ()))
+        if not self._due(current, ids.session_id, inline=False):
+            return
+        if self._held_for(ids.session_id, current, take=False) is not None:
+            return  # one that applies waits for the next turn already
+        planned = self._planned(current, self._generation(ids))
+        self.compactor.schedule_fold(
+            ids.session_id, planned.state, planned.oldest, self._hold(ids.session_id, planned)
+        )
+
+    # ------------------------------------------------------------------ async twins
+
+    async def athread_ids(self, ids: MemoryIds, state: Mapping[str, Any], run: GraphRun) -> MemoryIds:
+        client = await run.arecorded_client() if self._needs_record(ids, state, run) else None
+        return ids if client is None else MemoryIds(ids.session_id, client)
+
+    async def _astored(self, state: Mapping[str, Any], ids: MemoryIds, store_new: AStoreNew) -> set[str]:
+        new = await store_new(state, ids)
+        if not new:
+            await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
+        return persisted(state) | {m.id for m in new if m.id is not None}
+
+    async def abefore_model(
+        self, state: Mapping[str, Any], ids: MemoryIds, run: GraphRun, store_new: AStoreNew
+    ) -> dict[str, Any] | None:
+        seed: list[BaseMessage] = []
+        if self._unseen(state) and await run.afirst_run():
+            view = await self.compactor.aload(ids.session_id, client_id=ids.client_id)
+            seed = seeded(view, ids.session_id, self.language)
+        stored = await self._astored(state, ids, store_new)
+        current = self.read([*seed, *state.get("messages", ())])
+        fold = await self._aland(current, ids) or await self._afold_now(current, ids)
+        return self._update(state, ids, seed, stored, current, fold)
+
+    async def _ageneration(self, ids: MemoryIds) -> str | None:
+        turn = await self.store.aread_turn(ids.session_id, limit=0, client_id=ids.client_id)
+        return turn.generation
+
+    async def _aland(self, current: Conversation, ids: MemoryIds) -> Fold | None:
+        fold = self._held_for(ids.session_id, current, take=True)
+        if fold is None or await self._ageneration(ids) != fold.result.generation:
+            return None
+        return fold
+
+    async def _afold_now(self, current: Conversation, ids: MemoryIds) -> Fold | None:
+        if not self._due(current, ids.session_id, inline=True):
+            return None
+        planned = self._planned(current, await self._ageneration(ids))
+
+        async def still(done: CompactionResult) -> bool:
+            return await self._ageneration(ids) == done.generation
+
+        done = await self.compactor.afold(ids.session_id, planned.state, planned.oldest, still=still)
+        return None if done is None else Fold.of(planned, done)
+
+    async def aschedule(self, state: Mapping[str, Any], ids: MemoryIds) -> None:
+        current = self.read(state.get("messages", ()))
+        if not self._due(current, ids.session_id, inline=False):
+            return
+        if self._held_for(ids.session_id, current, take=False) is not None:
+            return
+        planned = self._planned(current, await self._ageneration(ids))
+        self.compactor.aschedule_fold(
+            ids.session_id, planned.state, planned.oldest, self._hold(ids.session_id, planned)
+        )

@@ -1,0 +1,371 @@
+"""Drop-in chat histories for `RunnableWithMessageHistory`: a window and a rolling summary.
+
+Adapters only: they append to a store and ask the engine for the view; the plumbing both share
+(ids, ownership, the cached view that changes only with the object's own `add_messages`) is
+`history_base`. The model calls of a compaction are marked ``nostream`` (`tracing`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from langchain_rolling_memory.adapters.history_base import StoredHistory
+from langchain_rolling_memory.core.cuts import StartOn, TokenCounter, WindowPolicy, count_tokens
+from langchain_rolling_memory.core.planner import structured_summary
+from langchain_rolling_memory.core.records import SessionState, StoredMessage
+from langchain_rolling_memory.core.structured_summary import StructuredSummary
+from langchain_rolling_memory.core.topics import TopicDetector, topic_labels
+from langchain_rolling_memory.core.trigger_keep import (
+    DEFAULT_KEEP_LAST,
+    DEFAULT_MAX_TURNS,
+    ContextSize,
+    Trigger,
+)
+from langchain_rolling_memory.core.usage import SummaryUsage
+from langchain_rolling_memory.engine.compaction import Compactor, ErrorCallback
+from langchain_rolling_memory.runtime.tracing import unstreamed
+from langchain_rolling_memory.stores.api import RollingStore
+from langchain_rolling_memory.summarizers.base import SummarizerLike
+
+
+class WindowedChatMessageHistory(StoredHistory):
+    """The last messages word for word, cut so that a tool call never loses its results.
+
+    The store keeps the whole transcript (`.transcript`); `.messages` is the window.
+
+    Args:
+        session_id: the conversation (a new uuid if omitted).
+        store: a `RollingStore` (default: a fresh in-memory store).
+        client_id: the person the session belongs to (optional).
+        max_messages: most messages in the window (None: no count limit).
+        max_tokens: most tokens in the window (None: no token limit).
+        token_counter: counts a message's tokens when it is stored.
+        start_on: ``"human"`` (the default, as `trim_messages`' ``start_on``): a window that
+            cuts starts on a user message, and always holds the latest one, even past the
+            limits (a transcript that fits is sent whole, a leading system message or
+            greeting included); None lets it start on any message that is not an orphan
+            tool result.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> history = WindowedChatMessageHistory("s1", max_messages=2)
+        >>> history.add_messages([HumanMessage("a"), AIMessage("b"), HumanMessage("c")])
+        >>> [m.content for m in history.messages], len(history.transcript)
+        (['c'], 3)
+    """
+
+    _PAGE = 200
+
+    def __init__(
+        self,
+        session_id: str | None = None,
+        *,
+        store: RollingStore | None = None,
+        client_id: str | None = None,
+        max_messages: int | None = 20,
+        max_tokens: int | None = None,
+        token_counter: TokenCounter = count_tokens,
+        start_on: StartOn | None = "human",
+    ) -> None:
+        self.policy = WindowPolicy(max_messages=max_messages, max_tokens=max_tokens, start_on=start_on)
+        super().__init__(session_id, store=store, client_id=client_id, token_counter=token_counter)
+        # The rows the window was last cut from (None: not read yet).
+        self._rows: list[StoredMessage] | None = None
+
+    def _counts_of(self, rows: Sequence[StoredMessage]) -> list[int]:
+        return [r.tokens if r.tokens is not None else self.token_counter([r.message]) for r in rows]
+
+    def _limit(self) -> int:
+        return self.policy.max_messages if self.policy.max_messages is not None else self._PAGE
+
+    def _older(self, rows: list[StoredMessage]) -> tuple[int, int] | None:
+        """``(after_seq, limit)`` of the page just before `rows`, or None once `rows` cover the
+        window: a count window is one read; a token-only window needs more tokens than its
+        budget, or the whole transcript. Seqs are gap-free, so a page is addressed by seq."""
+        if not rows or rows[0].seq <= 1:
+            return None
+        covered = self.policy.max_messages is not None or sum(self._counts_of(rows)) > (
+            self.policy.max_tokens or 0
+        )
+        if covered and not self._lacks_user_message(rows):  # else read back to the latest user message
+            return None
+        size = min(self._PAGE, rows[0].seq - 1)
+        return rows[0].seq - 1 - size, size
+
+    def _lacks_user_message(self, rows: Sequence[StoredMessage]) -> bool:
+        return self.policy.start_on == "human" and not any(r.message.type == "human" for r in rows)
+
+    def _trim(self, rows: list[StoredMessage]) -> list[StoredMessage]:
+        """The shortest suffix of `rows` that a fresh read would cut the same window from
+        (from the latest user message on, when the window must hold one)."""
+        if self.policy.max_messages is not None:
+            suffix = rows[-self.policy.max_messages :]
+        else:
+            counts, budget = self._counts_of(rows), self.policy.max_tokens or 0
+            total, start = sum(counts), 0
+            while start < len(rows) and total - counts[start] > budget:
+                total -= counts[start]
+                start += 1
+            suffix = rows[start:]
+        if self._lacks_user_message(suffix):
+            humans = [i for i, r in enumerate(rows) if r.message.type == "human"]
+            if humans:
+                return rows[humans[-1] :]
+        return suffix
+
+    def _cut(self, rows: list[StoredMessage]) -> list[BaseMessage]:
+        """The window of `rows`: all of them when the whole transcript fits (a leading system
+        message or greeting included), else cut to start on a user message (`window_cut`).
+        Seqs start at 1, so rows from a later seq are a transcript already cut."""
+        messages = [r.message for r in rows]
+        counts = self._counts_of(rows) if self.policy.max_tokens is not None else None
+        backlog = bool(rows) and rows[0].seq > 1
+        return messages[self.policy.cut(messages, counts, backlog=backlog) :]
+
+    def _load_view(self) -> list[BaseMessage]:
+        sid, cid = self.session_id, self.client_id
+        rows = self.store.read(sid, limit=self._limit(), client_id=cid)
+        while (page := self._older(rows)) is not None:
+            rows = self.store.read(sid, after_seq=page[0], limit=page[1], newest=False, client_id=cid) + rows
+        self._rows = self._trim(rows)
+        return self._cut(self._rows)
+
+    async def _aload_view(self) -> list[BaseMessage]:
+        sid, cid = self.session_id, self.client_id
+        rows = await self.store.aread(sid, limit=self._limit(), client_id=cid)
+        while (page := self._older(rows)) is not None:
+            older = await self.store.aread(sid, after_seq=page[0], limit=page[1], newest=False, client_id=cid)
+            rows = older + rows
+        self._rows = self._trim(rows)
+        return self._cut(self._rows)
+
+    def _extended(self, appended: list[StoredMessage]) -> list[BaseMessage] | None:
+        """The window after `appended`, from the rows already read, when it equals a fresh read.
+
+        The rows kept after a read cover the window (see `_older`); with the new rows after
+        them they still do, unless another writer's rows sit in between (then None: reload).
+        """
+        rows = self._rows
+        if rows is None or not appended or appended[0].seq != (rows[-1].seq if rows else 0) + 1:
+            return None
+        self._rows = self._trim([*rows, *appended])
+        return self._cut(self._rows)
+
+    def _after_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
+        view = self._extended(appended)
+        return view if view is not None else self._load_view()
+
+    async def _aafter_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
+        view = self._extended(appended)
+        return view if view is not None else await self._aload_view()
+
+    def _forget_rows(self) -> None:
+        self._rows = []
+
+
+class RollingSummaryChatMessageHistory(StoredHistory):
+    """The last turns verbatim, the older ones folded by a summarizer, nothing lost.
+
+    `.messages` is the summary (as one framed message) then the unsummarized messages;
+    `.summary` is the summary text; `.transcript` is every message ever added.
+
+    When the unsummarized messages exceed `max_turns` (or `max_tokens`), all but the last
+    `keep_last` (or `keep_tokens` worth) are folded into the summary in one call, so the
+    summarizer runs about once every ``max_turns - keep_last + 1`` messages.
+
+    Args:
+        session_id: the conversation (a new uuid if omitted).
+        summarizer: ``(previous_summary, messages) -> str`` (sync or async), a chat model,
+            a model string (``"openai:gpt-4o-mini"``), any Runnable, or a `Summarizer`
+            (see `as_summarizer`).
+        store: a `RollingStore` (default: a fresh in-memory store).
+        client_id: the person the session belongs to (optional).
+        max_turns, keep_last: the count policy (hysteresis).
+        max_tokens, keep_tokens: the token policy (trigger and kept budget).
+        trigger, keep: instead of those four, `SummarizationMiddleware`'s forms:
+            ``trigger=("messages", 12)`` (compact when 12 are unsummarized), ``("tokens", 4000)``,
+            ``("fraction", 0.5)`` (of the summarizer model's context window, from its profile)
+            or a list of them (the first reached); ``keep=("messages", 6)``, ``("tokens", 1500)``
+            or ``("fraction", 0.2)``, kept whichever trigger fired (see `limits.fold_policy`).
+        hard_cap: unsummarized messages allowed before the view falls back to a window
+            (default ``3 * max_turns``), while compaction is failing.
+        token_counter: counts a message's tokens when it is stored.
+        language, max_words: prompt language and word cap (chat-model summarizers), the
+            cap applied when cleaning any summary, and the language of the summary's frame.
+        timeout: seconds a summarizer call may take.
+        background: compact in a worker (thread, or task for async) instead of inline.
+        on_error: ``(session_id, exception)`` callback for failed compactions.
+        topic_detector: ``(message) -> bool`` (e.g. `keyword_topic_shift()`): fold the
+            finished topic as soon as the user changes topic, one summary section per topic.
+        compactor: a ready `Compactor` (overrides the settings above).
+        **compactor_options: other `Compactor` settings (``max_summary_tokens``,
+            ``max_topic_sections``, ``topic_labels``, ``today``, ``backoff``, ``on_compaction``...).
+
+    Presets spread in as keyword arguments: ``RollingSummaryChatMessageHistory("s1",
+    summarizer=..., **preset("support"))`` (see `preset`).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> history = RollingSummaryChatMessageHistory(
+        ...     "s1", summarizer=lambda previous, msgs: f"{len(msgs)} messages folded",
+        ...     max_turns=4, keep_last=2)
+        >>> history.add_messages([HumanMessage("a"), AIMessage("b"), HumanMessage("c"),
+        ...                       AIMessage("d"), HumanMessage("e")])
+        >>> history.summary, len(history.messages), len(history.transcript)
+        ('3 messages folded', 3, 5)
+    """
+
+    def __init__(
+        self,
+        session_id: str | None = None,
+        *,
+        summarizer: SummarizerLike | None = None,
+        store: RollingStore | None = None,
+        client_id: str | None = None,
+        max_turns: int | None = DEFAULT_MAX_TURNS,
+        keep_last: int = DEFAULT_KEEP_LAST,
+        max_tokens: int | None = None,
+        keep_tokens: int | None = None,
+        hard_cap: int | None = None,
+        trigger: Trigger | None = None,
+        keep: ContextSize | None = None,
+        token_counter: TokenCounter = count_tokens,
+        language: str = "en",
+        max_words: int = 120,
+        timeout: float | None = 60.0,
+        background: bool = False,
+        on_error: ErrorCallback | None = None,
+        topic_detector: TopicDetector | None = None,
+        compactor: Compactor | None = None,
+        **compactor_options: Any,
+    ) -> None:
+        super().__init__(session_id, store=store, client_id=client_id, token_counter=token_counter)
+        if compactor is None:
+            if summarizer is None:
+                msg = "RollingSummaryChatMessageHistory needs summarizer= (a function, a chat model or a Summarizer)"
+                raise TypeError(msg)
+            compactor = Compactor.build(
+                self.store,
+                summarizer,
+                max_turns=max_turns,
+                keep_last=keep_last,
+                max_tokens=max_tokens,
+                keep_tokens=keep_tokens,
+                hard_cap=hard_cap,
+                trigger=trigger,
+                keep=keep,
+                language=language,
+                max_words=max_words,
+                token_counter=token_counter,
+                timeout=timeout,
+                on_error=on_error,
+                topic_detector=topic_detector,
+                **{"topic_labels": topic_labels(language), **compactor_options},
+            )
+        elif compactor.store is not self.store and store is not None:
+            msg = "compactor.store and store= must be the same store"
+            raise ValueError(msg)
+        else:
+            self.store = compactor.store
+        self.compactor = compactor
+        self.background = background
+        self._state: SessionState | None = None
+
+    @property
+    def summary(self) -> str:
+        """The current summary text ('' before the first compaction)."""
+        record = self.store.summary(self.session_id, client_id=self.client_id)
+        return record.text if record else ""
+
+    async def asummary(self) -> str:
+        record = await self.store.asummary(self.session_id, client_id=self.client_id)
+        return record.text if record else ""
+
+    @property
+    def structured_summary(self) -> StructuredSummary | None:
+        """The fields of the current summary when a structured summarizer wrote it (topic,
+        preferences, decisions, open questions, facts); None otherwise."""
+        return structured_summary(self.store.summary(self.session_id, client_id=self.client_id))
+
+    async def astructured_summary(self) -> StructuredSummary | None:
+        return structured_summary(await self.store.asummary(self.session_id, client_id=self.client_id))
+
+    @property
+    def usage(self) -> SummaryUsage:
+        """What summarizing this session cost (calls, tokens) and saves per call."""
+        return self.store.usage(self.session_id, client_id=self.client_id)
+
+    async def ausage(self) -> SummaryUsage:
+        return await self.store.ausage(self.session_id, client_id=self.client_id)
+
+    def _load_view(self) -> list[BaseMessage]:
+        self._state = self.compactor.load(self.session_id, client_id=self.client_id)
+        return self.compactor.view(self._state, self.session_id)
+
+    async def _aload_view(self) -> list[BaseMessage]:
+        self._state = await self.compactor.aload(self.session_id, client_id=self.client_id)
+        return self.compactor.view(self._state, self.session_id)
+
+    # After a write the engine extends the known state with the rows just written, and after
+    # an inline compaction folds the installed result in: one summary read per turn instead
+    # of re-reading and re-decoding the tail twice (see `Compactor.advance`). Its model calls
+    # (and those of a compaction it hands to the background) are never streamed as the
+    # chain's answer: `RunnableWithMessageHistory` writes from inside the chain's run.
+
+    def _after_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
+        with unstreamed():
+            self._state = self.compactor.advance(
+                self.session_id,
+                self._state,
+                appended=appended,
+                background=self.background,
+                client_id=self.client_id,
+            )
+        return self.compactor.view(self._state, self.session_id)
+
+    async def _aafter_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
+        with unstreamed():
+            self._state = await self.compactor.aadvance(
+                self.session_id,
+                self._state,
+                appended=appended,
+                background=self.background,
+                client_id=self.client_id,
+            )
+        return self.compactor.view(self._state, self.session_id)
+
+    def _forget_rows(self) -> None:
+        self._state = SessionState(None, [], False)
+
+    def compact(self, *, force: bool = False) -> bool:
+        """Compact now if due (or, with `force`, fold every unsummarized message); True if a
+        summary was installed. The cached view is refreshed."""
+        self._check_owner()
+        with unstreamed():
+            done = self.compactor.compact(self.session_id, force=force) is not None
+        self._view = self._load_view()
+        return done
+
+    async def acompact(self, *, force: bool = False) -> bool:
+        await self._acheck_owner()
+        with unstreamed():
+            done = await self.compactor.acompact(self.session_id, force=force) is not None
+        self._view = await self._aload_view()
+        return done
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait for this session's background compaction, if any; False if it was still
+        running after `timeout` seconds.
+
+        The view of this object is not changed (it changes only with its own
+        `add_messages`): read `.summary`, or the view of a new history object, to see the
+        result.
+        """
+        return self.compactor.flush(self.session_id, timeout)
+
+    async def aflush(self, timeout: float | None = None) -> bool:
+        """Async twin of `flush`."""
+        return await self.compactor.aflush(self.session_id, timeout)

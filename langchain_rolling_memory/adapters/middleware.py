@@ -1,0 +1,515 @@
+"""LangChain v1 agent middleware over our store, engine and facts; it holds no memory logic.
+
+`RollingMemoryMiddleware` persists each new message of an agent run to the store once, shows
+the model the summary and unsummarized messages plus the client's facts, and offers memory
+tools bound to the run's client. With a checkpointer the conversation is the graph state's:
+folds replace messages there (`agent_state`, `graph_state`), so forks, edits and removals
+follow it; without one it is the store's (`Compactor.advance`, as for the histories). The run
+plumbing (ids, what is stored yet, the checkpointer) is `agent_run`, the tool builders
+`memory_tools`; cutting, summarizing and storing stay in `cuts`, `compaction` and `stores`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, cast
+
+from langchain_rolling_memory.errors import ConfigurationError, require
+
+require("langchain", "agents", feature="RollingMemoryMiddleware")
+require("langgraph", "agents", feature="RollingMemoryMiddleware")
+
+from langchain.agents.middleware.types import (  # noqa: E402 - after the extra check
+    AgentMiddleware,
+    AgentState,
+    ModelRequest,
+    ModelResponse,
+    PrivateStateAttr,
+)
+from langchain_core.language_models import BaseChatModel  # noqa: E402
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage  # noqa: E402
+from langchain_core.retrievers import BaseRetriever  # noqa: E402
+from langchain_core.tools import BaseTool  # noqa: E402
+from typing_extensions import NotRequired  # noqa: E402
+
+from langchain_rolling_memory.adapters.agent_run import (  # noqa: E402
+    GraphRun,
+    MemoryIds,
+    not_stored,
+    persisted,
+    persisted_update,
+    run_ids,
+    unpersisted,
+    with_memory,
+)
+from langchain_rolling_memory.adapters.agent_state import StateKeeper  # noqa: E402
+from langchain_rolling_memory.adapters.memory_tools import TOOL_BUILDERS, UNBOUND, refusing  # noqa: E402
+from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens  # noqa: E402
+from langchain_rolling_memory.core.framing import memory_block  # noqa: E402
+from langchain_rolling_memory.core.graph_state import state_summary  # noqa: E402
+from langchain_rolling_memory.core.ids import validate_id  # noqa: E402
+from langchain_rolling_memory.core.records import Fact, SessionState  # noqa: E402
+from langchain_rolling_memory.core.tool_pairs import pair_tool_calls  # noqa: E402
+from langchain_rolling_memory.core.trigger_keep import (  # noqa: E402
+    DEFAULT_KEEP_LAST,
+    DEFAULT_MAX_TURNS,
+    ContextSize,
+    Trigger,
+)
+from langchain_rolling_memory.core.usage import SummaryUsage  # noqa: E402
+from langchain_rolling_memory.engine.compaction import Compactor, ErrorCallback  # noqa: E402
+from langchain_rolling_memory.engine.fact_extractor import FactExtractor, compaction_listener  # noqa: E402
+from langchain_rolling_memory.engine.recaller import Recaller, latest_user_text  # noqa: E402
+from langchain_rolling_memory.engine.shutdown import Drained  # noqa: E402
+from langchain_rolling_memory.runtime.tracing import unstreamed  # noqa: E402
+from langchain_rolling_memory.stores.api import RollingStore  # noqa: E402
+from langchain_rolling_memory.stores.checks import token_count  # noqa: E402
+from langchain_rolling_memory.stores.urls import rolling_store  # noqa: E402
+from langchain_rolling_memory.summarizers.base import SummarizerLike  # noqa: E402
+
+if TYPE_CHECKING:  # where these live moved between langchain / langgraph 1.x releases
+    from langgraph.prebuilt.tool_node import ToolCallRequest, ToolRuntime
+    from langgraph.runtime import Runtime
+    from langgraph.types import Command
+
+
+class RollingMemoryState(AgentState[Any]):
+    """The agent state plus the ids this middleware already persisted and the thread's client
+    (both hidden from I/O)."""
+
+    rolling_memory_persisted: NotRequired[Annotated[list[str], PrivateStateAttr]]
+    rolling_memory_thread: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
+
+
+class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
+    """The same memory as the histories, for agents built with `create_agent`.
+
+    Each run's new messages (the user's input, AI messages, tool calls and results) are
+    appended once to the session's transcript in `store`, which keeps every message. The
+    model is sent the system prompt followed by the client's facts and the session state
+    (quoted data), then the summary and the unsummarized messages, as the policy cuts them
+    (count or token policy, tool pairs kept together, the latest user message always sent).
+
+    With a checkpointer, the conversation is the graph state's messages: a due fold replaces
+    the folded messages in the state by one summary message (id ``rolling-memory-summary``,
+    recording what it covers), inline before the model call or, with `background`, planned
+    between turns and landed at the next turn only if the state still starts with what it
+    covers. Forks, time travel, ``RemoveMessage``, ``update_state`` and human edits therefore
+    change what the model is sent, and each checkpoint stays bounded by the policy. A
+    thread's first run starts from the store's view of its session (one begun by a chain or
+    without a checkpointer). Without a checkpointer, the store's summary and tail are the
+    conversation, as for the histories. In ``stream_mode="messages"`` a thread's first fold
+    shows as the state update it is (a ``RemoveMessage`` and the summary message, from the
+    ``before_model`` node), as `SummarizationMiddleware`'s folds do; the summarizer's own
+    calls are never streamed. `tools` holds the memory tools (`remember` by default), each
+    bound at every call to the run's client. Put this middleware first in
+    `middleware=[...]` so that the others see its view.
+
+    The session is the run context's ``session_id``, else ``configurable["session_id"]``,
+    else the ``thread_id``; the client is the context's ``client_id`` (or ``user_id``), else
+    ``configurable["client_id"]`` (or ``user_id``), else the client the thread recorded at its
+    first run (so
+    a run from a `StateSnapshot.config`, which names none, is made for the same client),
+    else `client_id` given here.
+
+    Args:
+        store: the `RollingStore` shared with the histories.
+        summarizer: ``(previous_summary, messages) -> str`` (sync or async), a chat model,
+            a model string (``"openai:gpt-4o-mini"``), any Runnable, or a `Summarizer`
+            (see `as_summarizer`).
+        max_turns, keep_last: the count policy (hysteresis).
+        max_tokens, keep_tokens: the token policy (trigger and kept budget).
+        trigger, keep: instead of those four, `SummarizationMiddleware`'s forms:
+            ``trigger=("messages", 12)`` (compact when 12 are unsummarized), ``("tokens", 4000)``,
+            ``("fraction", 0.5)`` (of the summarizer model's context window, from its profile)
+            or a list of them (the first reached); ``keep=("messages", 6)``, ``("tokens", 1500)``
+            or ``("fraction", 0.2)``, kept whichever trigger fired (see `limits.fold_policy`).
+        hard_cap: unsummarized messages allowed before the view falls back to a window.
+        background: compact in a worker thread (or a task of the running loop in async
+            runs), off the turn; `flush` / `aflush` wait for it. With a checkpointer a fold
+            done in the background lands at the next turn (inline only once the state holds
+            more unsummarized messages than the cap, so that it stays bounded).
+        client_id: the client of every run that does not name one.
+        extractor: a `FactExtractor` (or a chat model to build one) run on the messages of
+            each compaction, writing the facts it finds for the session's client.
+        memory_tools: the tools offered to the model, each bound at every call to the run's
+            client (and session): any of ``"remember"``, ``"forget_fact"``,
+            ``"update_session_state"``, ``"search_memory"``; ``()`` for none.
+        max_fact_tokens: token budget of the facts block.
+        recall_tokens: budget of the excerpts recalled before each model call (the client's
+            sessions and facts searched with the latest user input, what the view holds
+            skipped); None or 0 (the default): off, nothing more is read.
+        recall: a LangChain `BaseRetriever` searched instead of the store.
+        token_counter, language, max_words, timeout, on_error: as for
+            `RollingSummaryChatMessageHistory`.
+        compactor: a ready `Compactor` (overrides the settings above).
+
+    Example:
+        >>> from langchain_rolling_memory import open_store
+        >>> memory = RollingMemoryMiddleware(
+        ...     store=open_store("memory://"), summarizer=lambda previous, msgs: "summary",
+        ...     max_turns=8, keep_last=4)
+        >>> [tool.name for tool in memory.tools]
+        ['remember']
+    """
+
+    state_schema = RollingMemoryState
+
+    def __init__(
+        self,
+        *,
+        store: RollingStore,
+        summarizer: SummarizerLike | None = None,
+        max_turns: int | None = DEFAULT_MAX_TURNS,
+        keep_last: int = DEFAULT_KEEP_LAST,
+        max_tokens: int | None = None,
+        keep_tokens: int | None = None,
+        hard_cap: int | None = None,
+        trigger: Trigger | None = None,
+        keep: ContextSize | None = None,
+        background: bool = False,
+        client_id: str | None = None,
+        extractor: FactExtractor | BaseChatModel | None = None,
+        memory_tools: Sequence[str] = ("remember",),
+        max_fact_tokens: int = 400,
+        token_counter: TokenCounter = count_tokens,
+        language: str = "en",
+        max_words: int = 120,
+        timeout: float | None = 60.0,
+        on_error: ErrorCallback | None = None,
+        compactor: Compactor | None = None,
+        recall_tokens: int | None = None,
+        recall: BaseRetriever | None = None,
+        **compactor_options: Any,
+    ) -> None:
+        super().__init__()
+        store = rolling_store(store, owner="RollingMemoryMiddleware")
+        self.recaller = Recaller.build(store, recall_tokens, recall, token_counter=token_counter)
+        unknown = sorted(set(memory_tools) - set(TOOL_BUILDERS))
+        if unknown or isinstance(memory_tools, str):
+            msg = f"memory_tools may hold {sorted(TOOL_BUILDERS)}, got {memory_tools!r}"
+            raise ConfigurationError(msg)
+        if compactor is None:
+            if summarizer is None:
+                msg = "RollingMemoryMiddleware needs summarizer= (a function, a chat model or a Summarizer)"
+                raise TypeError(msg)
+            compactor = Compactor.build(
+                store,
+                summarizer,
+                max_turns=max_turns,
+                keep_last=keep_last,
+                max_tokens=max_tokens,
+                keep_tokens=keep_tokens,
+                hard_cap=hard_cap,
+                trigger=trigger,
+                keep=keep,
+                language=language,
+                max_words=max_words,
+                token_counter=token_counter,
+                timeout=timeout,
+                on_error=on_error,
+                on_compaction=compaction_listener(
+                    extractor, store, compactor_options.pop("on_compaction", None)
+                ),
+                **compactor_options,
+            )
+        elif extractor is not None:
+            msg = "pass extractor= to the Compactor (on_compaction=) when you give compactor="
+            raise ConfigurationError(msg)
+        elif compactor.store is not store:
+            msg = "compactor.store and store= must be the same store"
+            raise ConfigurationError(msg)
+        if max_fact_tokens < 1:
+            msg = f"max_fact_tokens must be positive, got max_fact_tokens={max_fact_tokens!r}"
+            raise ConfigurationError(msg)
+        self.store = store
+        self.compactor = compactor
+        self.token_counter = token_counter
+        self.background = background
+        self.client_id = None if client_id is None else validate_id(client_id, kind="client_id")
+        self.max_fact_tokens = max_fact_tokens
+        self.keeper = StateKeeper(store, compactor, background=background)
+        self.tools: list[BaseTool] = [
+            refusing(TOOL_BUILDERS[name](store, UNBOUND, UNBOUND)) for name in dict.fromkeys(memory_tools)
+        ]
+        self._tool_names = {t.name for t in self.tools}
+
+    # ------------------------------------------------------------------ shared helpers
+
+    def ids(self, runtime: Runtime[Any] | ToolRuntime[Any, Any] | None, state: Any = None) -> MemoryIds:
+        """The session and client of the current run (see `resolve_ids`); `state`, the
+        agent state, gives the client the thread recorded."""
+        return run_ids(runtime, self.client_id, state)
+
+    @staticmethod
+    def usage_of(messages: Sequence[BaseMessage]) -> SummaryUsage:
+        """What summarizing cost and saved so far for a checkpointed thread, read from its
+        state's messages (``agent.get_state(config).values["messages"]``)."""
+        return SummaryUsage.from_record(state_summary(messages))
+
+    def _counts(self, messages: Sequence[BaseMessage]) -> list[int | None]:
+        return [
+            token_count(self.token_counter([m]), f"token_counter's count of message {i}")
+            for i, m in enumerate(messages)
+        ]
+
+    def _memory(
+        self, facts: Sequence[Fact], state: Mapping[str, Any], query: str | None = None, recall: str = ""
+    ) -> str:
+        # The summary is not here: it is the engine's framed message at the head of the view.
+        block = memory_block(
+            facts,
+            state=state,
+            max_fact_tokens=self.max_fact_tokens,
+            token_counter=self.token_counter,
+            query=query,
+        )
+        return dataclasses.replace(block, recall=recall).render(summary=False)
+
+    def _view(self, request: ModelRequest[Any], session: SessionState, session_id: str) -> list[BaseMessage]:
+        """Without a checkpointer: the store's view, then the messages an outer middleware
+        added to the request (not from the stored state)."""
+        done = persisted(request.state)
+        extra = [m for m in request.messages if m.id is None or m.id not in done]
+        return [*self.compactor.view(session, session_id), *extra]
+
+    @staticmethod
+    def _request(request: ModelRequest[Any], view: list[BaseMessage], memory: str) -> ModelRequest[Any]:
+        return request.override(
+            messages=cast("list[AnyMessage]", pair_tool_calls(view)),
+            system_message=with_memory(request.system_message, memory),
+        )
+
+    def _bind(self, request: ToolCallRequest) -> ToolCallRequest | None:
+        """The request with our tool bound to the run's ids (None: not our tool, or no client)."""
+        name = request.tool_call["name"]
+        if name not in self._tool_names:
+            return None
+        ids = self.ids(request.runtime, request.state)
+        if ids.client_id is None:
+            return None  # the shown tool runs and refuses
+        return request.override(tool=TOOL_BUILDERS[name](self.store, ids.client_id, ids.session_id))
+
+    # ------------------------------------------------------------------ sync hooks
+
+    def _store_new(self, state: Mapping[str, Any], ids: MemoryIds) -> list[BaseMessage]:
+        """Append the state's new messages; return them ([] if there were none).
+
+        Every read and append names the run's client (None included), and the store checks
+        the session's owner in that same read or write: no check-then-act, no extra round trip.
+        """
+        new = unpersisted(state)
+        if not new:
+            return new
+        recent = self.store.read(ids.session_id, limit=len(new), newest=True, client_id=ids.client_id)
+        fresh = not_stored(new, recent)
+        if fresh:
+            self.store.append(
+                ids.session_id, fresh, client_id=ids.client_id, token_counts=self._counts(fresh)
+            )
+        return new
+
+    def _persist(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
+        """Append the state's new messages; the persisted-ids update, None if there were none."""
+        new = self._store_new(state, ids)
+        return persisted_update(state, new) if new else None
+
+    def _advanced(self, ids: MemoryIds) -> SessionState:
+        """The session's state once a due compaction ran (inline) or was handed off.
+
+        Memory's own model calls are not streamed as the agent's (see `unstreamed`).
+        """
+        with unstreamed():
+            return self.compactor.advance(ids.session_id, background=self.background, client_id=ids.client_id)
+
+    def before_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Store the new messages (the user's input, tool results) before the model runs; with
+        a checkpointer, fold the state if due (or land a background fold)."""
+        run = GraphRun.current()
+        ids = self.ids(runtime, state)
+        if run.kept:
+            ids = self.keeper.thread_ids(ids, state, run)
+            with unstreamed():  # memory's own model calls are not the agent's
+                return self.keeper.before_model(state, ids, run, self._store_new)
+        update = self._persist(state, ids)
+        if update is None:
+            # Nothing written, so nothing checked whose session this is: refuse another
+            # client's (or, naming none, an owned one) before the model runs.
+            self.store.last_seq(ids.session_id, client_id=ids.client_id)
+        return update
+
+    def after_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Store the model's message at once, so a failing tool cannot lose it."""
+        return self._persist(state, self.ids(runtime, state))
+
+    def after_agent(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Store what is left (results of `return_direct` tools); in the background mode,
+        start a due compaction now, between turns."""
+        ids = self.ids(runtime, state)
+        update = self._persist(state, ids)
+        if self.background:
+            if GraphRun.current().kept:
+                with unstreamed():  # the worker runs in a copy of this context
+                    self.keeper.schedule(state, ids)
+            else:
+                self._advanced(ids)  # its first read checks the owner
+        return update
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any] | AIMessage:
+        """Send the model the view (with a checkpointer, of the request's messages; else the
+        store's, compacted first if due) and the memory block."""
+        ids = self.ids(request.runtime, request.state)
+        kept = GraphRun.current().kept
+        view = (
+            self.keeper.view(request.messages, ids.session_id)
+            if kept
+            else self._view(request, self._advanced(ids), ids.session_id)
+        )
+        facts = self.store.facts(ids.client_id) if ids.client_id else []
+        query = latest_user_text(view)  # the question, even when it was folded (pinned)
+        recall = ""
+        if self.recaller is not None:
+            recall = self.recaller.recall(
+                query, client_id=ids.client_id, session_id=ids.session_id, view=view
+            ).text
+        memory = self._memory(
+            facts, self.store.get_state(ids.session_id, client_id=ids.client_id), query, recall
+        )
+        return handler(self._request(request, view, memory))
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """Run our memory tools bound to the run's ids; other tools pass through."""
+        bound = self._bind(request)
+        return handler(bound if bound is not None else request)
+
+    # ------------------------------------------------------------------ async hooks
+
+    async def _astore_new(self, state: Mapping[str, Any], ids: MemoryIds) -> list[BaseMessage]:
+        new = unpersisted(state)
+        if not new:
+            return new
+        recent = await self.store.aread(ids.session_id, limit=len(new), newest=True, client_id=ids.client_id)
+        fresh = not_stored(new, recent)
+        if fresh:
+            await self.store.aappend(
+                ids.session_id, fresh, client_id=ids.client_id, token_counts=self._counts(fresh)
+            )
+        return new
+
+    async def _apersist(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
+        new = await self._astore_new(state, ids)
+        return persisted_update(state, new) if new else None
+
+    async def _aadvanced(self, ids: MemoryIds) -> SessionState:
+        with unstreamed():
+            return await self.compactor.aadvance(
+                ids.session_id, background=self.background, client_id=ids.client_id
+            )
+
+    async def abefore_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        run = GraphRun.current()
+        ids = self.ids(runtime, state)
+        if run.kept:
+            ids = await self.keeper.athread_ids(ids, state, run)
+            with unstreamed():
+                return await self.keeper.abefore_model(state, ids, run, self._astore_new)
+        update = await self._apersist(state, ids)
+        if update is None:
+            await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
+        return update
+
+    async def aafter_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        ids = self.ids(runtime, state)
+        update = await self._apersist(state, ids)
+        if update is None:
+            await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
+        return update
+
+    async def aafter_agent(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        ids = self.ids(runtime, state)
+        update = await self._apersist(state, ids)
+        if self.background:
+            if GraphRun.current().kept:
+                with unstreamed():
+                    await self.keeper.aschedule(state, ids)
+            else:
+                await self._aadvanced(ids)
+        return update
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any] | AIMessage:
+        ids = self.ids(request.runtime, request.state)
+        if GraphRun.current().kept:
+            view = self.keeper.view(request.messages, ids.session_id)
+        else:
+            view = self._view(request, await self._aadvanced(ids), ids.session_id)
+        facts = await self.store.afacts(ids.client_id) if ids.client_id else []
+        query = latest_user_text(view)
+        recall = ""
+        if self.recaller is not None:
+            found = await self.recaller.arecall(
+                query, client_id=ids.client_id, session_id=ids.session_id, view=view
+            )
+            recall = found.text
+        state = await self.store.aget_state(ids.session_id, client_id=ids.client_id)
+        memory = self._memory(facts, state, query, recall)
+        return await handler(self._request(request, view, memory))
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        bound = self._bind(request)
+        return await handler(bound if bound is not None else request)
+
+    # ------------------------------------------------------------------ utilities
+
+    def flush(self, session_id: str, timeout: float | None = None) -> None:
+        """Wait for the session's background compaction (thread), if any. With a checkpointer
+        its fold is then held for the thread's next turn, which lands it in the state."""
+        self.compactor.flush(validate_id(session_id), timeout)
+
+    async def aflush(self, session_id: str, timeout: float | None = None) -> None:
+        """Wait for the session's background compaction (thread or task), if any."""
+        await self.compactor.aflush(validate_id(session_id), timeout)
+
+    def drain(self, timeout: float | None = None) -> Drained:
+        """Wait for the background compactions of this store (and the fact extractions they
+        run), up to `timeout` seconds (None: no limit); see `Compactor.drain`. Call it when
+        shutting down, before closing the store."""
+        return self.compactor.drain(timeout)
+
+    async def adrain(self, timeout: float | None = None) -> Drained:
+        """Async twin of `drain`: awaits without blocking the event loop."""
+        return await self.compactor.adrain(timeout)
+
+    def transcript(self, session_id: str) -> list[BaseMessage]:
+        """Every message of the session, in order (never changed by compaction)."""
+        return self.store.transcript(session_id)
+
+    async def atranscript(self, session_id: str) -> list[BaseMessage]:
+        return await self.store.atranscript(session_id)
+
+    def usage(self, session_id: str) -> SummaryUsage:
+        """What summarizing the session cost and saved so far (see `SummaryUsage`), from the
+        store's summary record: without a checkpointer (with one, see `usage_of`)."""
+        return self.store.usage(session_id)
+
+    async def ausage(self, session_id: str) -> SummaryUsage:
+        return await self.store.ausage(session_id)
+
+    def __repr__(self) -> str:
+        return f"RollingMemoryMiddleware(store={type(self.store).__name__}, background={self.background})"

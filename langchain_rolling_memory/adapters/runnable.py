@@ -1,0 +1,459 @@
+"""`with_rolling_memory`: any chain gets a rolling-summary history plus the client's facts and state.
+
+Owns the wiring only: `RunnableWithMessageHistory` does the history plumbing, the histories do
+the memory, `memory_reads` reads the facts and `framing` renders them. This module decides where the
+memory goes in the chain's input (a leading system message and/or prompt variables).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langchain_core._api.deprecation import LangChainDeprecationWarning
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder, SystemMessagePromptTemplate
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSequence
+from langchain_core.runnables.config import var_child_runnable_config
+from langchain_core.runnables.history import RunnableWithMessageHistory
+from langchain_core.runnables.utils import ConfigurableFieldSpec
+from pydantic import PrivateAttr
+
+import langchain_rolling_memory.engine.shutdown as shutdown
+from langchain_rolling_memory.adapters.agent_run import MemoryIds, resolve_ids
+from langchain_rolling_memory.adapters.chat_histories import RollingSummaryChatMessageHistory
+from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
+from langchain_rolling_memory.core.framing import (
+    SUMMARY_MESSAGE_ID,
+    MemoryBlock,
+    insert_memory_message,
+    memory_message,
+    summary_text,
+)
+from langchain_rolling_memory.core.ids import validate_id
+from langchain_rolling_memory.engine.fact_extractor import FactExtractor, compaction_listener
+from langchain_rolling_memory.engine.memory_reads import aload_memory, load_memory
+from langchain_rolling_memory.engine.recaller import Recaller, latest_user_text
+from langchain_rolling_memory.engine.shutdown import Drained
+from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.runtime.background import SessionJobs, jobs_of
+from langchain_rolling_memory.stores.api import RollingStore
+from langchain_rolling_memory.stores.urls import rolling_store
+from langchain_rolling_memory.summarizers.base import SummarizerLike
+from langchain_rolling_memory.summarizers.coerce import as_summarizer
+
+MEMORY_VARIABLES = ("facts", "state", "summary", "memory", "recall")
+"""Prompt variables added to dict inputs (see `MemoryBlock.variables`)."""
+
+
+def client_session_config_specs() -> list[ConfigurableFieldSpec]:
+    """`history_factory_config` for a ``get_session_history(client_id, session_id)`` factory."""
+    return [
+        ConfigurableFieldSpec(
+            id="client_id",
+            annotation=str,
+            name="Client ID",
+            description="The person whose facts and sessions are used.",
+            default="",
+            is_shared=True,
+        ),
+        ConfigurableFieldSpec(
+            id="session_id",
+            annotation=str,
+            name="Session ID",
+            description="One conversation of that client.",
+            default="",
+            is_shared=True,
+        ),
+    ]
+
+
+_THREAD_SPEC = ConfigurableFieldSpec(
+    id="thread_id",
+    annotation=str,
+    name="Thread ID",
+    description="The session, when session_id is not given (as for the agent middleware).",
+    default=None,
+    is_shared=True,
+)
+
+_USER_SPEC = ConfigurableFieldSpec(
+    id="user_id",
+    annotation=str,
+    name="User ID",
+    description="The client, as LangGraph and mem0 name it (refused if a different client_id is given).",
+    default=None,
+    is_shared=True,
+)
+
+_ID_DEFAULTS = {"client_id": None, "session_id": None, "thread_id": None, "user_id": None}
+"""`with_rolling_memory`'s config defaults: `RunnableWithMessageHistory` wants every key of its
+factory, a call gives only those it has (the session as ``session_id`` or ``thread_id``)."""
+
+
+def _config_ids(configurable: Mapping[str, Any], default_client_id: str | None) -> MemoryIds:
+    """The ids of one call, as the agent middleware finds them (`resolve_ids`); an id the
+    config gives is checked as it is, so an empty or malformed one is refused, not ignored."""
+    for key in ("client_id", "user_id", "session_id"):
+        if configurable.get(key) is not None:
+            validate_id(configurable[key], kind=key)
+    return resolve_ids(None, configurable, default_client_id=default_client_id)
+
+
+def session_history_factory(
+    store: RollingStore,
+    summarizer: SummarizerLike,
+    *,
+    extractor: FactExtractor | BaseChatModel | None = None,
+    **history_options: Any,
+) -> Callable[[str, str], RollingSummaryChatMessageHistory]:
+    """A ``get_session_history(client_id, session_id)`` for `RunnableWithMessageHistory`.
+
+    Each call returns a `RollingSummaryChatMessageHistory` of that session, owned by that
+    client (a session of another client is refused). An empty `client_id` (the config
+    spec's default) names no client: such a history uses anonymous sessions only, and an
+    owned session raises `OwnershipError` before anything is read. Pass it with
+    ``history_factory_config=client_session_config_specs()``.
+
+    Args:
+        store: where transcripts, summaries and facts live.
+        summarizer: a function, chat model, model string, Runnable or `Summarizer` (see `as_summarizer`).
+        extractor: a `FactExtractor` (or a chat model to build one) run after each
+            compaction on the folded messages, writing the client's facts.
+        **history_options: passed to `RollingSummaryChatMessageHistory` (``max_turns``,
+            ``keep_last``, ``max_tokens``, ``keep_tokens``, ``background``, ``on_error``...).
+
+    Example:
+        >>> from langchain_rolling_memory import open_store
+        >>> get_history = session_history_factory(open_store("memory://"), lambda p, m: "s", max_turns=4, keep_last=2)
+        >>> get_history("client-1", "session-1").client_id
+        'client-1'
+    """
+    store = rolling_store(store, owner="session_history_factory")
+    options = dict(history_options)
+    listener = compaction_listener(extractor, store, options.pop("on_compaction", None))
+    if listener is not None:
+        options["on_compaction"] = listener
+    # Built once (a model string is a client), not at every turn's history.
+    summarizer = as_summarizer(
+        summarizer, language=options.get("language", "en"), max_words=options.get("max_words", 120)
+    )
+    # Building a history does no I/O: a bad option fails here, once, not at the first turn.
+    RollingSummaryChatMessageHistory("settings-check", store=store, summarizer=summarizer, **options)
+
+    def get_session_history(client_id: str, session_id: str) -> RollingSummaryChatMessageHistory:
+        return RollingSummaryChatMessageHistory(
+            session_id, client_id=client_id or None, store=store, summarizer=summarizer, **options
+        )
+
+    return get_session_history
+
+
+def _leading_prompt(runnable: Runnable[Any, Any]) -> ChatPromptTemplate | None:
+    """The chat prompt the chain starts with, if it starts with one."""
+    first = runnable.first if isinstance(runnable, RunnableSequence) else runnable
+    return first if isinstance(first, ChatPromptTemplate) else None
+
+
+def _check_placement(runnable: Runnable[Any, Any], messages_key: str | None) -> None:
+    """Warn when the memory message would follow a non-system message of the prompt.
+
+    langchain-google-genai drops a `SystemMessage` that is not first unless the request
+    starts with one: behind a leading human or AI message the facts would silently vanish.
+    """
+    prompt = _leading_prompt(runnable)
+    if prompt is None or messages_key is None:
+        return
+    for part in prompt.messages:
+        if isinstance(part, MessagesPlaceholder) and part.variable_name == messages_key:
+            return
+        if not isinstance(part, (SystemMessage, SystemMessagePromptTemplate)):
+            warnings.warn(
+                f"with_rolling_memory: the prompt has a non-system message before the "
+                f"{{{messages_key}}} placeholder, so the memory system message would not lead the "
+                "request (Gemini drops such a message). Put {memory} or {facts} in the prompt's "
+                "system message, or move the placeholder first.",
+                UserWarning,
+                stacklevel=3,
+            )
+            return
+
+
+def _prompt_variables(runnable: Runnable[Any, Any]) -> set[str]:
+    """Which of our variables the chain's input (usually its prompt) asks for."""
+    try:
+        properties = runnable.get_input_jsonschema().get("properties", {})
+    except Exception:  # an input schema is optional in LangChain; assume none asked for
+        return set()
+    return set(MEMORY_VARIABLES) & set(properties)
+
+
+class _Injector:
+    """Puts one turn's memory into the chain input that `RunnableWithMessageHistory` built."""
+
+    def __init__(
+        self,
+        store: RollingStore,
+        *,
+        messages_key: str | None,
+        add_message: bool,
+        wanted: set[str],
+        max_fact_tokens: int | None,
+        token_counter: TokenCounter,
+        recaller: Recaller | None = None,
+        input_key: str | None = None,
+        client_id: str | None = None,
+    ) -> None:
+        self.client_id = client_id
+        self.recaller = recaller
+        self.input_key = input_key
+        self.store = store
+        self.messages_key = messages_key
+        self.add_message = add_message
+        self.wanted = wanted
+        self.max_fact_tokens = max_fact_tokens
+        self.token_counter = token_counter
+
+    def _ids(self, config: RunnableConfig) -> tuple[str | None, str]:
+        ids = _config_ids(config.get("configurable") or {}, self.client_id)
+        return ids.client_id, ids.session_id
+
+    def _messages(self, value: Any) -> list[BaseMessage]:
+        if isinstance(value, dict):
+            return list(value.get(self.messages_key, [])) if self.messages_key else []
+        return list(value)
+
+    @staticmethod
+    def _summary(messages: list[BaseMessage]) -> str:
+        for message in messages:
+            text = summary_text(message)
+            if text is not None:
+                return text
+        return ""
+
+    def _apply(self, value: Any, block: MemoryBlock) -> Any:
+        messages = self._messages(value)
+        if self.wanted & {"summary", "memory"}:
+            # The prompt places the summary itself: do not send it twice.
+            messages = [m for m in messages if m.id != SUMMARY_MESSAGE_ID]
+        if self.add_message or not isinstance(value, dict):
+            text = block.render(
+                state="state" not in self.wanted, summary=False, recall="recall" not in self.wanted
+            )
+            messages = insert_memory_message(messages, memory_message(text))
+        if not isinstance(value, dict):
+            return messages
+        out = {
+            **block.variables(),
+            **({"recall": block.recall} if self.recaller or "recall" in self.wanted else {}),
+            **value,
+        }
+        if self.messages_key:
+            out[self.messages_key] = messages
+        return out
+
+    def inject(self, value: Any, config: RunnableConfig) -> Any:
+        client_id, session_id = self._ids(config)
+        query = latest_user_text(value, self.input_key)
+        block = load_memory(
+            self.store,
+            client_id,
+            session_id,
+            summary=self._summary(self._messages(value)),
+            max_fact_tokens=self.max_fact_tokens,
+            token_counter=self.token_counter,
+            query=query,
+        )
+        if self.recaller is not None:
+            found = self.recaller.recall(
+                query, client_id=client_id, session_id=session_id, view=self._messages(value)
+            )
+            block = dataclasses.replace(block, recall=found.text)
+        return self._apply(value, block)
+
+    async def ainject(self, value: Any, config: RunnableConfig) -> Any:
+        client_id, session_id = self._ids(config)
+        query = latest_user_text(value, self.input_key)
+        block = await aload_memory(
+            self.store,
+            client_id,
+            session_id,
+            summary=self._summary(self._messages(value)),
+            max_fact_tokens=self.max_fact_tokens,
+            token_counter=self.token_counter,
+            query=query,
+        )
+        if self.recaller is not None:
+            found = await self.recaller.arecall(
+                query, client_id=client_id, session_id=session_id, view=self._messages(value)
+            )
+            block = dataclasses.replace(block, recall=found.text)
+        return self._apply(value, block)
+
+
+class RollingMemoryRunnable(RunnableWithMessageHistory):
+    """What `with_rolling_memory` returns: a `RunnableWithMessageHistory` that can also wait
+    for the background compactions of its store before shutdown (`drain`, `adrain`), and that,
+    called inside a run (a LangGraph node) without a ``configurable``, uses the run's."""
+
+    _memory_jobs: SessionJobs | None = PrivateAttr(default=None)
+
+    def __init__(self, runnable: Runnable[Any, Any], get_session_history: Any, **kwargs: Any) -> None:
+        # Spelled out: mypy's pydantic plugin would otherwise derive a keyword-only one.
+        super().__init__(runnable, get_session_history, **kwargs)
+
+    def _merge_configs(self, *configs: RunnableConfig | None) -> RunnableConfig:
+        # Inside a run (a LangGraph node, a RunnableLambda), a call that passes no
+        # `configurable` inherits the run's, as `ensure_config` gives every LCEL runnable: the
+        # ids bound as defaults would otherwise replace the run's ``thread_id`` and client.
+        if any(c and "configurable" in c for c in configs):
+            return super()._merge_configs(*configs)
+        parent = var_child_runnable_config.get() or {}
+        inherited: RunnableConfig = {"configurable": dict(parent.get("configurable") or {})}
+        return super()._merge_configs(inherited, *configs)
+
+    def drain(self, timeout: float | None = None) -> Drained:
+        """Wait for the background compactions of this chain's store (and the fact extractions
+        they run), up to `timeout` seconds (None: no limit); see `Compactor.drain`. Call it
+        when shutting down, before closing the store."""
+        return shutdown.drain(self._jobs(), timeout)
+
+    async def adrain(self, timeout: float | None = None) -> Drained:
+        """Async twin of `drain`: awaits without blocking the event loop."""
+        return await shutdown.adrain(self._jobs(), timeout)
+
+    def _jobs(self) -> SessionJobs:
+        if self._memory_jobs is None:
+            msg = "this RollingMemoryRunnable was not built by with_rolling_memory: it has no store to drain"
+            raise ConfigurationError(msg)
+        return self._memory_jobs
+
+
+def with_rolling_memory(
+    runnable: Runnable[Any, Any],
+    *,
+    store: RollingStore,
+    summarizer: SummarizerLike,
+    input_messages_key: str | None = None,
+    history_messages_key: str | None = None,
+    output_messages_key: str | None = None,
+    extractor: FactExtractor | BaseChatModel | None = None,
+    max_fact_tokens: int | None = 400,
+    memory_message: bool | None = None,
+    token_counter: TokenCounter = count_tokens,
+    recall_tokens: int | None = None,
+    recall: BaseRetriever | None = None,
+    client_id: str | None = None,
+    **history_options: Any,
+) -> RollingMemoryRunnable:
+    """Wrap a chain like `RunnableWithMessageHistory`, adding the client's facts and state.
+
+    Call it with ``config={"configurable": {"client_id": ..., "session_id": ...}}``; as for the
+    agent middleware, ``thread_id`` names the session when ``session_id`` is not given,
+    ``user_id`` the client as ``client_id`` does (both, different: `ConfigurationError`), and
+    `client_id` given here is the client of every call that names none (without either, the
+    session is anonymous: no facts, and a session owned by a client is refused). Inside a
+    LangGraph node (any run), a call without a ``configurable`` uses the run's. Each
+    turn the history gives the summary (framed as a record) and the recent messages, and
+    the client's facts and the session's state are put where the model sees them:
+
+    * message-list input: one `SystemMessage` first (after the chain's own leading system
+      messages, if the list has some), so it reaches OpenAI and Gemini intact;
+    * dict input: the same message at the front of the history (or input) messages, and the
+      prompt variables ``facts``, ``state``, ``summary`` and ``memory`` (the whole framed
+      text). If the chain's prompt uses ``{facts}`` or ``{memory}``, the message is left out
+      (the prompt places the facts); if it uses ``{summary}`` or ``{memory}``, the history's
+      summary message is left out (it would be sent twice).
+
+    Args:
+        runnable: the chain; what it takes and returns is as for `RunnableWithMessageHistory`.
+        store: where transcripts, summaries, facts and state live.
+        summarizer: a function, chat model, model string, Runnable or `Summarizer`.
+        input_messages_key, history_messages_key, output_messages_key: as for
+            `RunnableWithMessageHistory`.
+        extractor: a `FactExtractor` (or a chat model) run after each compaction.
+        max_fact_tokens: token budget of the facts block (keyed and pinned facts first, then
+            the most relevant to the user's input, then the newest).
+        memory_message: force the memory system message on (True) or off (False); None
+            decides from the prompt's variables as above.
+        token_counter: counts tokens for the history's policy and the facts budget.
+        recall_tokens: budget of the recalled excerpts (`recaller.Recaller`): each turn the
+            client's sessions and facts are searched with the latest user input and the best
+            excerpts the view does not hold are added to the memory (dict input: also the
+            ``recall`` variable). None or 0 (the default): off, nothing more is read.
+        recall: a LangChain `BaseRetriever` searched instead of the store (its documents
+            quoted the same way); without `recall_tokens` it gets `DEFAULT_RECALL_TOKENS`.
+        client_id: the client of every call whose config names none.
+        **history_options: passed to `RollingSummaryChatMessageHistory` (``max_turns``,
+            ``keep_last``, ``max_tokens``, ``keep_tokens``, ``background``...).
+
+    Returns:
+        a `RollingMemoryRunnable`: a `RunnableWithMessageHistory` whose ``drain(timeout=...)``
+        and ``await adrain(timeout=...)`` wait for the store's background compactions, to be
+        called at shutdown before the store is closed.
+
+    Example:
+        >>> from langchain_core.language_models import GenericFakeChatModel
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> from langchain_rolling_memory import open_store
+        >>> store = open_store("memory://")
+        >>> _ = store.add_fact("client-1", "Delivers on Saturdays")
+        >>> model = GenericFakeChatModel(messages=iter([AIMessage("Noted.")]))
+        >>> chat = with_rolling_memory(model, store=store, summarizer=lambda p, m: "s")
+        >>> chat.invoke([HumanMessage("Hi")],
+        ...             config={"configurable": {"client_id": "client-1", "session_id": "s1"}}).content
+        'Noted.'
+    """
+    store = rolling_store(store, owner="with_rolling_memory")
+    default_client = None if client_id is None else validate_id(client_id, kind="client_id")
+    by_client = session_history_factory(
+        store, summarizer, extractor=extractor, token_counter=token_counter, **history_options
+    )
+
+    def get_session_history(
+        client_id: str | None, session_id: str | None, thread_id: str | None, user_id: str | None
+    ) -> RollingSummaryChatMessageHistory:
+        configurable = {
+            "client_id": client_id,
+            "session_id": session_id,
+            "thread_id": thread_id,
+            "user_id": user_id,
+        }
+        ids = _config_ids(configurable, default_client)
+        return by_client(ids.client_id or "", ids.session_id)
+
+    wanted = _prompt_variables(runnable)
+    add_message = memory_message if memory_message is not None else not (wanted & {"facts", "memory"})
+    if add_message:
+        _check_placement(runnable, history_messages_key or input_messages_key)
+    injector = _Injector(
+        store,
+        messages_key=history_messages_key or input_messages_key,
+        add_message=add_message,
+        wanted=wanted,
+        max_fact_tokens=max_fact_tokens,
+        token_counter=token_counter,
+        recaller=Recaller.build(store, recall_tokens, recall, token_counter=token_counter),
+        input_key=input_messages_key,
+        client_id=default_client,
+    )
+    inject: Runnable[Any, Any] = RunnableLambda(injector.inject, injector.ainject, name="inject_memory")
+    with warnings.catch_warnings():
+        # The deprecation is addressed to people who build RunnableWithMessageHistory
+        # themselves; ours is an implementation detail, pinned below langchain-core 2.
+        warnings.filterwarnings("ignore", category=LangChainDeprecationWarning)
+        chain = RollingMemoryRunnable(
+            inject | runnable,
+            get_session_history,
+            input_messages_key=input_messages_key,
+            history_messages_key=history_messages_key,
+            output_messages_key=output_messages_key,
+            history_factory_config=[*client_session_config_specs(), _THREAD_SPEC, _USER_SPEC],
+            config={"configurable": dict(_ID_DEFAULTS)},
+        )
+    chain._memory_jobs = jobs_of(store)
+    return chain

@@ -1,0 +1,103 @@
+"""Named starting points for a rolling summary (support, consultation, tutorial, chat), with the
+French lessons' names as aliases; pure data.
+
+A preset is only a dict of history settings: `preset("support")` is meant to be spread into
+`RollingSummaryChatMessageHistory(...)` (or `with_rolling_memory(...)`), and any setting can
+be overridden. It does not choose a summarizer or a store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_rolling_memory.core.topics import keyword_topic_shift
+from langchain_rolling_memory.errors import ConfigurationError
+
+
+@dataclass(frozen=True)
+class Preset:
+    """History settings for one kind of conversation, and why."""
+
+    max_turns: int
+    keep_last: int
+    max_words: int
+    topic_shifts: bool
+    why: str
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "max_turns": self.max_turns,
+            "keep_last": self.keep_last,
+            "max_words": self.max_words,
+            "topic_detector": keyword_topic_shift() if self.topic_shifts else None,
+        }
+
+
+PRESETS: dict[str, Preset] = {
+    "support": Preset(
+        max_turns=6,
+        keep_last=2,
+        max_words=100,
+        topic_shifts=True,
+        why="short exchanges, several requests per session: fold early, one section per request",
+    ),
+    "consultation": Preset(
+        max_turns=10,
+        keep_last=4,
+        max_words=200,
+        topic_shifts=True,
+        why="long answers that build on each other: keep more verbatim, a longer summary",
+    ),
+    "tutorial": Preset(
+        max_turns=4,
+        keep_last=2,
+        max_words=150,
+        topic_shifts=False,
+        why="step by step: only the current step matters verbatim, the steps done are summarized",
+    ),
+    "chat": Preset(
+        max_turns=8,
+        keep_last=4,
+        max_words=120,
+        topic_shifts=False,
+        why="open conversation: a balanced window and summary",
+    ),
+}
+"""The built-in presets; read ``PRESETS[name].why`` for the reasoning."""
+
+PRESET_ALIASES: dict[str, str] = {
+    "support_client": "support",
+    "consultation": "consultation",
+    "tutoriel": "tutorial",
+    "conversation_libre": "chat",
+}
+"""The preset names of the French lessons, each the same settings as a built-in preset."""
+
+
+def preset(name: str, **overrides: Any) -> dict[str, Any]:
+    """The settings of a named preset, with `overrides` applied, to spread into a history.
+
+    | preset | folds after | keeps | summary words | topic sections |
+    | --- | --- | --- | --- | --- |
+    | ``support`` | 6 messages | 2 | 100 | yes |
+    | ``consultation`` | 10 | 4 | 200 | yes |
+    | ``tutorial`` | 4 | 2 | 150 | no |
+    | ``chat`` | 8 | 4 | 120 | no |
+
+    The French lessons' names are aliases: ``support_client`` (``support``),
+    ``consultation``, ``tutoriel`` (``tutorial``), ``conversation_libre`` (``chat``).
+    They are starting points: measure with ``rolling-memory replay`` and adjust.
+
+    Example:
+        >>> settings = preset("support", keep_last=3)
+        >>> settings["max_turns"], settings["keep_last"], settings["topic_detector"] is not None
+        (6, 3, True)
+    """
+    try:
+        chosen = PRESETS[PRESET_ALIASES.get(name, name)]
+    except KeyError:
+        known = sorted({*PRESETS, *PRESET_ALIASES})
+        msg = f"unknown preset {name!r}; choose one of {known}"
+        raise ConfigurationError(msg) from None
+    return {**chosen.settings(), **overrides}

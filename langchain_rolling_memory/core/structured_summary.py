@@ -1,0 +1,116 @@
+"""The structured summary: its schema, its lenient JSON parsing and its compact rendering.
+
+Pure: no model call. `ChatModelSummarizer(structured=True)` asks for this schema (through
+`with_structured_output` where the model has it, JSON in the prompt otherwise) and stores
+the rendered text, so the view and the stores only ever see text.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.utils.json import parse_json_markdown
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+
+class StructuredSummary(BaseModel):
+    """What a structured summary holds; every field is optional so a partial answer still counts."""
+
+    topic: str = Field(default="", description="What the conversation is about, in a few words.")
+    user_preferences: list[str] = Field(
+        default_factory=list, description="What the user likes, needs or refuses (newest value only)."
+    )
+    decisions: list[str] = Field(default_factory=list, description="What was decided or agreed.")
+    open_questions: list[str] = Field(
+        default_factory=list, description="Requests and questions not yet answered."
+    )
+    key_facts: list[str] = Field(
+        default_factory=list, description="Names, dates, amounts, identifiers and other facts."
+    )
+
+    @field_validator("user_preferences", "decisions", "open_questions", "key_facts", mode="before")
+    @classmethod
+    def _listify(cls, value: Any) -> Any:
+        # Models sometimes answer one string, or null, where a list is expected.
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [value] if value.strip() else []
+        return value
+
+    @field_validator("topic", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        return "" if value is None else value
+
+    def is_empty(self) -> bool:
+        return not (
+            self.topic.strip()
+            or self.user_preferences
+            or self.decisions
+            or self.open_questions
+            or self.key_facts
+        )
+
+
+_LABELS = {
+    "en": ("Topic", "Preferences", "Decisions", "Open questions", "Facts"),
+    "fr": ("Sujet", "Préférences", "Décisions", "Questions ouvertes", "Faits"),
+}
+
+
+def _sentence(text: str) -> str:
+    text = " ".join(str(text).split()).rstrip(" ;")
+    return text if not text or text.endswith((".", "!", "?", "…")) else text + "."
+
+
+def render_structured_summary(summary: StructuredSummary, *, language: str = "en") -> str:
+    """One line per non-empty field, items separated by spaces as sentences.
+
+    Example:
+        >>> s = StructuredSummary(topic="Delivery to Lyon", decisions=["Ship on Saturday"])
+        >>> print(render_structured_summary(s))
+        Topic: Delivery to Lyon.
+        Decisions: Ship on Saturday.
+    """
+    topic, preferences, decisions, questions, facts = _LABELS.get(language, _LABELS["en"])
+    lines: list[str] = []
+    if summary.topic.strip():
+        lines.append(f"{topic}: {_sentence(summary.topic)}")
+    for label, items in (
+        (preferences, summary.user_preferences),
+        (decisions, summary.decisions),
+        (questions, summary.open_questions),
+        (facts, summary.key_facts),
+    ):
+        kept = [_sentence(item) for item in items if str(item).strip()]
+        if kept:
+            lines.append(f"{label}: {' '.join(kept)}")
+    return "\n".join(lines)
+
+
+def parse_structured_summary(value: object) -> StructuredSummary | None:
+    """A `StructuredSummary` from a model's answer (object, dict or JSON text), else None.
+
+    Reads JSON text with LangChain's `parse_json_markdown` (a bare object, or one in a code
+    fence with prose around it); returns None when nothing in `value` validates, so the
+    caller can fall back to the plain text.
+    """
+    if isinstance(value, StructuredSummary):
+        return None if value.is_empty() else value
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    if isinstance(value, str):
+        try:
+            # Strict JSON: a reply cut short is not a summary (no partial parsing).
+            value = parse_json_markdown(value, parser=json.loads)
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(value, dict):
+        return None
+    try:
+        parsed = StructuredSummary.model_validate(value)
+    except ValidationError:
+        return None
+    return None if parsed.is_empty() else parsed

@@ -1,0 +1,398 @@
+"""What a storage backend implements: the small ``_primitive`` methods and their async defaults.
+
+Owns the contract between `RollingStore` (validation, serialization, fact rules, in
+`api.py`) and a backend: sync primitives are abstract; async ones default to running the
+sync primitive in a worker thread, so the event loop never blocks, and natively async
+backends override them. Does no validation: every primitive receives checked ids.
+
+Data model, per backend:
+
+* transcript: append-only rows ``(session_id, seq, message_json, tokens, created_at)``;
+  ``seq`` is 1, 2, 3... per session, gap-free, assigned atomically by the backend.
+* summary: one row per session ``(text, covered_seq, version, meta_json, updated_at)``;
+  replaced only by a compare-and-swap on ``version``.
+* lease: one row per session ``(owner, expires_at)`` so one compactor runs at a time.
+* session: ``(client_id, created_at, updated_at, state_json, generation)``; a session belongs to
+  at most one client, fixed by the first write that names one; from then on a write (append,
+  state) naming no client or another one is refused. `generation` is an opaque string set when
+  the row is created and never reused by a later row of the same id (a random token or a
+  counter that only grows), so every erase (clear, purge, forget, expiry) changes it.
+* facts: per client ``(id, text, key, source, created_at, updated_at, pinned)``.
+* search index (schema 2): one entry per message and per fact, its `lexical_search.index_text`,
+  erased with its row; `_search` ranks the entries of one scope. A message is found by any
+  search that starts after its append returns: a backend may index it with the append or
+  (SQLite, in-memory) catch up at the next search.
+
+The invariants every backend enforces inside the atomic step (statement, script or
+transaction) that reads or writes the rows, never by a look-up before it:
+
+* **ownership**: a read or search returns a session's rows only to the session's owner (a run
+  naming no client: only sessions that are nobody's); a client's listing, export and erase
+  reach only the sessions it owns at that instant (an expired or re-created session id
+  listed under an old owner is skipped, not read or erased).
+* **erase generation**: a write planned from an earlier read carries the session's
+  generation it read (`SummaryWrite.generation`, the `mark` of `_change_facts`) and is
+  refused unless the session row still exists with it; a summary is never installed on a
+  session that has no row.
+* **statistics per scope**: a search's scores depend only on the entries of its scope, never
+  on another client's text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import secrets
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import MethodType
+from typing import Any, Final, Literal, NamedTuple, TypeVar
+
+from langchain_core.messages import BaseMessage
+
+from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
+from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
+
+SCHEMA_VERSION = 4
+"""Version of the data layout; a store written by a newer version is refused.
+2: per-message dates, the search index, pinned facts. 3: SQLite indexes messages at the
+first search after their append (the other backends have nothing to convert). 4: every
+session row carries its erase generation (rows written before read as ``''``)."""
+
+
+def new_generation() -> str:
+    """A fresh erase generation for a new session row: 64 random bits, never meant to repeat."""
+    return secrets.token_hex(8)
+
+
+def newer_schema(where: str, found: int) -> SchemaVersionError:
+    """The error for data a newer release wrote: `where` names it ("PostgreSQL tables lrm_*")."""
+    msg = (
+        f"{where}: written by a newer version of langchain-rolling-memory (schema {found}, "
+        f"this one knows {SCHEMA_VERSION}); upgrade the package"
+    )
+    return SchemaVersionError(msg)
+
+
+class _Unchecked(enum.Enum):
+    OPERATOR = "operator"
+
+
+OPERATOR: Final = _Unchecked.OPERATOR
+"""The default `client_id` of the session reads: the operator's read (the CLI, admin scripts),
+with no owner check. An adapter always names its run's client, None included."""
+
+ReadAs = str | None | Literal[_Unchecked.OPERATOR]
+"""Whose read it is: a client id, None for a run that names no client, or `OPERATOR`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reader:
+    """The run a session read is made for, checked by the backend in the read itself: the
+    session must be nobody's or `client_id`'s (None: a run naming no client reads only
+    sessions that are nobody's); with `exact`, `client_id`'s only (a client's export)."""
+
+    client_id: str | None
+    exact: bool = False
+
+    def check(self, session_id: str, owner: str | None) -> None:
+        """Raise `OwnershipError` unless `owner` (the session's, read with the data) allows it."""
+        if owner != self.client_id and (owner is not None or self.exact):
+            raise OwnershipError.for_session(session_id, self.client_id)
+
+
+class IndexedRow(NamedTuple):
+    """What an appended row adds beside its payload: its date and its indexed text."""
+
+    created_at: float
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryWrite:
+    """One summary install as `_cas_summary` receives it: checked, its meta already JSON.
+
+    Built once by `checks.summary_args`, so the sync and async primitives of every backend
+    read the same named fields instead of repeating a seven-argument list.
+    """
+
+    session_id: str
+    text: str
+    covered_seq: int
+    meta_json: str
+    expected_version: int
+    #: when it is installed (the record's ``updated_at``)
+    now: float
+    #: the owner that must still hold the session's lease, or None for no lease check
+    lease_owner: str | None = None
+    #: the session's erase generation the summary was planned from; None: not checked (the
+    #: session row must exist all the same)
+    generation: str | None = None
+
+
+class TurnRows(NamedTuple):
+    """What `_summary_and_tail` reads at one instant: the summary record, the newest rows after
+    it (ascending) and the session's erase generation (None: the session has no row)."""
+
+    record: SummaryRecord | None
+    rows: list[Row]
+    generation: str | None
+
+
+SearchRow = tuple[float, "str | None", "int | None", "str | None", "float | None", "Fact | None"]
+"""A ranked entry as `_search` returns it: ``(score, session_id, seq, message_json,
+created_at, fact)``; a message has a session, a seq and its JSON, a fact only the fact."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendBatch:
+    """Messages to append to one session as `_append` receives them: ids checked, each row
+    ``(payload_json, tokens)`` serialized, each message's date checked (`dates`; None: all `now`).
+
+    The indexed text is not computed here: a backend that indexes at append asks `entries()`
+    (from `messages`, the objects just serialized, when the caller kept them), one that indexes
+    lazily (SQLite, in-memory) reads it from the stored payload at its first search, so a turn
+    without recall does not pay for it.
+    """
+
+    session_id: str
+    client_id: str | None
+    rows: Sequence[tuple[str, int | None]]
+    now: float
+    dates: Sequence[float] | None = None
+    messages: Sequence[BaseMessage] | None = None
+
+    def created_at(self) -> list[float]:
+        """The date of each row (`now` for a caller that gave none)."""
+        if self.dates is None:
+            return [self.now] * len(self.rows)
+        if len(self.dates) != len(self.rows):  # pragma: no cover - a caller's mistake, not a user's
+            msg = f"one date per row is needed, got {len(self.dates)} for {len(self.rows)}"
+            raise ValueError(msg)
+        return list(self.dates)
+
+    def entries(self) -> list[IndexedRow]:
+        """The date and indexed text of each row, for a backend that indexes at append."""
+        from langchain_rolling_memory.core.lexical_search import message_index_text, payload_index_text
+
+        if self.messages is not None and len(self.messages) == len(self.rows):
+            texts = [message_index_text(message) for message in self.messages]
+        else:
+            texts = [payload_index_text(payload) for payload, _ in self.rows]
+        return [IndexedRow(at, text) for at, text in zip(self.created_at(), texts, strict=True)]
+
+
+_T = TypeVar("_T")
+
+
+class StoreBackend(ABC):
+    """The primitives a backend implements; `RollingStore` builds the public API on them."""
+
+    #: URL scheme(s) this backend answers to in `open_store`.
+    schemes: tuple[str, ...] = ()
+
+    # ------------------------------------------------------------------ primitives
+    # Each receives validated ids. Sync primitives are abstract; async ones default to a
+    # worker thread and are overridden by natively async backends.
+
+    @abstractmethod
+    def _append(self, batch: AppendBatch) -> list[int]:
+        """Append the batch's rows atomically and return their seqs; raise `OwnershipError`
+        (writing nothing) if the session belongs to a client other than `batch.client_id`
+        (None included: an anonymous append never lands in an owned session), checked in the
+        same atomic write. Each row is stored with
+        its entry of `batch.entries()` (date, indexed text)."""
+
+    @abstractmethod
+    def _search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        """The best `limit` entries holding any of `terms` (never empty), best first: the
+        messages of `session_id` if given, else of the sessions `client_id` owns, and the
+        facts of `client_id` if given. Owner filtered in the same statement or script that
+        returns the rows: `session_id`'s messages come back only if the session's owner is
+        `client_id` (None: only if it is nobody's), so a session erased and re-created by
+        another client between a caller's check and this search yields nothing. Scores use
+        statistics (document count, term frequencies, lengths) of the scope's entries only."""
+
+    # The session reads take a `reader` (None: the operator's, unchecked): with one, the
+    # session's owner is read in the same atomic step as the data (one statement, script or
+    # transaction: one round trip on server backends) and `reader.check` refuses another's.
+
+    @abstractmethod
+    def _read(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
+        """Rows with seq > after_seq in ascending order: the last `limit` if `newest`,
+        else the first `limit` (all if limit is None)."""
+
+    @abstractmethod
+    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int: ...
+
+    @abstractmethod
+    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None: ...
+
+    @abstractmethod
+    def _cas_summary(self, write: SummaryWrite) -> bool:
+        """Install `write` iff, in one atomic step: the session row exists (never create one),
+        its generation is `write.generation` when that is given, the current version is
+        `expected_version` (0: none) and, when it names a `lease_owner`, the session's lease
+        row names that owner. Every erase deletes the row and the lease with the data, so a
+        compaction planned from a read before an erase never installs after it."""
+
+    @abstractmethod
+    def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+        """Take the compaction lease if it is free, expired or already `owner`'s."""
+
+    @abstractmethod
+    def _release(self, session_id: str, owner: str) -> None: ...
+
+    @abstractmethod
+    def _get_session(self, session_id: str) -> SessionInfo | None: ...
+
+    @abstractmethod
+    def _list_sessions(self, client_id: str) -> list[str]:
+        """Ids of the sessions whose row names `client_id` as owner now, sorted."""
+
+    @abstractmethod
+    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None: ...
+
+    @abstractmethod
+    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+        """Replace the state; `OwnershipError` (writing nothing) on the terms of `_append`."""
+
+    @abstractmethod
+    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
+        """Remove the session's transcript, summary, lease, state and session row, atomically
+        and serialized with appends: an append racing it lands wholly before (and is erased)
+        or wholly after (a fresh session). With a `reader`, its owner check is made in the
+        same atomic step, and a session with no row yet is left alone (a claim racing it
+        must not be erased by a run that is not the claimer's)."""
+
+    @abstractmethod
+    def _list_facts(self, client_id: str) -> list[Fact]:
+        """Facts of the client, oldest first (by created_at, then id)."""
+
+    @abstractmethod
+    def _put_fact(self, fact: Fact) -> None:
+        """Insert the fact, or replace the one with the same id and client."""
+
+    @abstractmethod
+    def _delete_fact(self, client_id: str, fact_id: str) -> bool: ...
+
+    @abstractmethod
+    def _delete_client(self, client_id: str) -> None:
+        """Remove the client's facts and every session it owns at that instant (owner checked
+        in the erase itself: a session id now owned by another client is left alone)."""
+
+    @abstractmethod
+    def _purge(self, cutoff: float) -> int:
+        """Delete sessions not updated since `cutoff`; return how many."""
+
+    @abstractmethod
+    def _change_facts(
+        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    ) -> tuple[list[Fact], Fact | None]:
+        """Read the client's facts, let `plan` pick the fact to write (None: nothing), write it;
+        return what was read and what was written. One atomic step per client, so two
+        processes adding the same fact store it once.
+
+        With `mark` (the facts are derived from that session's messages), raise
+        `StaleWriteError` and write nothing unless, in the same atomic step, the session row
+        exists, is `client_id`'s and has `mark.generation`.
+        """
+
+    async def _achange_facts(
+        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    ) -> tuple[list[Fact], Fact | None]:
+        return await self._thread(self._change_facts, client_id, plan, mark)
+
+    def _vacuum(self) -> None:  # noqa: B027 - a no-op default that backends may override
+        """Remove the bytes of erased data where the backend keeps them; the default keeps none."""
+
+    async def _avacuum(self) -> None:
+        await self._thread(self._vacuum)
+
+    async def _thread(self, fn: Callable[..., _T], *args: Any) -> _T:
+        return await asyncio.to_thread(fn, *args)
+
+    @abstractmethod
+    def _summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+        """The summary, the newest `limit` rows after it and the session's generation, seen at
+        one instant with the owner check (one round trip on server backends: it is most of
+        what a turn costs)."""
+
+    async def _asummary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+        return await self._thread(self._summary_and_tail, session_id, limit, reader)
+
+    async def _aappend(self, batch: AppendBatch) -> list[int]:
+        return await self._thread(self._append, batch)
+
+    async def _asearch(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        return await self._thread(self._search, terms, client_id, session_id, limit)
+
+    async def _aread(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
+        return await self._thread(self._read, session_id, after_seq, limit, newest, reader)
+
+    async def _alast_seq(self, session_id: str, reader: Reader | None = None) -> int:
+        return await self._thread(self._last_seq, session_id, reader)
+
+    async def _aget_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
+        return await self._thread(self._get_summary, session_id, reader)
+
+    async def _acas_summary(self, write: SummaryWrite) -> bool:
+        return await self._thread(self._cas_summary, write)
+
+    async def _aclaim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+        return await self._thread(self._claim, session_id, owner, ttl, now)
+
+    async def _arelease(self, session_id: str, owner: str) -> None:
+        await self._thread(self._release, session_id, owner)
+
+    async def _aget_session(self, session_id: str) -> SessionInfo | None:
+        return await self._thread(self._get_session, session_id)
+
+    async def _alist_sessions(self, client_id: str) -> list[str]:
+        return await self._thread(self._list_sessions, client_id)
+
+    async def _aget_state(self, session_id: str, reader: Reader | None = None) -> str | None:
+        return await self._thread(self._get_state, session_id, reader)
+
+    async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+        await self._thread(self._set_state, session_id, client_id, state, now)
+
+    async def _adelete_session(self, session_id: str, reader: Reader | None = None) -> None:
+        await self._thread(self._delete_session, session_id, reader)
+
+    async def _alist_facts(self, client_id: str) -> list[Fact]:
+        return await self._thread(self._list_facts, client_id)
+
+    async def _aput_fact(self, fact: Fact) -> None:
+        await self._thread(self._put_fact, fact)
+
+    async def _adelete_fact(self, client_id: str, fact_id: str) -> bool:
+        return await self._thread(self._delete_fact, client_id, fact_id)
+
+    async def _adelete_client(self, client_id: str) -> None:
+        await self._thread(self._delete_client, client_id)
+
+    async def _apurge(self, cutoff: float) -> int:
+        return await self._thread(self._purge, cutoff)
+
+    @staticmethod
+    def _now() -> float:
+        return time.time()
+
+
+def use_thread_twins(store: StoreBackend, native: type) -> None:
+    """Make `store` run its sync primitives in a worker thread for the async API, in place of
+    the native async ones `native` defines: for a store handed a sync resource only."""
+    for name, value in vars(native).items():
+        if name.startswith("_a") and callable(value) and callable(getattr(StoreBackend, name, None)):
+            setattr(store, name, MethodType(getattr(StoreBackend, name), store))

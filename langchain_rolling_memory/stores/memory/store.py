@@ -1,0 +1,348 @@
+"""In-process backend: the reference implementation of the store contract (no persistence).
+
+An erase drops the objects at once; nothing is written anywhere, so `vacuum()` has nothing to do.
+
+Search ranks with one `lexical_search.Bm25Index` per owner: a client's (its sessions' messages and its
+facts) or, for a session that is nobody's, that session's; so a score depends on its owner's
+text only. A session that a client comes to own moves its entries into the client's index.
+The indexes are caught up at the first search after writes (a message's words are read from
+its stored JSON then), so a turn without recall does not pay for indexing.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
+
+from langchain_rolling_memory.core.lexical_search import Bm25Index, index_text, payload_index_text
+from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
+from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
+from langchain_rolling_memory.stores.api import RollingStore
+from langchain_rolling_memory.stores.contract import (
+    AppendBatch,
+    Reader,
+    SearchRow,
+    SummaryWrite,
+    TurnRows,
+    new_generation,
+)
+
+
+@dataclass
+class _Session:
+    client_id: str | None
+    created_at: float
+    updated_at: float
+    rows: list[Row] = field(default_factory=list)
+    summary: SummaryRecord | None = None
+    state: str | None = None
+    dates: list[float] = field(default_factory=list)
+    generation: str = field(default_factory=new_generation)
+
+
+# An index's owner: ("c", client_id) for a client's entries, ("s", session_id) for a session
+# that is nobody's. A document: ("m", session_id, seq) or ("f", client_id, fact_id).
+_Scope = tuple[str, str]
+_Doc = tuple[str, str, Any]
+
+
+class _Closed:
+    """Stands in for the lock of a closed store: every primitive takes the lock first."""
+
+    def __enter__(self) -> None:
+        msg = "this InMemoryRollingStore is closed; open a new store (closing is final)"
+        raise StoreError(msg)
+
+    def __exit__(self, *exc: object) -> None:  # pragma: no cover - __enter__ never succeeds
+        return None
+
+
+class InMemoryRollingStore(RollingStore):
+    """Keeps everything in dicts guarded by one lock; lost when the process ends.
+
+    Opened by ``open_store("memory://")``. Safe with several threads.
+    """
+
+    schemes = ("memory",)
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._lock = threading.RLock()
+        self._sessions: dict[str, _Session] = {}
+        self._facts: dict[str, dict[str, Fact]] = {}
+        # Compaction leases by session id, (owner, expires_at); every erase drops the session's.
+        self._leases: dict[str, tuple[str, float]] = {}
+        # One index per owner (`_Scope`), and where each indexed document is.
+        self._indexes: dict[_Scope, Bm25Index] = {}
+        self._where: dict[_Doc, _Scope] = {}
+        # Written but not yet indexed, in write order: an index breaks ties by the order of
+        # its additions, so catching up in this order ranks as indexing at each write did.
+        # A message waits as its stored JSON, a fact as its indexed text.
+        self._pending: dict[_Doc, str] = {}
+
+    def close(self) -> None:
+        """Drop the data and refuse every later call, as the other backends do once closed."""
+        if self._closed:
+            return
+        super().close()
+        with self._lock:
+            self._lock = _Closed()  # type: ignore[assignment]
+            self._sessions.clear()
+            self._facts.clear()
+            self._leases.clear()
+            self._pending.clear()
+            self._indexes.clear()
+            self._where.clear()
+
+    def _to_index(self, doc: _Doc, source: str) -> None:
+        self._pending.pop(doc, None)  # a rewrite goes to the end, as `Bm25Index.add` moves it
+        self._pending[doc] = source
+
+    def _unindex(self, doc: _Doc) -> None:
+        # Both: a rewritten fact can be pending while its old text is still indexed.
+        self._pending.pop(doc, None)
+        scope = self._where.pop(doc, None)
+        if scope is not None:
+            index = self._indexes[scope]
+            index.remove(doc)
+            if not len(index):
+                del self._indexes[scope]
+
+    def _scope_of(self, doc: _Doc) -> _Scope:
+        if doc[0] == "f":
+            return ("c", doc[1])
+        owner = self._sessions[doc[1]].client_id
+        return ("c", owner) if owner is not None else ("s", doc[1])
+
+    def _catch_up(self) -> None:
+        """Index what was written since the last search (called under the lock)."""
+        for doc, source in self._pending.items():
+            scope = self._scope_of(doc)
+            self._indexes.setdefault(scope, Bm25Index()).add(
+                doc, payload_index_text(source) if doc[0] == "m" else source
+            )
+            self._where[doc] = scope
+        self._pending.clear()
+
+    def _adopt(self, session_id: str, session: _Session) -> None:
+        """Move the entries of a session that was nobody's to its new owner's index."""
+        for seq, payload, _ in session.rows:
+            doc = ("m", session_id, seq)
+            if doc in self._where:
+                self._unindex(doc)
+                self._to_index(doc, payload)
+
+    def _session(self, session_id: str, client_id: str | None, now: float, *, owned: bool = True) -> _Session:
+        """The session, created if missing; with `owned` (a write on a client's behalf, or an
+        anonymous one) refused unless it is `client_id`'s or nobody's, and claimed if nobody's."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._sessions[session_id] = _Session(client_id if owned else None, now, now)
+        elif owned:
+            if session.client_id is not None and session.client_id != client_id:
+                raise OwnershipError.for_session(session_id, client_id)
+            if session.client_id is None and client_id is not None:
+                session.client_id = client_id
+                self._adopt(session_id, session)
+        return session
+
+    def _append(self, batch: AppendBatch) -> list[int]:
+        session_id, rows, now = batch.session_id, batch.rows, batch.now
+        with self._lock:
+            session = self._session(session_id, batch.client_id, now)
+            start = len(session.rows) + 1
+            seqs = list(range(start, start + len(rows)))
+            session.rows.extend(
+                (seq, payload, tokens) for seq, (payload, tokens) in zip(seqs, rows, strict=True)
+            )
+            session.dates.extend(batch.created_at())
+            for seq, (payload, _) in zip(seqs, rows, strict=True):
+                self._to_index(("m", session_id, seq), payload)
+            session.updated_at = now
+            return seqs
+
+    def _search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        with self._lock:
+            self._catch_up()
+            # The owner is checked here, under the lock that every erase and write takes.
+            if session_id is not None:
+                found = self._sessions.get(session_id)
+                sessions = {session_id} if found is not None and found.client_id == client_id else set()
+            else:
+                sessions = {sid for sid, s in self._sessions.items() if s.client_id == client_id}
+            if client_id is not None:
+                scope: _Scope = ("c", client_id)
+            elif session_id is not None:
+                scope = ("s", session_id)
+            else:  # pragma: no cover - `search_scope` refuses a search without a scope
+                return []
+            index = self._indexes.get(scope)
+            out: list[SearchRow] = []
+            for doc, score in index.search(terms, limit=max(len(index), 1)) if index else ():
+                kind, owner, item = cast("_Doc", doc)
+                if kind == "m" and owner in sessions:
+                    session = self._sessions[owner]
+                    seq, payload, _ = session.rows[item - 1]
+                    out.append((score, owner, seq, payload, session.dates[item - 1], None))
+                elif kind == "f" and client_id is not None and owner == client_id:
+                    out.append((score, None, None, None, None, self._facts[owner][item]))
+                if len(out) >= limit:
+                    break
+            return out
+
+    def _forget_entries(self, session_id: str) -> None:
+        """Unindex the session's messages and drop its lease (called by every erase)."""
+        self._leases.pop(session_id, None)
+        session = self._sessions.get(session_id)
+        for seq in range(1, len(session.rows) + 1) if session else ():
+            self._unindex(("m", session_id, seq))
+
+    def _seen(self, session_id: str, reader: Reader | None) -> _Session | None:
+        """The session, for a read (call with the lock held); `reader` checked against its owner."""
+        session = self._sessions.get(session_id)
+        if reader is not None:
+            reader.check(session_id, session.client_id if session else None)
+        return session
+
+    def _read(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
+        with self._lock:
+            session = self._seen(session_id, reader)
+            if session is None:
+                return []
+            rows = session.rows
+            start = bisect.bisect_right(rows, after_seq, key=lambda r: r[0]) if rows else 0
+            if limit is None:
+                return rows[start:]
+            if newest:
+                return rows[max(start, len(rows) - limit) :]
+            return rows[start : start + limit]
+
+    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
+        with self._lock:
+            session = self._seen(session_id, reader)
+            return session.rows[-1][0] if session and session.rows else 0
+
+    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
+        with self._lock:
+            session = self._seen(session_id, reader)
+            return session.summary if session else None
+
+    def _summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+        with self._lock:  # the reads, the owner check and the generation at one instant
+            session = self._seen(session_id, reader)
+            if session is None:
+                return TurnRows(None, [], None)
+            record = session.summary
+            rows = self._read(session_id, record.covered_seq if record else 0, limit, True)
+            return TurnRows(record, rows, session.generation)
+
+    def _cas_summary(self, write: SummaryWrite) -> bool:
+        import json
+
+        with self._lock:
+            session = self._sessions.get(write.session_id)
+            if session is None or write.generation not in (None, session.generation):
+                return False
+            lease = self._leases.get(write.session_id)
+            if write.lease_owner is not None and (lease is None or lease[0] != write.lease_owner):
+                return False
+            current = session.summary.version if session.summary else 0
+            if current != write.expected_version:
+                return False
+            meta = json.loads(write.meta_json)
+            session.summary = SummaryRecord(write.text, write.covered_seq, current + 1, meta, write.now)
+            return True
+
+    def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+        with self._lock:  # a lease is kept apart: taking one creates no session
+            lease = self._leases.get(session_id)
+            if lease and lease[0] != owner and lease[1] > now:
+                return False
+            self._leases[session_id] = (owner, now + ttl)
+            return True
+
+    def _release(self, session_id: str, owner: str) -> None:
+        with self._lock:
+            lease = self._leases.get(session_id)
+            if lease and lease[0] == owner:
+                del self._leases[session_id]
+
+    def _get_session(self, session_id: str) -> SessionInfo | None:
+        with self._lock:
+            s = self._sessions.get(session_id)
+            return SessionInfo(session_id, s.client_id, s.created_at, s.updated_at) if s else None
+
+    def _list_sessions(self, client_id: str) -> list[str]:
+        with self._lock:
+            return sorted(sid for sid, s in self._sessions.items() if s.client_id == client_id)
+
+    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
+        with self._lock:
+            session = self._seen(session_id, reader)
+            return session.state if session else None
+
+    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+        with self._lock:
+            session = self._session(session_id, client_id, now)
+            session.state = state
+            session.updated_at = now
+
+    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
+        with self._lock:
+            if self._seen(session_id, reader) is None and reader is not None:
+                return  # no row yet: a claim racing it is not this run's to erase
+            self._forget_entries(session_id)
+            self._sessions.pop(session_id, None)
+
+    def _list_facts(self, client_id: str) -> list[Fact]:
+        """Facts of the client, oldest first."""
+        with self._lock:
+            facts = self._facts.get(client_id, {}).values()
+            return sorted(facts, key=lambda f: (f.created_at, f.id))
+
+    def _put_fact(self, fact: Fact) -> None:
+        with self._lock:
+            self._facts.setdefault(fact.client_id, {})[fact.id] = replace(fact)
+            self._to_index(("f", fact.client_id, fact.id), index_text(fact.text))
+
+    def _change_facts(
+        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    ) -> tuple[list[Fact], Fact | None]:
+        with self._lock:
+            if mark is not None:
+                session = self._sessions.get(mark.session_id)
+                if session is None or session.client_id != client_id or session.generation != mark.generation:
+                    raise StaleWriteError.for_session(mark.session_id, "fact write")
+            existing = self._list_facts(client_id)
+            fact = plan(existing)
+            if fact is not None:
+                self._put_fact(fact)
+            return existing, fact
+
+    def _delete_fact(self, client_id: str, fact_id: str) -> bool:
+        with self._lock:
+            self._unindex(("f", client_id, fact_id))
+            return self._facts.get(client_id, {}).pop(fact_id, None) is not None
+
+    def _delete_client(self, client_id: str) -> None:
+        with self._lock:
+            for fact_id in self._facts.pop(client_id, {}):
+                self._unindex(("f", client_id, fact_id))
+            for session_id in self._list_sessions(client_id):
+                self._forget_entries(session_id)
+                del self._sessions[session_id]
+
+    def _purge(self, cutoff: float) -> int:
+        with self._lock:
+            old = [sid for sid, s in self._sessions.items() if s.updated_at < cutoff]
+            for sid in old:
+                self._forget_entries(sid)
+                del self._sessions[sid]
+            return len(old)

@@ -1,0 +1,235 @@
+"""The sync twin of the PostgreSQL primitives, on psycopg's ConnectionPool.
+
+Owns the sync retry loop and the sync ``_primitive`` methods; the store class (pools,
+migrations, closing) is in `store.py`, the async twin in `aio.py`, the SQL and
+what both twins share in `sql.py`. Imports no driver: the store hands it psycopg.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import langchain_rolling_memory.stores.postgres.reads as postgres_reads
+import langchain_rolling_memory.stores.postgres.search as pgs
+import langchain_rolling_memory.stores.postgres.sql as pg
+from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
+from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError, StaleWriteError
+from langchain_rolling_memory.stores.contract import (
+    AppendBatch,
+    Reader,
+    SearchRow,
+    StoreBackend,
+    SummaryWrite,
+    TurnRows,
+    new_generation,
+)
+from langchain_rolling_memory.stores.lifecycle import not_set_up
+from langchain_rolling_memory.stores.postgres.conn import check_connection
+
+logger = logging.getLogger("langchain_rolling_memory")
+
+_T = TypeVar("_T")
+
+
+class SyncPostgresPrimitives(StoreBackend):
+    """Mixed into `PostgresRollingStore`: every sync primitive is one statement (or one
+    transaction) on a pooled connection, retried once if the connection was lost."""
+
+    q: pg.Queries
+    prefix: str
+    search_config: str
+    statement_timeout: float | None
+    _psycopg: Any
+    _sync_pool: Callable[[], Any]
+    _borrowed: Any
+
+    def _run(
+        self,
+        op: str,
+        fn: Callable[[Any], _T],
+        retry: Callable[[Any], _T] | None = None,
+    ) -> _T:
+        """Run `fn(conn)`; if the connection was lost, run `retry` (default `fn`) once more."""
+        psycopg, pool = self._psycopg, self._sync_pool()
+        for attempt in (1, 2):
+            conn = watch = None
+            try:
+                with pool.connection() as conn:
+                    if self._borrowed is not None:
+                        check_connection(psycopg, conn)
+                    with pg.deadline(op, conn, self.statement_timeout) as watch:
+                        return (fn if attempt == 1 else retry or fn)(conn)
+            except (OwnershipError, SchemaVersionError):
+                raise
+            except psycopg.Error as exc:
+                if watch is not None and watch.fired:
+                    raise pg.unanswered(op, self.statement_timeout) from None
+                if isinstance(exc, psycopg.errors.UndefinedTable):
+                    raise not_set_up(f"PostgreSQL tables {self.prefix}*", exc) from None
+                if attempt == 2 or not pg.lost(psycopg, exc, conn):
+                    raise pg.failure(op, exc, attempt == 2) from exc
+                logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)
+                pool.check()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # ------------------------------------------------------------------ append
+
+    def _append(self, batch: AppendBatch) -> list[int]:
+        params = pg.append_params(self.q, batch, self.search_config)
+        q, session_id, client_id, now = self.q, batch.session_id, batch.client_id, batch.now
+
+        def first(conn: Any) -> list[int]:
+            seqs = sorted(int(r[0]) for r in conn.execute(q.append, params).fetchall())
+            if not seqs:
+                raise OwnershipError.for_session(session_id, client_id)
+            return seqs
+
+        def again(conn: Any) -> list[int]:
+            with conn.transaction() as tx:
+                conn.execute(q.lock_session, (session_id, now, now, new_generation()))
+                done = [int(r[0]) for r in conn.execute(q.find_batch, (session_id, params["batch"]))]
+                if done:  # the first attempt committed before its connection died
+                    tx.force_rollback = True
+                    return done
+                return first(conn)
+
+        return self._run("append", first, again)
+
+    # ------------------------------------------------------------------ one-statement primitives
+
+    def _fetch(self, op: str, sql: str, params: Any) -> list[tuple[Any, ...]]:
+        return self._run(op, lambda conn: conn.execute(sql, params).fetchall())
+
+    def _count(self, op: str, sql: str, params: Any) -> int:
+        return self._run(op, lambda conn: int(conn.execute(sql, params).rowcount))
+
+    def _fetch_session(
+        self, sql: str, params: Any, session_id: str, reader: Reader | None
+    ) -> list[tuple[Any, ...]]:
+        """A session read; with a `reader`, its owner is read and checked by the same statement."""
+        if reader is None:
+            return self._fetch("read", sql, params)
+        wrapped, args = postgres_reads.owned(self.prefix, sql, params, session_id)
+        return postgres_reads.checked(self._fetch("read", wrapped, args), reader, session_id)
+
+    def _read(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
+        sql, params = self.q.read(session_id, after_seq, limit, newest)
+        return pg.rows_of(self._fetch_session(sql, params, session_id, reader), newest, limit)
+
+    def _summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+        # One statement: the summary, the tail, the owner (checked here) and the generation.
+        params = {"sid": session_id, "limit": limit}
+        owner, turn = pg.summary_and_tail_of(self._fetch("read", self.q.summary_and_tail, params))
+        if reader is not None:
+            reader.check(session_id, owner)
+        return turn
+
+    def _search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        sql, params = pgs.search_params(self.q, list(terms), client_id, session_id, limit, self.search_config)
+        return pgs.search_rows_of(self._fetch("search", sql, params))
+
+    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
+        rows = self._fetch_session(self.q.last_seq, (session_id,), session_id, reader)
+        return int(rows[0][0]) if rows else 0
+
+    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
+        rows = self._fetch_session(self.q.get_summary, (session_id,), session_id, reader)
+        return pg.summary_of(rows[0] if rows else None)
+
+    # A CAS retried after a lost reply answers False if the first attempt landed: the
+    # compactor then treats the window as done by someone else, which it is.
+    def _cas_summary(self, write: SummaryWrite) -> bool:
+        sql, params = self.q.cas(write)
+        return self._count("summary", sql, params) == 1
+
+    def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+        return self._count("lease", self.q.claim, (session_id, owner, now + ttl, now)) == 1
+
+    def _release(self, session_id: str, owner: str) -> None:
+        self._count("lease", self.q.release, (session_id, owner))
+
+    def _get_session(self, session_id: str) -> SessionInfo | None:
+        rows = self._fetch("read", self.q.get_session, (session_id,))
+        return pg.session_of(session_id, rows[0] if rows else None)
+
+    def _list_sessions(self, client_id: str) -> list[str]:
+        return [str(r[0]) for r in self._fetch("read", self.q.list_sessions, (client_id,))]
+
+    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
+        rows = self._fetch_session(self.q.get_state, (session_id,), session_id, reader)
+        return None if not rows or rows[0][0] is None else str(rows[0][0])
+
+    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+        lock = self.q.client_lock(client_id or "")
+        params = {"sid": session_id, "cid": client_id, "now": now, "state": state, "lock": lock}
+        params["gen"] = new_generation()  # used only if this creates the session row
+        if not self._fetch("state", self.q.set_state, params):
+            raise OwnershipError.for_session(session_id, client_id)
+
+    def _erase(self, op: str, plan: pg.Erase, reader: Reader | None = None) -> int:
+        """Run one erase transaction (see `Queries.erase`); return how many sessions it erased.
+        With a `reader` (one session's erase), its owner is checked on the locked row."""
+
+        def go(conn: Any) -> int:
+            with conn.transaction():
+                for sql, params in plan.first:
+                    conn.execute(sql, params)
+                records = conn.execute(plan.lock, plan.lock_params).fetchall()
+                if reader is not None:  # one session's erase: its lock returns one row
+                    reader.check(str(records[0][0]), records[0][1])
+                locked = {str(r[0]) for r in records}
+                ids = sorted(locked | set(plan.always))
+                for sql in self.q.erase_sessions if ids else ():
+                    conn.execute(sql, (ids,))
+                for sql, params in plan.then:
+                    conn.execute(sql, params)
+                return len(locked)
+
+        return self._run(op, go)
+
+    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
+        self._erase("delete", self.q.erase("session", session_id), reader)
+
+    def _list_facts(self, client_id: str) -> list[Fact]:
+        return [pg.fact_of(r) for r in self._fetch("facts", self.q.list_facts, (client_id,))]
+
+    def _change_facts(
+        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    ) -> tuple[list[Fact], Fact | None]:
+        q = self.q
+
+        def go(conn: Any) -> tuple[list[Fact], Fact | None]:
+            with conn.transaction():
+                conn.execute(q.lock_facts, (f"{self.prefix}facts:{client_id}",))
+                # Planned from a session's messages: its row must still be the client's at
+                # that generation, and stays locked (an erase waits) until this commits.
+                if mark is not None:
+                    found = conn.execute(q.session_mark, pg.mark_params(mark, client_id)).fetchall()
+                    if not found:
+                        raise StaleWriteError.for_session(mark.session_id, "fact write")
+                existing = [pg.fact_of(r) for r in conn.execute(q.list_facts, (client_id,)).fetchall()]
+                fact = plan(existing)
+                if fact is not None:
+                    conn.execute(q.put_fact, pg.fact_params(fact, self.search_config))
+                return existing, fact
+
+        # Retried after a lost reply, the plan sees the fact it wrote and writes nothing.
+        return self._run("facts", go)
+
+    def _put_fact(self, fact: Fact) -> None:
+        self._count("facts", self.q.put_fact, pg.fact_params(fact, self.search_config))
+
+    def _delete_fact(self, client_id: str, fact_id: str) -> bool:
+        return self._count("facts", self.q.delete_fact, (client_id, fact_id)) == 1
+
+    def _delete_client(self, client_id: str) -> None:
+        self._erase("forget", self.q.erase("client", client_id))
+
+    def _purge(self, cutoff: float) -> int:
+        return self._erase("purge", self.q.erase("purge", cutoff))

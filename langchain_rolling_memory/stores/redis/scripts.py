@@ -1,0 +1,361 @@
+"""The Lua scripts of the Redis backend, their arguments and the decoding of their replies.
+
+No connection and no driver import: shared by the sync twin in `sync.py` and the async
+one in `aio.py`; the key layout (and its migrations) is in `layout.py`, the search
+scripts in `search.py`. Every primitive that reads-then-writes is one Lua script, so
+Redis runs it atomically, with its invariants (`stores/contract.py`) checked inside it: the owner, the
+session row's erase generation (``generation`` in the info hash, set when the hash is created;
+a hash written before generations has none and reads as ''), the lease. Reads that need two
+values (summary and tail) are one script too, so a turn is one round trip.
+
+With a ttl, a session's keys expire together (every write refreshes them) and its client's
+session set expires with the client's newest session; the ids an expiry leaves in `updated`
+are dropped by the next writes (`sweep`), and `forget` drops them at once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import langchain_rolling_memory.stores.redis.erase as redis_erase
+import langchain_rolling_memory.stores.redis.search as redis_search
+from langchain_rolling_memory.core.records import Fact, Row, SessionInfo, SessionMark, SummaryRecord
+from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
+from langchain_rolling_memory.stores.contract import AppendBatch, Reader, SummaryWrite, TurnRows
+from langchain_rolling_memory.stores.redis.layout import LUA
+
+SUMMARY_FIELDS = ("text", "covered_seq", "version", "meta", "updated_at")
+SESSION_FIELDS = ("client_id", "created_at", "updated_at")
+MARK_FIELDS = ("created_at", "client_id", "generation")
+RECENT_BATCHES = 64
+
+
+# Shared Lua helpers, prepended to the scripts that need them.
+_LIB = (
+    LUA
+    + """
+-- The session's owner check and bookkeeping; false if a client owns it and cid ('' for none)
+-- is not that client. A new row gets the erase generation `gen`.
+local function own(p, info, csessions, updated, sid, cid, now, gen, ttl)
+  local owner = redis.call('HGET', info, 'client_id')
+  if owner and owner ~= cid then return false end
+  if redis.call('HSETNX', info, 'created_at', now) == 1 then redis.call('HSET', info, 'generation', gen) end
+  redis.call('HSET', info, 'updated_at', now)
+  if cid ~= '' then
+    local fresh = redis.call('EXISTS', csessions) == 0
+    if not owner then redis.call('HSET', info, 'client_id', cid) end
+    redis.call('SADD', csessions, sid)
+    keep_client(csessions, ttl, fresh)
+  end
+  sweep(p, updated)
+  redis.call('ZADD', updated, now, sid)
+  return true
+end
+-- Rows after `after` (seq = index + 1): the last `limit` if newest, else the first; -1: all.
+local function rows(msgs, after, limit, newest)
+  local total = redis.call('LLEN', msgs)
+  local first, last = after, total - 1
+  if limit >= 0 then
+    if newest == 1 then
+      if total - limit > first then first = total - limit end
+    else
+      if first + limit - 1 < last then last = first + limit - 1 end
+    end
+  end
+  if first > last then return {first + 1} end
+  -- Negative indexes make Redis walk from the tail, so a turn's read is cheap however long the list.
+  local out = redis.call('LRANGE', msgs, first - total, last - total)
+  table.insert(out, 1, first + 1)
+  return out
+end
+"""
+)
+
+# KEYS: info msgs sum lease batches csessions updated idx
+# ARGV: prefix sid cid now ttl_ms check batch generation payload... entry... (one entry per payload)
+APPEND = (
+    _LIB
+    + """
+local p, sid, cid, now, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local check, batch = ARGV[6], ARGV[7]
+local owner = redis.call('HGET', KEYS[1], 'client_id')
+if owner and owner ~= cid then return {-1, 0} end
+if check == '1' then
+  for _, entry in ipairs(redis.call('LRANGE', KEYS[5], 0, -1)) do
+    local b, first, n = string.match(entry, '^(%S+) (%d+) (%d+)$')
+    if b == batch then return {tonumber(first), tonumber(n)} end
+  end
+end
+own(p, KEYS[1], KEYS[6], KEYS[7], sid, cid, now, ARGV[8], ttl)
+local n = (#ARGV - 8) / 2
+local total = 0
+for i = 9, 8 + n, 1000 do
+  total = redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, 8 + n)))
+end
+for i = 9 + n, #ARGV, 1000 do
+  redis.call('RPUSH', KEYS[8], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+local first = total - n + 1
+redis.call('LPUSH', KEYS[5], batch..' '..first..' '..n)
+redis.call('LTRIM', KEYS[5], 0, """
+    + str(RECENT_BATCHES - 1)
+    + """)
+touch({KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[8]}, ttl)
+return {first, n}
+"""
+)
+
+# The session reads take the session's info key last when the read is checked (a `Reader`):
+# the owner ('' for none) then comes first in the reply, read in the same atomic script.
+_OWNER = "if KEYS[{n}] then table.insert(out, 1, redis.call('HGET', KEYS[{n}], 'client_id') or '') end\n"
+
+# KEYS: msgs [info]; ARGV: after limit newest -> {[owner,] first seq, rows...}
+READ = (
+    _LIB
+    + "local out = rows(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))\n"
+    + _OWNER.format(n=2)
+    + "return out"
+)
+
+# KEYS: sum msgs info; ARGV: limit
+# -> {generation (nil: no row), owner, text, covered, version, meta, updated, first seq, rows...}
+SUMMARY_AND_TAIL = (
+    _LIB
+    + """
+local s = redis.call('HMGET', KEYS[1], 'text', 'covered_seq', 'version', 'meta', 'updated_at')
+local row = redis.call('HMGET', KEYS[3], 'created_at', 'client_id', 'generation')
+local covered = tonumber(s[2] or '0')
+local out = rows(KEYS[2], covered, tonumber(ARGV[1]), 1)
+for i = 5, 1, -1 do table.insert(out, 1, s[i] or '') end
+table.insert(out, 1, row[2] or '')
+table.insert(out, 1, row[1] and (row[3] or '') or false)
+return out
+"""
+)
+
+# KEYS: sum info msgs batches idx lease
+# ARGV: expected text covered meta now ttl_ms lease_owner generation check_generation prefix
+# Installs only on an existing row (never creates one), of that generation when checked
+# ('1'), under the lease of lease_owner when one is named (every erase deletes the lease).
+CAS_SUMMARY = (
+    _LIB
+    + """
+local row = redis.call('HMGET', KEYS[2], 'created_at', 'client_id', 'generation')
+if not row[1] then return 0 end
+if ARGV[9] == '1' and (row[3] or '') ~= ARGV[8] then return 0 end
+if ARGV[7] ~= '' and redis.call('HGET', KEYS[6], 'owner') ~= ARGV[7] then return 0 end
+local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if version ~= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'text', ARGV[2], 'covered_seq', ARGV[3], 'version', version + 1,
+           'meta', ARGV[4], 'updated_at', ARGV[5])
+local ttl = tonumber(ARGV[6])
+touch({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]}, ttl)
+if row[2] then keep_client(ckey(ARGV[10], row[2], 'sessions'), ttl, false) end
+return 1
+"""
+)
+
+# KEYS: lease info; ARGV: owner expires_at now pexpire_ms. The key's expiry only cleans up (the
+# rule reads the hash's), and never outlives a session that expires (`ttl=`): an install needs
+# the session row, and an expired session leaves no lease behind.
+CLAIM = """
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'expires_at')
+if cur[1] and cur[1] ~= ARGV[1] and tonumber(cur[2]) > tonumber(ARGV[3]) then return 0 end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'expires_at', ARGV[2])
+local ms, left = tonumber(ARGV[4]), redis.call('PTTL', KEYS[2])
+if left > 0 and left < ms then ms = left end
+redis.call('PEXPIRE', KEYS[1], ms)
+return 1
+"""
+
+# KEYS: lease; ARGV: owner
+RELEASE = """
+if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"""
+
+# KEYS: info msgs sum batches csessions updated idx; ARGV: sid cid now state ttl_ms generation prefix
+SET_STATE = (
+    _LIB
+    + """
+local ttl = tonumber(ARGV[5])
+if not own(ARGV[7], KEYS[1], KEYS[5], KEYS[6], ARGV[1], ARGV[2], ARGV[3], ARGV[6], ttl) then return 0 end
+redis.call('HSET', KEYS[1], 'state', ARGV[4])
+touch({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]}, ttl)
+return 1
+"""
+)
+
+# KEYS: facts info; ARGV: fact_id fact_json cid generation check -> 1, or 0 (nothing written)
+# when checked ('1') and the session row is gone, not cid's, or of another generation
+PUT_FACT = """
+if ARGV[5] == '1' then
+  local row = redis.call('HMGET', KEYS[2], 'created_at', 'client_id', 'generation')
+  if not row[1] or row[2] ~= ARGV[3] or (row[3] or '') ~= ARGV[4] then return 0 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+
+# name -> Lua source; registered once per client.
+SCRIPTS = {
+    "append": APPEND,
+    "read": READ,
+    "summary_and_tail": SUMMARY_AND_TAIL,
+    "cas": CAS_SUMMARY,
+    "claim": CLAIM,
+    "release": RELEASE,
+    "set_state": SET_STATE,
+    "put_fact": PUT_FACT,
+    **redis_erase.SCRIPTS,
+    **redis_search.SCRIPTS,
+}
+
+
+def checked(reply: Sequence[Any], session_id: str, reader: Reader | None) -> Sequence[Any]:
+    """A session read's reply without its leading owner, once `reader` passed the check (a
+    reply read with no reader has no owner and is returned as it is)."""
+    if reader is None:
+        return reply
+    reader.check(session_id, str(reply[0]) or None)
+    return reply[1:]
+
+
+def encode_row(payload: str, tokens: int | None) -> str:
+    return f"{'-' if tokens is None else tokens} {payload}"
+
+
+def rows_of(reply: Sequence[Any]) -> list[Row]:
+    """``[first seq, item...]`` from the scripts -> rows."""
+    first = int(reply[0])
+    out: list[Row] = []
+    for offset, item in enumerate(reply[1:]):
+        tokens, _, payload = str(item).partition(" ")
+        out.append((first + offset, payload, _stored_tokens(tokens)))
+    return out
+
+
+def _stored_tokens(text: str) -> int | None:
+    # "-" is no count; so is a count an older release stored unchecked ("2.75"): the
+    # reader counts that message again instead of failing every read of the session.
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def summary_of(text: Any, covered: Any, version: Any, meta: Any, updated: Any) -> SummaryRecord | None:
+    if not version:
+        return None
+    return SummaryRecord(str(text), int(covered), int(version), json.loads(meta), float(updated))
+
+
+def turn_of(reply: Sequence[Any], session_id: str, reader: Reader | None) -> TurnRows:
+    """The summary-and-tail script's reply, once `reader` (if any) passed the owner check."""
+    generation, owner = reply[0], reply[1]
+    if reader is not None:
+        reader.check(session_id, str(owner) or None)
+    return TurnRows(
+        summary_of(*reply[2:7]), rows_of(reply[7:]), None if generation is None else str(generation)
+    )
+
+
+def append_args(prefix: str, batch: AppendBatch, ttl_ms: int) -> tuple[list[Any], list[Any]]:
+    """ARGV of the append script: first try, and retry (which looks for the batch first)."""
+    from langchain_rolling_memory.stores.contract import new_generation
+
+    marker = uuid.uuid4().hex
+    payloads = [encode_row(payload, tokens) for payload, tokens in batch.rows]
+    payloads += [idx_entry(entry.created_at, entry.text) for entry in batch.entries()]
+    head = [prefix, batch.session_id, batch.client_id or "", repr(batch.now), ttl_ms]
+    tail = [marker, new_generation(), *payloads]
+    return [*head, 0, *tail], [*head, 1, *tail]
+
+
+def idx_entry(created_at: float | None, text: str) -> str:
+    return f"{'-' if created_at is None else repr(created_at)} {text}"
+
+
+def seqs_of(reply: Sequence[Any], session_id: str, client_id: str | None) -> list[int]:
+    """The seqs of an append script's ``{first, n}``; ``first < 0``: another client owns it."""
+    first, n = int(reply[0]), int(reply[1])
+    if first < 0:
+        raise OwnershipError.for_session(session_id, client_id)
+    return list(range(first, first + n))
+
+
+def read_args(after_seq: int, limit: int | None, newest: bool) -> list[Any]:
+    return [after_seq, -1 if limit is None else limit, 1 if newest else 0]
+
+
+def claim_args(owner: str, ttl: float, now: float) -> list[Any]:
+    # The hash carries the expiry the rule reads; the key's own expiry only cleans up.
+    return [owner, repr(now + ttl), repr(now), max(1, math.ceil(ttl * 1000)) + 60_000]
+
+
+def state_args(
+    prefix: str, session_id: str, client_id: str | None, state: str, now: float, ttl_ms: int
+) -> list[Any]:
+    from langchain_rolling_memory.stores.contract import new_generation
+
+    return [session_id, client_id or "", repr(now), state, ttl_ms, new_generation(), prefix]
+
+
+def cas_args(prefix: str, write: SummaryWrite, ttl_ms: int) -> list[Any]:
+    """ARGV of the cas script; an empty owner means no lease check, a generation of None none."""
+    head = [write.expected_version, write.text, write.covered_seq, write.meta_json]
+    checked = "0" if write.generation is None else "1"
+    tail = [write.lease_owner or "", write.generation or "", checked, prefix]
+    return [*head, repr(write.now), ttl_ms, *tail]
+
+
+def session_of(session_id: str, values: Sequence[Any]) -> SessionInfo | None:
+    """`SessionInfo` from the info hash's `SESSION_FIELDS` (None: no such session)."""
+    client, created, updated = values
+    if created is None:
+        return None
+    return SessionInfo(session_id, client, float(created), float(updated))
+
+
+def facts_of(raw: dict[str, str]) -> list[Fact]:
+    """The facts hash, oldest first (by created_at, then id)."""
+    facts = [Fact(**json.loads(v)) for v in raw.values()]
+    return sorted(facts, key=lambda f: (f.created_at, f.id))
+
+
+def failure(redis: Any, op: str, exc: BaseException, retried: bool) -> StoreError:
+    """The `StoreError` for a failed `op`; `redis` is the driver module, for its error types."""
+    after = " twice (the call was retried once on a fresh connection)" if retried else ""
+    unsure = retried or isinstance(exc, redis.TimeoutError)
+    hint = (
+        "; the batch may or may not be stored: read the session's tail before appending it again"
+        if op == "append" and unsure
+        else ""
+    )
+    return StoreError(f"Redis {op} failed{after}: {type(exc).__name__}: {exc}{hint}")
+
+
+def fact_json(fact: Fact) -> str:
+    return json.dumps(fact.to_dict(), ensure_ascii=False)
+
+
+def fact_args(fact: Fact, client_id: str, mark: SessionMark | None) -> list[Any]:
+    """ARGV of the put-fact script (with the session check when there is a `mark`)."""
+    if mark is None:
+        return [fact.id, fact_json(fact), client_id, "", "0"]
+    return [fact.id, fact_json(fact), client_id, mark.generation, "1"]
+
+
+def check_mark(values: Sequence[Any], client_id: str, mark: SessionMark) -> None:
+    """Raise `StaleWriteError` unless the session's `MARK_FIELDS` still match `mark`: its row
+    exists, is `client_id`'s and has the mark's generation."""
+    created, owner, generation = values
+    if created is None or owner != client_id or (generation or "") != mark.generation:
+        raise StaleWriteError.for_session(mark.session_id, "fact write")
+
+
+def check_put(reply: Any, mark: SessionMark | None) -> None:
+    """Raise `StaleWriteError` if the put-fact script refused the write (its reply is 0)."""
+    if mark is not None and not int(reply):
+        raise StaleWriteError.for_session(mark.session_id, "fact write")

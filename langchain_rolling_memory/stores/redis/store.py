@@ -1,0 +1,309 @@
+"""Redis backend on redis-py (sync) and `redis.asyncio`: the store class, which joins the two twins.
+
+Owns the clients (its own, or one the caller handed in), setup and closing; the sync
+primitives are in `sync.py`, the async ones in `aio.py`, the Lua scripts and what
+both twins share in `scripts.py` (erasing in `erase.py`, search in
+`search.py`), the key layout and its migrations in `layout.py`, the public API in
+`stores/api.py`. redis-py is imported only when a store is created, so the package works without
+the ``redis`` extra.
+
+What an erase leaves behind: `forget`, `clear_session` and `purge` delete the keys at once
+(memory is freed, nothing is readable), and `vacuum()` has nothing to do. Persistence files
+are the server's: an RDB snapshot keeps the data until the next save replaces it, and an
+append-only file keeps every write, the deleted ones included, until it is rewritten
+(``BGREWRITEAOF``, or automatically past ``auto-aof-rewrite-percentage``); replicas and
+copied backups keep their own. Run ``BGSAVE``/``BGREWRITEAOF`` after an erase if the files
+must not hold the data; this store does not, as they rewrite the whole server's data.
+
+Search: this backend does not use the RediSearch module (FT.*), which plain Redis lacks. It
+keeps, beside each session's messages, a list of their dates and indexed words, and a
+search reads the scope's lists and facts whole (one script, owner checked in it) and ranks
+them in Python with `search.Bm25Index(stem=True)`, then fetches the hits (a second script,
+which drops a hit whose session changed owner or generation since): linear in the client's
+messages. Measured by
+`benchmarks/search_cost.py` on this machine (p50): ~45-70 ms at 1,000 messages of a client,
+~350-500 ms at 10,000 (a full read and scan: ~90 ms and ~550 ms-1.1 s). Fine for clients
+with a few thousand messages; beyond that, prefer SQLite or PostgreSQL for recall. The entries
+are written by the append script itself (one more RPUSH of text computed from the messages in
+hand): indexing them at the first search instead would need a second script and a read of the
+messages' JSON at every recalling turn, for a saving of a few microseconds per append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+from urllib.parse import urlsplit
+
+import langchain_rolling_memory.stores.forks as forks
+import langchain_rolling_memory.stores.redis.layout as layout
+import langchain_rolling_memory.stores.redis.scripts as lua
+from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, StoreError
+from langchain_rolling_memory.stores.api import RollingStore
+from langchain_rolling_memory.stores.contract import SCHEMA_VERSION, newer_schema, use_thread_twins
+from langchain_rolling_memory.stores.lifecycle import close_now, not_set_up
+from langchain_rolling_memory.stores.redis.aio import AsyncRedisPrimitives
+from langchain_rolling_memory.stores.redis.sync import SyncRedisPrimitives
+from langchain_rolling_memory.stores.urls import split_prefix
+
+
+def _where(url: str) -> str:
+    """`url` without its password, for messages."""
+    parts = urlsplit(url)
+    if not parts.hostname:  # unix:///path/to/socket
+        return f"{parts.scheme}://{parts.path}"
+    host = parts.hostname
+    user = f"{parts.username}@" if parts.username else ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{user}{host}{port}{parts.path}"
+
+
+def _driver() -> Any:
+    try:
+        import redis
+        import redis.asyncio
+    except ImportError as exc:
+        msg = (
+            "the Redis backend needs redis-py, which is not installed; "
+            "install it with: pip install 'langchain-rolling-memory[redis]'"
+        )
+        raise MissingExtraError(msg) from exc
+    return redis
+
+
+class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore):
+    """Transcripts, summaries and facts in plain Redis, shared by many app processes.
+
+    A turn costs two round trips whatever the transcript's length: one append script and
+    one script that reads the summary with the unsummarized tail (a range from the list's
+    end). A connection dropped mid-call is retried once on a fresh connection; the append
+    script is then told to look for its batch id first, so a message is never doubled. A
+    second failure, or a timeout (the command may still run), raises `StoreError`.
+
+    Args:
+        url: ``redis://host:6379/0`` (or ``rediss://``); see `redis.Redis.from_url`. Give it
+            or `client`, not both.
+        client: a client of your own instead, `redis.Redis` or `redis.asyncio.Redis`, made
+            with ``decode_responses=True`` and ``retry=Retry(NoBackoff(), 0)`` (the store
+            retries itself, idempotently: a client that resends an append could store it
+            twice). It stays yours: `close()` leaves it open. With a sync one the async methods
+            run in a worker thread (a forked child keeps using it: redis-py reconnects there);
+            with an async one only the async methods work, setup runs at the first call, and a
+            forked child refuses it.
+        setup: record (or migrate) the key layout's version now (the default); False writes
+            nothing: the first call then checks the version once and raises `StoreError`
+            naming `setup()` if it is missing or old.
+        key_prefix: prefix of every key, so several apps can share one server.
+        ttl: optional seconds a session lives after its last write (transcript, summary,
+            state); None keeps sessions until `forget`, `clear_session` or `purge`.
+        client_kwargs: extra keyword arguments for the redis-py clients the store opens.
+        connect_timeout: seconds the first connection of a store opened from a URL may take; a
+            refused port, an unknown host or a wrong password fails at once with the
+            server's reason (`StoreError`), never retried.
+        **options: fact limits and filter, see `RollingStore`.
+
+    Example (needs a server, so not run here)::
+
+        store = RedisRollingStore.from_url("redis://127.0.0.1:6379/0?prefix=app1:", ttl=30 * 86400)
+    """
+
+    schemes = ("redis", "rediss")
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        client: Any = None,
+        setup: bool = True,
+        key_prefix: str = "lrm:",
+        ttl: float | None = None,
+        client_kwargs: dict[str, Any] | None = None,
+        connect_timeout: float = 5.0,
+        **options: Any,
+    ) -> None:
+        super().__init__(**options)
+        self._redis = _driver()
+        if (url is None) == (client is None):
+            msg = f"give a Redis URL or client=, not both nor neither; got url={url!r}, client={client!r}"
+            raise ConfigurationError(msg)
+        if ttl is not None and ttl <= 0:
+            msg = f"ttl must be a positive number of seconds or None, got {ttl!r}"
+            raise ConfigurationError(msg)
+        self.prefix = layout.check_prefix(key_prefix)
+        self.keys = layout.Keys(self.prefix)
+        self.ttl = ttl
+        self._ttl_ms = 0 if ttl is None else max(1, math.ceil(ttl * 1000))
+        self._url = url or ""
+        from redis.asyncio.retry import Retry as AsyncRetry
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        # redis-py would silently resend a command after a dropped connection; an append
+        # resent that way could land twice, so retries are ours (and idempotent).
+        self._kwargs: dict[str, Any] = {"decode_responses": True, **(client_kwargs or {})}
+        self._akwargs: dict[str, Any] = {"retry": AsyncRetry(NoBackoff(), 0), **self._kwargs}
+        self._ar: Any = None
+        self._ar_loop: asyncio.AbstractEventLoop | None = None
+        self._ascripts: dict[str, Any] = {}
+        self._borrowed: Any = None
+        self._schema_state = "ok" if setup else "check"
+        if client is None:
+            self._probe(Retry(NoBackoff(), 0), connect_timeout)
+            self._r = self._redis.Redis.from_url(url, **{"retry": Retry(NoBackoff(), 0), **self._kwargs})
+        else:
+            self._borrowed = _check_client(self._redis, client)
+            self._r = None if isinstance(client, self._redis.asyncio.Redis) else client
+        self._scripts = (
+            {} if self._r is None else {n: self._r.register_script(s) for n, s in lua.SCRIPTS.items()}
+        )
+        forks.track(self)
+        if self._r is None:  # async only: setup (if asked) runs at the first async call
+            self._schema_state = "setup" if setup else "check"
+            return
+        if self._borrowed is not None:
+            use_thread_twins(self, AsyncRedisPrimitives)  # no async resource: the async API runs in a thread
+        if setup:
+            self._setup_or_close()
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisRollingStore:
+        """Open a store from ``redis://...``; a ``prefix`` query parameter sets the key prefix."""
+        clean, prefix = split_prefix(url)
+        if prefix is not None:
+            options.setdefault("key_prefix", prefix)
+        return cls(clean, **options)
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _probe(self, retry: Any, connect_timeout: float) -> None:
+        """Connect once, now, within `connect_timeout`: a refused port, an unknown host or a
+        wrong password is one `StoreError` with the server's reason, not a retried call."""
+        if not 0 < connect_timeout < float("inf"):
+            msg = f"connect_timeout must be a number of seconds > 0, got {connect_timeout!r}"
+            raise ConfigurationError(msg)
+        limits = {"socket_connect_timeout": connect_timeout, "socket_timeout": connect_timeout}
+        client = self._redis.Redis.from_url(self._url, **{**self._kwargs, **limits, "retry": retry})
+        try:
+            client.ping()
+        except self._redis.RedisError as exc:
+            reason = " ".join(str(exc).split()).rstrip(".") or type(exc).__name__
+            msg = (
+                f"cannot connect to Redis at {_where(self._url)}: {reason}; "
+                "check the URL (host, port, user, password, database) and that the server is running"
+            )
+            raise StoreError(msg) from None
+        finally:
+            client.close()
+
+    def _migrate(self) -> None:
+        layout.migrate(self._r, self.prefix, self._redis.WatchError)
+
+    def _setup(self) -> None:
+        self._call("migrate", self._migrate)
+        self._schema_state = "ok"
+
+    async def _asetup(self) -> None:
+        if self._r is not None and self._borrowed is not None:  # a sync client handed in
+            await asyncio.to_thread(self._setup)
+            return
+        client = await self._aclient_now()
+        await self._acall("migrate", lambda: self._amigrate(client))
+        self._schema_state = "ok"
+
+    async def _amigrate(self, client: Any) -> None:
+        await layout.amigrate(client, self.prefix, self._redis.WatchError)
+
+    def _check_schema(self) -> None:
+        version = self._call("migrate", lambda: self._r.get(self.keys.schema))
+        self._schema_ok(version)
+
+    async def _acheck_schema(self, client: Any) -> None:
+        version = await self._acall("migrate", lambda: client.get(self.keys.schema))
+        self._schema_ok(version)
+
+    def _schema_ok(self, version: Any) -> None:
+        where = f"Redis keys {self.prefix}*"
+        if version is None:
+            raise not_set_up(f"the schema record of the {where}", "no key " + self.keys.schema)
+        if int(version) > SCHEMA_VERSION:
+            raise newer_schema(where, int(version))
+        if int(version) < SCHEMA_VERSION:
+            raise not_set_up(f"the {where} at schema {SCHEMA_VERSION}", f"they are at {version}")
+        self._schema_state = "ok"
+
+    def _sync_client(self) -> Any:
+        self._check_open()
+        if self._r is None:
+            kind = type(self._borrowed).__module__ + "." + type(self._borrowed).__name__
+            msg = f"this store was given a {kind}: use its async methods (aappend, aread, asetup...)"
+            raise StoreError(msg)
+        return self._r
+
+    _forked = False
+
+    def _borrowed_aclient(self) -> Any:
+        self._check_open()
+        if self._borrowed is None or self._r is not None:
+            return None
+        if self._forked:
+            msg = (
+                "this store was given a redis.asyncio client before the process forked; a child "
+                "never shares its parent's connections: open a new store (or client) in the child"
+            )
+            raise StoreError(msg)
+        return self._borrowed
+
+    def _after_fork(self) -> None:
+        # The sync client is already fork-safe: redis-py's pool sees the new pid, drops the
+        # inherited connections without shutting the parent's sockets, and connects anew (a
+        # sync client handed in by the caller too). The async client has no such check and
+        # belongs to the parent's loop: abandon it (see `forks`); the child's first async call
+        # opens its own, or refuses if the caller handed it in.
+        if self._borrowed is not None and self._r is None:
+            self._forked = True
+            self._ascripts = {}
+            return
+        forks.abandon(self._ar, self._aguard)
+        self._ar, self._ar_loop, self._ascripts, self._aguard = None, None, {}, None
+
+    def close(self) -> None:
+        """Close the clients the store opened (never one handed in). An async client is closed
+        here only if its event loop is idle; in async code prefer ``await store.aclose()`` or
+        ``async with``. Final: later calls raise `StoreError`."""
+        super().close()
+        if self._borrowed is not None:
+            return
+        self._r.close()
+        guard, loop, self._aguard, self._ar, self._ar_loop = self._aguard, self._ar_loop, None, None, None
+        if guard is not None and loop is not None and not loop.is_closed() and not loop.is_running():
+            loop.run_until_complete(close_now(guard))
+
+    async def aclose(self) -> None:
+        guard, loop = self._aguard, self._ar_loop
+        if guard is not None and loop is asyncio.get_running_loop():
+            self._aguard, self._ar, self._ar_loop = None, None, None
+            await close_now(guard)  # closes the async client
+        await asyncio.to_thread(self.close)
+
+
+def _check_client(redis: Any, client: Any) -> Any:
+    """Refuse a handed-in client the store cannot use as it is (see the `client` argument)."""
+    kind = type(client).__name__
+    if not isinstance(client, redis.Redis | redis.asyncio.Redis):
+        msg = f"client must be a redis.Redis or redis.asyncio.Redis, got {kind}"
+        raise ConfigurationError(msg)
+    kwargs = client.get_connection_kwargs()
+    if not kwargs.get("decode_responses"):
+        msg = "the store reads replies as text: make the client with decode_responses=True"
+        raise ConfigurationError(msg)
+    retry = client.get_retry()
+    if retry is not None and getattr(retry, "_retries", 0) > 0:
+        msg = (
+            f"the client resends commands after a dropped connection ({retry._retries} retries), which "
+            "could store an append twice; make it with retry=Retry(NoBackoff(), 0) (redis.retry, "
+            "redis.backoff; redis.asyncio.retry for an async client): the store retries itself, once "
+            "and idempotently"
+        )
+        raise ConfigurationError(msg)
+    return client

@@ -1,0 +1,247 @@
+"""The SQLite search: index entries (their owner, length and repeated terms), the catch-up
+that writes them, and the BM25 statement that ranks one owner's entries with that owner's
+statistics only.
+
+Owns the search's SQL text and the steps around it; it is handed a connection inside the
+store's transaction and imports no driver (`store.py` owns connections and transactions,
+`sql.py` the schema and the other statements).
+
+FTS5 only finds the entries holding a term (one ``MATCH`` per term, cheap); it does not rank:
+its `bm25()` counts documents and lengths over the whole table, every client's, so a client's
+score moved when another client wrote a word (issue 20, defect 5). The statement ranks with
+`lexical_search.Bm25Index`'s BM25 (same k1, b, idf and length normalisation) over the statistics of
+the owner of the search, all read in the one statement (one snapshot) that returns the rows:
+
+* an entry's owner is its `client_id`: a fact's client, or the owner of the message's session
+  (written when it is indexed, and moved by the ``sessions_claimed`` trigger in the write
+  that gives an anonymous session its client). A search naming a client ranks that client's
+  entries (its sessions' messages and its facts); one naming only a session ranks the entries
+  of that session if it is nobody's. So the owner is checked by the statement that returns
+  the rows, and a score depends on the owner's text only;
+* document count and total length: each session's `indexed_seq` (its indexed messages) and
+  `indexed_terms` (their summed lengths), plus the client's facts;
+* an entry's length is its count of content words (`lexical_search.indexed_words`, what
+  `Bm25Index` counts) in `terms`; a term's frequency is 1 unless the entry's `repeats`
+  (`` word:count`` for each content word written more than once, NULL for most) says more;
+* document frequencies are counted over the owner's matching entries; each score is summed
+  in query-term order, as `Bm25Index` sums, so the two backends give the same floats on the
+  same data. Ties keep index order (an entry's `doc` number, its write order).
+
+Messages are indexed at the first search after their append (schema 3), facts with their row:
+every session's new messages in one ``INSERT ... SELECT`` in write order (one statement per
+message, measured, took 2-3x as long), their entries computed by the SQL functions every
+connection registers (`FUNCTIONS`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_rolling_memory.core.lexical_search import (
+    Bm25Index,
+    content_words,
+    fts5_query,
+    index_text,
+    indexed_words,
+    payload_index_text,
+)
+from langchain_rolling_memory.stores.contract import SearchRow
+from langchain_rolling_memory.stores.sqlite.sql import Queries, fact_of
+
+if TYPE_CHECKING:
+    from sqlite3 import Connection
+
+_INDEX_TEXT, _TERMS, _REPEATS, _IDF = "lrm_index_text", "lrm_index_terms", "lrm_index_repeats", "lrm_bm25_idf"
+
+_REFERENCE = Bm25Index()
+_K1, _B = _REFERENCE.k1, _REFERENCE.b
+
+
+def idf(n: int, df: int) -> float:
+    """`Bm25Index`'s inverse document frequency of a term in `df` of `n` documents."""
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+@functools.lru_cache(maxsize=4)  # the catch-up asks for a text's length, then its repeats
+def _words(indexed: str) -> tuple[str, ...]:
+    return tuple(indexed_words(indexed))
+
+
+def _terms(indexed: str) -> int:
+    return len(_words(indexed))
+
+
+def _repeats(indexed: str) -> str | None:
+    words = _words(indexed)
+    if len(set(words)) == len(words):
+        return None
+    return "".join(f" {w}:{n}" for w, n in Counter(words).items() if n > 1)
+
+
+def entry(indexed: str) -> tuple[int, str | None]:
+    """The length (content words) and the repeated content words (`` word:count``, None if
+    none) of a folded text (`lexical_search.index_text`), as `Bm25Index` counts them."""
+    return _terms(indexed), _repeats(indexed)
+
+
+FUNCTIONS: dict[str, tuple[int, Callable[..., str | int | float | None]]] = {
+    _INDEX_TEXT: (1, payload_index_text),  # a message's JSON -> its folded text
+    _TERMS: (1, _terms),
+    _REPEATS: (1, _repeats),
+    _IDF: (2, idf),
+}
+"""The SQL functions (name: arity, function) every connection registers, all deterministic."""
+
+
+@functools.cache
+def _index_pending(p: str) -> str:
+    # OFFSET 0 keeps the subquery apart, so each message's JSON is read once, not once per column.
+    return f"""
+        INSERT INTO {p}search_docs (session_id, seq, client_id, text, terms, repeats)
+        SELECT session_id, seq, client_id, text, {_TERMS}(text), {_REPEATS}(text) FROM (
+            SELECT m.session_id, m.seq, s.client_id, {_INDEX_TEXT}(m.message) AS text
+            FROM {p}sessions AS s JOIN {p}messages AS m
+                ON m.session_id = s.session_id AND m.seq > s.indexed_seq
+            WHERE s.indexed_seq < s.last_seq
+            ORDER BY m.created_at, m.session_id, m.seq LIMIT -1 OFFSET 0
+        )
+    """
+
+
+def index_pending(conn: Connection, q: Queries) -> None:
+    """Index every message appended since the last search, in write order (a message's date
+    is its write time unless an import gave one; then by date), with its session's owner,
+    and add their lengths to their sessions (inside the caller's write transaction)."""
+    if conn.execute(q.unindexed).fetchone():
+        conn.execute(_index_pending(q.prefix))
+        conn.execute(q.mark_indexed)
+
+
+def index_fact(conn: Connection, q: Queries, fact_id: str, client_id: str, text: str) -> None:
+    """(Re)index a fact just written: its entry goes last, as `Bm25Index.add` moves it."""
+    folded = index_text(text)
+    conn.execute(q.unindex_fact, (fact_id,))
+    conn.execute(q.index_fact, (fact_id, client_id, folded, *entry(folded)))
+
+
+def backfill_index(conn: Connection, q: Queries) -> None:
+    """Schema 2: index the messages and facts written before the search index (in the
+    migration's transaction, with the columns of schema 2; schema 4 completes them)."""
+    messages = conn.execute(q.backfill_messages)
+    conn.executemany(
+        q.backfill_message, ((sid, seq, payload_index_text(payload)) for sid, seq, payload in messages)
+    )
+    facts = conn.execute(q.backfill_facts)
+    conn.executemany(q.backfill_fact, ((fid, cid, index_text(text)) for fid, cid, text in facts))
+
+
+def backfill_lengths(conn: Connection, q: Queries) -> None:
+    """Schema 4: the length and repeats of every entry indexed before, then each session's
+    indexed length (in the migration's transaction; read in pages, never while updating)."""
+    last = 0
+    while page := conn.execute(q.entries_after, (last,)).fetchall():
+        conn.executemany(q.set_entry, [(*entry(str(text)), doc) for doc, text in page])
+        last = page[-1][0]
+    conn.execute(q.sum_indexed_terms)
+
+
+_STATS = {
+    # the owner's document count and total length: its sessions' indexed messages, its facts
+    "client": """
+        SELECT coalesce((SELECT sum(indexed_seq) FROM {p}sessions WHERE client_id = :cid), 0)
+               + (SELECT count(*) FROM {p}search_docs WHERE client_id = :cid AND fact_id IS NOT NULL) AS n,
+               coalesce((SELECT sum(indexed_terms) FROM {p}sessions WHERE client_id = :cid), 0)
+               + coalesce((SELECT sum(terms) FROM {p}search_docs
+                           WHERE client_id = :cid AND fact_id IS NOT NULL), 0) AS total
+    """,
+    "session": """
+        SELECT coalesce(max(indexed_seq), 0) AS n, coalesce(max(indexed_terms), 0) AS total
+        FROM {p}sessions WHERE session_id = :sid AND client_id IS NULL
+    """,
+}
+_OWNED = {
+    "client": "d.client_id = :cid",
+    "session": "d.client_id IS NULL AND d.fact_id IS NULL AND d.session_id = :sid",
+}
+# A term's frequency in an entry: 1, unless `repeats` lists it (" word:count").
+_TF = """CASE WHEN d.repeats IS NULL OR instr(d.repeats, ' ' || h.term || ':') = 0 THEN 1
+         ELSE CAST(substr(d.repeats, instr(d.repeats, ' ' || h.term || ':') + length(h.term) + 2) AS INTEGER)
+         END"""
+
+
+@functools.cache
+def search_statement(p: str, owner: str, one_session: bool, n_terms: int) -> str:
+    """The search of `n_terms` terms among `owner`'s entries (``client`` or an anonymous
+    ``session``), with the client's facts and only `:sid`'s messages if `one_session`."""
+    matches = " UNION ALL ".join(
+        f"SELECT {i} AS i, :t{i} AS term, rowid AS doc FROM {p}search WHERE {p}search MATCH :q{i}"
+        for i in range(n_terms)
+    )
+    # With one session: its messages and the client's facts are shown, all the owner's count.
+    shown = ", d.fact_id IS NOT NULL OR d.session_id = :sid AS shown" if one_session else ""
+    # Each term's part as `Bm25Index` computes it, from the term's idf (one value, computed
+    # once) and the entry's tf and length; summed in query-term order, as `Bm25Index` sums.
+    tfs = ", ".join(f"max(CASE i WHEN {i} THEN tf END) AS tf{i}" for i in range(n_terms))
+    score = " + ".join(
+        f"coalesce((SELECT idf FROM idf WHERE i = {i}) * tf{i} * :k1p1"
+        f" / (tf{i} + :k1 * (:omb + :b * dl / (SELECT mean FROM stats))), 0.0)"
+        for i in range(n_terms)
+    )
+    return f"""
+        WITH stats AS (
+            SELECT n, CASE WHEN total = 0 THEN 1.0 ELSE CAST(total AS REAL) / n END AS mean
+            FROM ({_STATS[owner].format(p=p)})
+        ),
+        hits AS (
+            SELECT h.i, d.doc, d.terms AS dl, {_TF} AS tf{shown}
+            FROM ({matches}) AS h JOIN {p}search_docs AS d ON d.doc = h.doc
+            WHERE {_OWNED[owner]}
+        ),
+        idf AS (SELECT i, {_IDF}((SELECT n FROM stats), count(*)) AS idf FROM hits GROUP BY i),
+        top AS (
+            SELECT doc, {score} AS score
+            FROM (SELECT doc, dl, {tfs} FROM hits {"WHERE shown" if one_session else ""} GROUP BY doc)
+            ORDER BY score DESC, doc LIMIT :limit
+        )
+        SELECT top.score, d.session_id, d.seq, m.message, m.created_at,
+               f.id, f.client_id, f.text, f.key, f.source, f.created_at, f.updated_at, f.pinned
+        FROM top JOIN {p}search_docs AS d ON d.doc = top.doc
+        LEFT JOIN {p}messages AS m ON d.fact_id IS NULL AND m.session_id = d.session_id AND m.seq = d.seq
+        LEFT JOIN {p}facts AS f ON f.id = d.fact_id
+        ORDER BY top.score DESC, top.doc
+    """
+
+
+def search(
+    q: Queries, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+) -> tuple[str, dict[str, Any]] | None:
+    """The statement and parameters of a search (a checked scope), None if no term is a
+    content word as `Bm25Index` reads them (a folded word, not a stop word)."""
+    unique = [t for t in dict.fromkeys(terms) if content_words(t) == [t]]
+    if not unique:
+        return None
+    owner = "client" if client_id is not None else "session"
+    statement = search_statement(
+        q.prefix, owner, client_id is not None and session_id is not None, len(unique)
+    )
+    params: dict[str, Any] = {"cid": client_id, "sid": session_id, "limit": limit}
+    params |= {"k1": _K1, "k1p1": _K1 + 1, "b": _B, "omb": 1 - _B}
+    for i, term in enumerate(unique):
+        params[f"t{i}"] = term
+        params[f"q{i}"] = fts5_query([term])
+    return statement, params
+
+
+def search_rows_of(records: list[tuple[Any, ...]]) -> list[SearchRow]:
+    """Ranked entries from the rows of the search; an entry whose row is gone is dropped."""
+    out: list[SearchRow] = []
+    for score, sid, seq, payload, at, *fact in records:
+        if fact[0] is not None:
+            out.append((float(score), None, None, None, None, fact_of(fact)))
+        elif payload is not None:
+            out.append((float(score), str(sid), int(seq), str(payload), float(at), None))
+    return out

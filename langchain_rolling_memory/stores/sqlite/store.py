@@ -1,0 +1,528 @@
+"""SQLite backend on the standard library's `sqlite3` (WAL mode, safe with threads and processes).
+
+Owns the connections (one per process, reopened after a fork), the transactions, the driver's
+errors and the primitives; the SQL text and the migrations are in `sql.py`, the public
+API in `stores/api.py`. `sqlite3` is used directly rather than through an ORM: it ships with Python,
+so the default backend needs no extra at all.
+
+The contract's checks (`stores/contract.py`) are made inside the transaction that reads or writes the
+rows: the owner and the erase generation with a turn's read (one read transaction), with a
+summary install and a fact write planned from a read (their write transaction); a search is
+one statement that filters by owner (`search.py`).
+
+Erasure leaves no bytes in the database's files: every connection sets ``secure_delete``
+(deleted content is overwritten with zeros, in the file and in free pages), and each erase
+(`forget`, `clear_session`, `purge`) is followed by ``wal_checkpoint(TRUNCATE)``, which copies
+the zeroed pages into the file and empties the WAL. If another process holds a read
+transaction at that moment the checkpoint cannot finish and a warning is logged; `vacuum()`
+runs it again. Copies outside the files (backups, the file system's own journal) are out of
+reach. Driver errors (disk full, read-only file) become `StoreError` naming the file; a
+write-protected file (or ``read_only=True``) is opened read-only, so reads still work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import langchain_rolling_memory.stores.forks as forks
+import langchain_rolling_memory.stores.sqlite.search as search
+import langchain_rolling_memory.stores.sqlite.sql as sql
+from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
+from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
+from langchain_rolling_memory.stores.api import RollingStore
+from langchain_rolling_memory.stores.contract import (
+    SCHEMA_VERSION,
+    AppendBatch,
+    Reader,
+    SearchRow,
+    SummaryWrite,
+    TurnRows,
+    new_generation,
+    newer_schema,
+)
+from langchain_rolling_memory.stores.lifecycle import not_set_up
+
+logger = logging.getLogger("langchain_rolling_memory")
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a migration: split on ``;``, but a trigger body's ``;`` does not end it."""
+    out, pending = [], ""
+    for part in script.split(";"):
+        pending += part + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                out.append(pending.strip())
+            pending = ""
+    if pending.strip(" \n;"):  # pragma: no cover - a migration with an unfinished statement
+        out.append(pending.strip())
+    return out
+
+
+class SQLiteRollingStore(RollingStore):
+    """The default persistent backend: one SQLite file, shared by threads and processes.
+
+    Args:
+        path: database file (created with its parent folder), or ``":memory:"``.
+        table_prefix: prefix of every table, so several apps can share one file.
+        read_only: open the file read-only (reads work, writes raise `StoreError`); a file
+            the process may not write is opened read-only anyway.
+        setup: create or migrate the tables now (the default); False opens nothing until the
+            first call and creates nothing: run `setup()` yourself (a missing table then
+            raises `StoreError` naming it).
+        **options: fact limits and filter, see `RollingStore`.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langchain_rolling_memory import open_store
+        >>> store = open_store("sqlite:///:memory:")
+        >>> store.append("s1", [HumanMessage("hi")])
+        [1]
+        >>> store.close()
+    """
+
+    schemes = ("sqlite",)
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        table_prefix: str = "lrm_",
+        read_only: bool = False,
+        setup: bool = True,
+        **options: Any,
+    ) -> None:
+        super().__init__(**options)
+        self.path = str(path)
+        self.prefix = sql.check_prefix(table_prefix)
+        self.q = sql.Queries(self.prefix)
+        on_disk = self.path != ":memory:"
+        # Root ignores file modes, so os.access answers for this process, as the open would.
+        self.read_only = read_only or (
+            on_disk and os.path.exists(self.path) and not os.access(self.path, os.W_OK)
+        )
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._unset = not setup
+        forks.track(self)
+        if not setup:  # nothing is opened or created until the first call
+            return
+        try:
+            with self._errors("open"):
+                if on_disk and not self.read_only:
+                    Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                self._conn = self._connect()
+                self._migrate()
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self) -> sqlite3.Connection:
+        """A connection with this store's settings; only reads if the store is read-only."""
+        if self.read_only:
+            conn = self._connect_read_only()
+        else:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        for name, (arity, function) in search.FUNCTIONS.items():
+            conn.create_function(name, arity, function, deterministic=True)
+        # Zero deleted content instead of leaving it in free space (off in upstream builds).
+        conn.execute("PRAGMA secure_delete = ON")
+        if self.path != ":memory:" and not self.read_only:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        base = f"file:{quote(os.path.abspath(self.path))}?mode=ro"
+        conn = sqlite3.connect(base, timeout=30.0, isolation_level=None, check_same_thread=False, uri=True)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            # A WAL file in a read-only folder with no -shm beside it cannot be opened plainly.
+            # Without a -wal file every committed write is in the file itself, and nobody can
+            # write there without making the folder writable, so reading it as immutable is exact.
+            conn.close()
+            if os.path.exists(f"{self.path}-wal"):
+                raise
+            conn = sqlite3.connect(
+                f"{base}&immutable=1", timeout=30.0, isolation_level=None, check_same_thread=False, uri=True
+            )
+        return conn
+
+    @contextmanager
+    def _errors(self, op: str) -> Iterator[None]:
+        """Turn a driver error into a `StoreError` that names the file, the cause and a fix."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                raise not_set_up(self._tables, exc) from None
+            raise _failure(self.path, op, exc) from exc
+        except sqlite3.Error as exc:
+            raise _failure(self.path, op, exc) from exc
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def _tables(self) -> str:
+        return f"SQLite tables {self.prefix}* in {self.path}"
+
+    def _db(self) -> sqlite3.Connection:
+        """The connection of this process (call with the lock held); reopened after a fork."""
+        if self._conn is None:
+            self._check_open()
+            if self._unset and self.path != ":memory:" and not os.path.exists(self.path):
+                raise not_set_up(self._tables, f"no file {self.path}")
+            self._conn = self._connect()
+        return self._conn
+
+    def _after_fork(self) -> None:
+        # SQLite must never carry a connection across fork(); the child opens its own on first
+        # use. A ":memory:" database is the child's private copy, so it keeps that one.
+        self._lock = threading.RLock()
+        if self.path != ":memory:":
+            forks.abandon(self._conn)
+            self._conn = None
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken with BEGIN IMMEDIATE so writers queue up at once."""
+        with self._lock, self._errors("write"):
+            conn = self._db()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                # SQLite may have rolled back already (disk full): do not hide the first error.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _query(self, sql: str, params: Sequence[object] | Mapping[str, object] = ()) -> list[tuple[Any, ...]]:
+        with self._lock, self._errors("read"):
+            return self._db().execute(sql, params).fetchall()
+
+    @contextmanager
+    def _reading(self, session_id: str, reader: Reader | None) -> Iterator[None]:
+        """With a `reader`: one read transaction (one snapshot) that first checks the session's
+        owner, so the reads inside see the data of the owner they checked."""
+        if reader is None:
+            yield
+            return
+        with self._lock, self._errors("read"):
+            conn = self._db()
+            conn.execute("BEGIN")
+            try:
+                row = conn.execute(self.q.session_client, (session_id,)).fetchone()
+                reader.check(session_id, row[0] if row else None)
+                yield
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the file and empty it, so that erased text leaves the WAL."""
+        if self.path == ":memory:" or self.read_only:
+            return
+        with self._lock, self._errors("checkpoint"):
+            busy = self._db().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        if busy:
+            logger.warning(
+                "rolling memory: %s: another connection is reading, so the WAL still holds erased "
+                "data; call store.vacuum() when it is idle",
+                self.path,
+            )
+
+    def _vacuum(self) -> None:
+        self._checkpoint()
+
+    def _schema_version(self) -> int | None:
+        """The recorded schema version, read without writing (None: no meta table yet)."""
+        q, conn = self.q, self._db()
+        if conn.execute(q.has_meta, (q.meta,)).fetchone() is None:
+            return None
+        row = conn.execute(q.get_version).fetchone()
+        return int(row[0]) if row else 0
+
+    def _migrate(self) -> None:
+        q = self.q
+        # A current schema needs no write, so a read-only file still opens for reading.
+        current = self._schema_version()
+        if current == SCHEMA_VERSION:
+            return
+        if self.read_only:
+            if current is not None and current > SCHEMA_VERSION:
+                raise newer_schema(self._tables, current)
+            msg = (
+                f"SQLite file {self.path} is opened read-only but its tables {self.prefix}* are "
+                f"at schema {current or 0}, not {SCHEMA_VERSION}; open it once writable to set them up"
+            )
+            raise StoreError(msg)
+        with self._write() as conn:
+            conn.execute(q.create_meta)
+            row = conn.execute(q.get_version).fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise newer_schema(self._tables, version)
+            for number in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _statements(q.migrations[number - 1]):
+                    conn.execute(statement)
+                if number == 2:
+                    search.backfill_index(conn, q)
+                elif number == 4:
+                    search.backfill_lengths(conn, q)
+                conn.execute(q.set_version, (str(number),))
+
+    def _setup(self) -> None:
+        with self._lock, self._errors("setup"):
+            if self.path != ":memory:" and not self.read_only:
+                Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            self._unset = False
+            self._migrate()
+
+    def close(self) -> None:
+        with self._lock:
+            super().close()
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
+
+    def __del__(self) -> None:
+        # A store dropped without close() closes its own connection, quietly: from Python 3.13
+        # a sqlite3 connection collected open warns "unclosed database". A forked child never
+        # gets here with the parent's connection: `_after_fork` abandoned it and set None.
+        conn = self.__dict__.get("_conn")
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+
+    # ------------------------------------------------------------------ primitives
+
+    def _append(self, batch: AppendBatch) -> list[int]:
+        session_id, client_id, rows, now = batch.session_id, batch.client_id, batch.rows, batch.now
+        q = self.q
+        with self._write() as conn:
+            row = conn.execute(q.session_head, (session_id,)).fetchone()
+            owner, last = (row[0], int(row[1])) if row else (None, 0)
+            if owner is not None and owner != client_id:  # None: an anonymous write, refused too
+                raise OwnershipError.for_session(session_id, client_id)
+            seqs = list(range(last + 1, last + 1 + len(rows)))
+            conn.execute(q.upsert_session, (session_id, client_id, now, now, seqs[-1], new_generation()))
+            conn.executemany(
+                q.insert_messages,
+                [
+                    (session_id, seq, payload, tokens, at)
+                    for seq, (payload, tokens), at in zip(seqs, rows, batch.created_at(), strict=True)
+                ],
+            )
+        return seqs
+
+    def _catch_up(self) -> None:
+        """Index the messages appended since the last search (schema 3), in one transaction."""
+        q = self.q
+        if not self._query(q.unindexed):
+            return
+        if self.read_only:
+            logger.warning(
+                "rolling memory: %s: messages appended since the last search are not indexed yet and "
+                "a read-only store cannot index them, so this search does not see them; search once "
+                "from a writable store",
+                self.path,
+            )
+            return
+        with self._write() as conn:
+            self._index_pending(conn)
+
+    def _index_pending(self, conn: sqlite3.Connection) -> None:
+        search.index_pending(conn, self.q)
+
+    def _search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        # One statement (one snapshot): the owner filter, the owner's statistics and the rows.
+        statement = search.search(self.q, terms, client_id, session_id, limit)
+        if statement is None:
+            return []
+        self._catch_up()
+        return search.search_rows_of(self._query(*statement))
+
+    def _read(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]:
+        statement, params = self.q.read(session_id, after_seq, limit, newest)
+        with self._reading(session_id, reader):
+            return sql.rows_of(self._query(statement, params), newest, limit)
+
+    def _summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+        q = self.q
+        with self._lock, self._errors("read"):
+            conn = self._db()
+            conn.execute("BEGIN")  # one snapshot: the owner, the generation, the summary, the rows
+            try:
+                head = conn.execute(q.turn_head, (session_id,)).fetchone()
+                if reader is not None:
+                    reader.check(session_id, head[0] if head else None)
+                if head is None:
+                    return TurnRows(None, [], None)
+                record = sql.summary_of(head[2:] if head[2] is not None else None)
+                statement, params = q.read(session_id, record.covered_seq if record else 0, limit, True)
+                rows = sql.rows_of(conn.execute(statement, params).fetchall(), True, limit) if limit else []
+                return TurnRows(record, rows, str(head[1]))
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+
+    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
+        with self._reading(session_id, reader):
+            rows = self._query(self.q.last_seq, (session_id,))
+        return int(rows[0][0]) if rows else 0
+
+    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
+        with self._reading(session_id, reader):
+            rows = self._query(self.q.get_summary, (session_id,))
+        return sql.summary_of(rows[0] if rows else None)
+
+    def _cas_summary(self, write: SummaryWrite) -> bool:
+        q, sid, owner = self.q, write.session_id, write.lease_owner
+        body = (write.text, write.covered_seq, write.meta_json, write.now)
+        with self._write() as conn:
+            row = conn.execute(q.session_mark, (sid,)).fetchone()
+            if row is None or write.generation not in (None, row[1]):
+                return False  # no row (never written, or erased), or erased and re-created since
+            if owner is not None and not conn.execute(q.lease_held, (sid, owner)).fetchone():
+                return False
+            if write.expected_version == 0:
+                cur = conn.execute(q.insert_summary, (sid, *body))
+            else:
+                cur = conn.execute(q.update_summary, (*body, sid, write.expected_version))
+            return cur.rowcount == 1
+
+    def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+        with self._write() as conn:
+            return conn.execute(self.q.claim, (session_id, owner, now + ttl, now)).rowcount == 1
+
+    def _release(self, session_id: str, owner: str) -> None:
+        with self._write() as conn:
+            conn.execute(self.q.release, (session_id, owner))
+
+    def _get_session(self, session_id: str) -> SessionInfo | None:
+        rows = self._query(self.q.get_session, (session_id,))
+        return sql.session_of(session_id, rows[0] if rows else None)
+
+    def _list_sessions(self, client_id: str) -> list[str]:
+        return [str(r[0]) for r in self._query(self.q.list_sessions, (client_id,))]
+
+    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
+        with self._reading(session_id, reader):
+            rows = self._query(self.q.get_state, (session_id,))
+        return None if not rows or rows[0][0] is None else str(rows[0][0])
+
+    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+        q = self.q
+        with self._write() as conn:
+            row = conn.execute(q.session_client, (session_id,)).fetchone()
+            if row and row[0] is not None and row[0] != client_id:
+                raise OwnershipError.for_session(session_id, client_id)
+            conn.execute(q.set_state, (session_id, client_id, now, now, state, new_generation()))
+
+    def _delete_sessions(self, conn: sqlite3.Connection, select: str, params: Sequence[object]) -> int:
+        """Erase the sessions whose ids `select` returns; how many there were."""
+        ids = [(r[0],) for r in conn.execute(select, params)]
+        for statement in self.q.delete_session:
+            conn.executemany(statement, ids)
+        return len(ids)
+
+    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
+        with self._write() as conn:
+            if reader is not None:
+                row = conn.execute(self.q.session_client, (session_id,)).fetchone()
+                if row is None:
+                    return
+                reader.check(session_id, row[0])
+            for statement in self.q.delete_session:
+                conn.execute(statement, (session_id,))
+        self._checkpoint()
+
+    def _list_facts(self, client_id: str) -> list[Fact]:
+        return [sql.fact_of(row) for row in self._query(self.q.list_facts, (client_id,))]
+
+    def _change_facts(
+        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    ) -> tuple[list[Fact], Fact | None]:
+        # One write transaction: a second process adding the same fact waits, then sees it; the
+        # session of `mark` is checked in it, so an erase lands wholly before (refused) or after.
+        with self._write() as conn:
+            if mark is not None:
+                row = conn.execute(self.q.session_mark, (mark.session_id,)).fetchone()
+                if row is None or row[0] != client_id or row[1] != mark.generation:
+                    raise StaleWriteError.for_session(mark.session_id, "fact write")
+            existing = self._list_facts(client_id)
+            fact = plan(existing)
+            if fact is not None:
+                self._insert_fact(conn, fact)
+            return existing, fact
+
+    def _put_fact(self, fact: Fact) -> None:
+        with self._write() as conn:
+            self._insert_fact(conn, fact)
+
+    def _insert_fact(self, conn: sqlite3.Connection, fact: Fact) -> None:
+        q = self.q
+        if conn.execute(q.upsert_fact, sql.fact_params(fact)).rowcount == 1:
+            # Written (not another client's id): its index entry follows its text, after the
+            # messages appended before it, so that entries keep write order (ties rank by it).
+            self._index_pending(conn)
+            search.index_fact(conn, q, fact.id, fact.client_id, fact.text)
+
+    def _delete_fact(self, client_id: str, fact_id: str) -> bool:
+        with self._write() as conn:
+            return conn.execute(self.q.delete_fact, (client_id, fact_id)).rowcount == 1
+
+    def _delete_client(self, client_id: str) -> None:
+        q = self.q
+        with self._write() as conn:
+            conn.execute(q.delete_facts, (client_id,))
+            self._delete_sessions(conn, q.client_sessions, (client_id,))
+            # Merge the index now, so the forgotten client's words leave its pages too.
+            conn.execute(q.optimize_search)
+        self._checkpoint()
+
+    def _purge(self, cutoff: float) -> int:
+        with self._write() as conn:
+            count = self._delete_sessions(conn, self.q.old_sessions, (cutoff,))
+        if count:
+            self._checkpoint()
+        return count
+
+
+def _failure(path: str, op: str, exc: sqlite3.Error) -> StoreError:
+    text = str(exc)
+    lowered = text.lower()
+    if "readonly" in lowered or "read-only" in lowered:
+        hint = (
+            "; the file (or its folder, where SQLite keeps -wal and -shm) is read-only: make it "
+            "writable, or open it with read_only=True to read only"
+        )
+    elif "full" in lowered:
+        hint = (
+            "; the disk (or the database's max_page_count) is full: free space and retry, nothing was written"
+        )
+    elif "unable to open" in lowered:
+        hint = "; check that the path exists and that this process may open it"
+    elif "locked" in lowered or "busy" in lowered:
+        hint = "; another connection held the database longer than busy_timeout (30 s)"
+    else:
+        hint = ""
+    return StoreError(f"SQLite {op} on {path} failed: {type(exc).__name__}: {text}{hint}")
