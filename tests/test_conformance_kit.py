@@ -11,6 +11,7 @@ package imports without pytest while the kit, without it, names the extra to ins
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -138,3 +139,23 @@ def test_the_package_imports_without_pytest_and_the_kit_names_the_extra(tmp_path
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("langchain_rolling_memory.errors.MissingExtraError: "), done.stderr
     assert "pip install 'langchain-rolling-memory[testing]'" in last
+
+
+def _readme_example() -> tuple[str, int]:
+    """The README's "Writing a backend" test module, and the number of checks it says it runs."""
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("### Writing a backend", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    block = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    count = re.search(r"It runs (\d+) checks", section)
+    assert block and count, "the README's Writing a backend section lost its example or its count"
+    return block.group(1), int(count.group(1))
+
+
+def test_the_readme_example_runs_the_kit_and_says_how_many_checks(pytester: pytest.Pytester) -> None:
+    source, count = _readme_example()
+    pytester.makepyfile(test_my_backend=source)
+    recorder = pytester.inline_run(*INNER_ARGS)
+    passed, skipped, failed = recorder.listoutcomes()
+    assert not failed, [report.nodeid for report in failed]
+    assert len(passed) + len(skipped) == count
+    assert {report.nodeid.split("::")[-1].split("[")[0] for report in skipped} == NEEDS_A_HOOK
