@@ -12,8 +12,10 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
+import store_kit
 from store_kit import POSTGRES_URL, REDIS_URL, wipe
 from tcp_proxy import FaultyProxy
 
@@ -110,6 +112,29 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     backend = STORE_FACTORIES[request.param](tmp_path)
     async with disposing(backend):
         yield backend
+
+
+class OurBackend:
+    """What our backends give the conformance kit (`langchain_rolling_memory.testing`): an
+    empty store of `kind` per test, and the raw views of `store_kit`. Put it first among the
+    bases of a class that subclasses a suite of the kit."""
+
+    kind: ClassVar[str]
+
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[RollingStore]:
+        async with disposing(STORE_FACTORIES[self.kind](tmp_path)) as backend:
+            yield backend
+
+    def raw_contents(self, store: RollingStore) -> list[str]:
+        return store_kit.raw_contents(store)
+
+    def reopen(self, store: RollingStore) -> RollingStore:
+        return store_kit.reopen(store)
+
+    def set_schema_version(self, store: RollingStore, version: int) -> bool:
+        store_kit.set_schema_version(store, version)
+        return True
 
 
 @pytest.fixture(params=["postgres", "redis", "sqlite"])

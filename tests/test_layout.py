@@ -74,6 +74,7 @@ RULES: dict[str, set[str]] = {
     "engine": {"errors", "core", "runtime", "stores", "summarizers", "engine"},
     "adapters": {"errors", "core", "runtime", "stores", "summarizers", "engine", "adapters"},
     ROOT_LAYER: {"errors", "_compat", *LIBRARY},
+    "testing": {"errors", "core", "stores", "testing"},
     "lab": {"errors", *LIBRARY, ROOT_LAYER, "lab"},
 }
 """What each layer may import of the package: a folder, or a top-level module."""
@@ -182,6 +183,16 @@ def _third_party(module: str) -> set[str]:
     names = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
     names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     return {name.split(".")[0] for name in names}
+
+
+TEST_TOOLS = {"pytest", "_pytest", "pytest_asyncio", "hypothesis"}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _layer(m) != "testing"))
+def test_only_the_testing_kit_imports_test_tools(module: str) -> None:
+    # pytest is no runtime dependency: only the kit needs it (the `testing` extra).
+    tools = sorted(_third_party(module) & TEST_TOOLS)
+    assert not tools, f"{module} imports {tools}: only langchain_rolling_memory.testing may"
 
 
 @pytest.mark.parametrize(

@@ -203,6 +203,7 @@ PUBLIC_MODULES = {
     "langchain_rolling_memory.stores.postgres",
     "langchain_rolling_memory.stores.redis",
     "langchain_rolling_memory.summarizers",
+    "langchain_rolling_memory.testing",
 }
 """The modules users import from; every other module is internal and declares no `__all__`."""
 

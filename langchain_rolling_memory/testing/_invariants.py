@@ -1,0 +1,357 @@
+"""The kit's checks of the invariants of the store contract (`stores/contract.py`).
+
+One class per invariant, each enforced in the atomic step that reads or writes the rows: a
+session row's erase generation (set by its first write, changed by every erase, never reused);
+a summary install planned from a read is refused once an erase overtook it, and never lands on
+a session with no row; a fact write planned from a session (its `SessionMark`) needs the
+session live, with that generation and owned by the writer; a read, search, listing, export
+and forget reach a session only for its owner now (the `_search` primitive is called directly:
+the API's look-up before it is the race window); a search's scores depend on its scope's
+entries only. (The project's own tests also race erases against these reads and writes on its
+four backends: `tests/test_store_races.py`.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+
+from langchain_rolling_memory.core.records import SessionMark
+from langchain_rolling_memory.errors import OwnershipError, StaleWriteError
+from langchain_rolling_memory.stores import RollingStore
+from langchain_rolling_memory.testing._harness import StoreHarness, texts
+
+
+def _gen(store: RollingStore, session_id: str = "s1") -> str | None:
+    return store.read_turn(session_id, limit=0).generation
+
+
+def _mark(store: RollingStore, session_id: str = "s1") -> SessionMark:
+    return SessionMark(session_id, _gen(store, session_id) or "")
+
+
+def _erase(store: RollingStore, how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Erase session s1 of alice's by `how`: clear_session, forget or purge (an hour later)."""
+    if how == "clear_session":
+        store.clear_session("s1")
+    elif how == "forget":
+        store.forget("alice")
+    else:
+        now = store._now()
+        monkeypatch.setattr(store, "_now", lambda: now + 3600)
+        assert store.purge(older_than=60) == 1
+
+
+class GenerationChecks(StoreHarness):
+    """A session row's erase generation: set by its first write, changed by every erase, never reused."""
+
+    def test_a_session_keeps_its_generation_from_its_first_write_until_an_erase(
+        self, store: RollingStore
+    ) -> None:
+        assert store.read_turn("s1", limit=5) == (None, [], None)  # no row, no generation
+        store.append("s1", texts(2), client_id="alice")
+        first = _gen(store)
+        assert isinstance(first, str)
+        store.append("s1", texts(2, start=3), client_id="alice")
+        store.set_state("s1", {"a": 1}, client_id="alice")
+        assert store.install_summary("s1", "sum", covered_seq=2, expected_version=0, generation=first)
+        turn = store.read_turn("s1", limit=5, client_id="alice")  # record, rows and generation at once
+        assert turn.generation == first
+        assert turn.record is not None and turn.record.text == "sum"
+        assert [m.seq for m in turn.messages] == [3, 4]
+
+    def test_every_erase_changes_the_generation_and_none_is_reused(
+        self, store: RollingStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        seen: list[str | None] = []
+
+        def recreate() -> None:  # by an append, or by a state write alone: both create the row
+            if len(seen) % 2:
+                store.set_state("s1", {"n": len(seen)}, client_id="alice")
+            else:
+                store.append("s1", [HumanMessage("again")], client_id="alice")
+            seen.append(_gen(store))
+
+        recreate()
+        for erase in ["clear_session"] * 5 + ["forget", "purge"]:
+            _erase(store, erase, monkeypatch)
+            assert _gen(store) is None
+            recreate()
+        assert all(isinstance(g, str) for g in seen)
+        assert len(set(seen)) == len(seen) == 8
+
+    @pytest.mark.asyncio
+    async def test_the_async_turn_read_returns_the_generation_with_the_owner_check(
+        self, store: RollingStore
+    ) -> None:
+        await store.aappend("s1", texts(3), client_id="alice")
+        turn = await store.aread_turn("s1", limit=2, client_id="alice")
+        assert turn.generation is not None and turn.generation == _gen(store)
+        assert [m.seq for m in turn.messages] == [2, 3]
+        with pytest.raises(OwnershipError):
+            await store.aread_turn("s1", limit=2, client_id="bob")
+        with pytest.raises(OwnershipError):
+            await store.aread_turn("s1", limit=2, client_id=None)
+        assert (await store.aread_turn("nothing", limit=2, client_id="bob")).generation is None
+
+
+class InstallChecks(StoreHarness):
+    """A summary install planned from a read is refused once an erase overtook it, and never lands on a session with no row."""
+
+    def test_a_summary_is_never_installed_on_a_session_with_no_row(self, store: RollingStore) -> None:
+        assert not store.install_summary("ghost-7f3", "orphan summary", covered_seq=0, expected_version=0)
+        assert store.summary("ghost-7f3") is None
+        assert store.session_info("ghost-7f3") is None
+        store.append("s1", texts(2), client_id="alice")
+        store.clear_session("s1")
+        assert not store.install_summary("s1", "orphan summary", covered_seq=1, expected_version=0)
+        assert store.summary("s1") is None
+        assert self.leftovers(store, "ghost-7f3", "orphan summary") == []
+
+    @pytest.mark.asyncio
+    async def test_an_install_needs_the_generation_it_was_planned_from(self, store: RollingStore) -> None:
+        store.append("s1", texts(4), client_id="alice")
+        generation = _gen(store)
+        assert generation is not None
+        assert not store.install_summary("s1", "x", covered_seq=2, expected_version=0, generation="other")
+        assert not await store.ainstall_summary(
+            "s1", "x", covered_seq=2, expected_version=0, generation=generation + "0"
+        )
+        assert store.summary("s1") is None
+        assert await store.ainstall_summary(
+            "s1", "ok", covered_seq=2, expected_version=0, generation=generation
+        )
+        assert store.install_summary("s1", "ok2", covered_seq=3, expected_version=1, generation=generation)
+
+    @pytest.mark.parametrize(
+        ("erase", "next_owner"),
+        [("clear_session", "alice"), ("forget", "alice"), ("purge", "alice"), ("clear_session", "bob")],
+        ids=["clear_session", "forget", "purge", "re-created-by-another"],
+    )
+    def test_an_install_planned_before_an_erase_is_refused_after_it(
+        self, store: RollingStore, monkeypatch: pytest.MonkeyPatch, erase: str, next_owner: str
+    ) -> None:
+        old = [HumanMessage("my PIN is 1234"), AIMessage("ok")]
+        store.append("s1", old, client_id="alice")
+        planned = store.read_turn("s1", limit=10, client_id="alice").generation
+        _erase(store, erase, monkeypatch)
+        store.append("s1", old, client_id=next_owner)  # same seqs, same text: only the generation tells
+        assert not store.install_summary(
+            "s1", "erased PIN 1234", covered_seq=2, expected_version=0, generation=planned
+        )
+        assert store.summary("s1") is None
+        fresh = _gen(store)
+        assert fresh not in (None, planned)
+        assert store.install_summary("s1", "new", covered_seq=2, expected_version=0, generation=fresh)
+        # The version now matches the stale plan's guess; the generation still refuses it.
+        assert not store.install_summary(
+            "s1", "erased PIN 1234", covered_seq=2, expected_version=1, generation=planned
+        )
+        record = store.summary("s1")
+        assert record is not None and record.text == "new"
+
+    @pytest.mark.asyncio
+    async def test_the_async_install_checks_the_generation_too(self, store: RollingStore) -> None:
+        await store.aappend("s1", [HumanMessage("passport X099")], client_id="alice")
+        planned = await store.aread_turn("s1", limit=5, client_id="alice")
+        await store.aclear_session("s1")
+        assert not await store.ainstall_summary(
+            "s1", "passport X099", covered_seq=1, expected_version=0, generation=planned.generation
+        )
+        await store.aappend("s1", [HumanMessage("again")], client_id="alice")
+        assert not await store.ainstall_summary(
+            "s1", "passport X099", covered_seq=1, expected_version=0, generation=planned.generation
+        )
+        assert await store.asummary("s1") is None
+        assert not await store.ainstall_summary("ghost-7f3", "ghost", covered_seq=0, expected_version=0)
+        assert self.leftovers(store, "ghost-7f3") == []
+
+
+_FACT_REFUSALS = [
+    "clear_session",  # erased, then re-created by the same client (a new generation)
+    "forget",  # the same; the fact to update was erased with the session
+    "purge",
+    "cleared-not-re-created",  # no row at all
+    "forgotten-not-re-created",
+    "re-created-by-another",
+    "another-clients-session",
+    "nobodys-session",
+    "no-such-session",
+    "wrong-generation",
+]
+
+
+class PlannedFactChecks(StoreHarness):
+    """A fact write planned from a session (its `SessionMark`) needs the session live, with that generation, owned by the writer."""
+
+    def test_a_fact_planned_from_a_live_session_of_the_client_is_written(self, store: RollingStore) -> None:
+        store.append("s1", [HumanMessage("I am allergic to peanuts")], client_id="alice")
+        mark = _mark(store)
+        fact = store.add_fact("alice", "allergic to peanuts", planned_from=mark)
+        assert fact is not None
+        updated = store.update_fact("alice", fact.id, "allergic to all nuts", planned_from=mark)
+        assert updated is not None and updated.text == "allergic to all nuts"
+        assert [f.text for f in store.facts("alice")] == ["allergic to all nuts"]
+
+    @pytest.mark.parametrize("how", _FACT_REFUSALS)
+    def test_a_fact_planned_from_an_erased_or_foreign_session_is_refused_and_nothing_written(
+        self, store: RollingStore, monkeypatch: pytest.MonkeyPatch, how: str
+    ) -> None:
+        owner = {"another-clients-session": "bob", "nobodys-session": None}.get(how, "alice")
+        store.append("s1", [HumanMessage("I live in Lyon")], client_id=owner)
+        kept = store.add_fact("alice", "likes tea")
+        assert kept is not None
+        mark = _mark(store)
+        if how in ("clear_session", "forget", "purge"):
+            _erase(store, how, monkeypatch)
+            store.append("s1", [HumanMessage("new conversation")], client_id="alice")
+        elif how == "cleared-not-re-created":
+            store.clear_session("s1")
+        elif how == "forgotten-not-re-created":
+            store.forget("alice")
+            kept = store.add_fact("alice", "likes tea")  # written after the erase: stays
+            assert kept is not None
+        elif how == "re-created-by-another":
+            store.clear_session("s1")
+            store.append("s1", [HumanMessage("hi")], client_id="bob")
+        elif how == "no-such-session":
+            mark = SessionMark("nowhere", mark.generation)
+        elif how == "wrong-generation":
+            mark = SessionMark("s1", "x")
+        before = self.raw(store)
+        with pytest.raises(StaleWriteError, match=mark.session_id):
+            store.add_fact("alice", "lives in Lyon", source="extractor", planned_from=mark)
+        with pytest.raises(StaleWriteError, match=mark.session_id):
+            store.update_fact("alice", kept.id, "likes coffee", planned_from=mark)
+        self.assert_wrote_nothing(store, before)
+
+    @pytest.mark.asyncio
+    async def test_the_async_fact_writes_check_the_mark_too(self, store: RollingStore) -> None:
+        await store.aappend("s1", [HumanMessage("I am allergic to peanuts")], client_id="alice")
+        turn = await store.aread_turn("s1", limit=1, client_id="alice")
+        mark = SessionMark("s1", turn.generation or "")
+        fact = await store.aadd_fact("alice", "Lives in Lyon", planned_from=mark)
+        assert fact is not None
+        assert await store.aupdate_fact("alice", fact.id, "Lives in Paris", planned_from=mark) is not None
+        with pytest.raises(StaleWriteError):
+            await store.aadd_fact("bob", "not bob's session", planned_from=mark)
+        await store.aclear_session("s1")
+        with pytest.raises(StaleWriteError):  # no row
+            await store.aadd_fact("alice", "stale", planned_from=mark)
+        await store.aappend("s1", [HumanMessage("hi")], client_id="alice")
+        with pytest.raises(StaleWriteError):  # a new generation
+            await store.aadd_fact("alice", "allergic to shellfish", planned_from=mark)
+        with pytest.raises(StaleWriteError):
+            await store.aupdate_fact("alice", fact.id, "allergic to shellfish", planned_from=mark)
+        assert [f.text for f in await store.afacts("alice")] == ["Lives in Paris"]
+        assert await store.afacts("bob") == []
+
+
+def _recreated_by_bob(store: RollingStore) -> None:
+    store.append("s1", [HumanMessage("alice's secret is oscar")], client_id="alice")
+    store.add_fact("alice", "alice's cat is oscar")
+    store.search("oscar", client_id="alice")  # indexed while it was alice's
+    store.clear_session("s1")
+    store.append("s1", [HumanMessage("bob's secret is oscar")], client_id="bob")
+
+
+class OwnershipChecks(StoreHarness):
+    """A read, search, listing, export and forget reach a session only for its owner now."""
+
+    def test_a_session_comes_back_only_to_its_owner_now(self, store: RollingStore) -> None:
+        store.append("s1", [HumanMessage("zebra crossing")], client_id="bob")
+        store.append("anon", [HumanMessage("zebra stripes")])
+        store.add_fact("alice", "alice saw a zebra")
+
+        def found(client_id: str | None, session_id: str) -> list[tuple[Any, ...]]:
+            rows = store._search(["zebra"], client_id, session_id, 10)
+            return sorted((row[1] or "", row[2] or 0, "" if row[5] is None else row[5].text) for row in rows)
+
+        assert found("alice", "s1") == [("", 0, "alice saw a zebra")]
+        assert found(None, "s1") == []
+        assert found("alice", "anon") == [("", 0, "alice saw a zebra")]
+        assert found(None, "anon") == [("anon", 1, "")]
+        assert found("bob", "s1") == [("s1", 1, "")]
+        store.append("anon", [HumanMessage("zebra again")], client_id="bob")  # bob claims it
+        assert found(None, "anon") == []
+        assert found("bob", "anon") == [("anon", 1, ""), ("anon", 2, "")]
+
+    def test_a_session_searched_with_its_old_owner_gives_nothing_of_the_new_one(
+        self, store: RollingStore
+    ) -> None:
+        _recreated_by_bob(store)
+        for rows in (
+            store._search(["oscar"], "alice", "s1", 10),
+            store._search(["oscar"], "alice", None, 10),
+        ):
+            assert [row[5].text for row in rows if row[5] is not None] == ["alice's cat is oscar"]
+            assert [row for row in rows if row[5] is None] == []
+        assert [row[1] for row in store._search(["oscar"], "bob", "s1", 10)] == ["s1"]
+
+    @pytest.mark.asyncio
+    async def test_the_async_search_filters_the_owner_in_the_statement_too(self, store: RollingStore) -> None:
+        _recreated_by_bob(store)
+        rows = await store._asearch(["oscar", "secret"], "alice", "s1", 10)
+        assert [row for row in rows if row[5] is None] == []
+
+    def test_a_clients_listing_search_export_and_forget_reach_only_the_sessions_it_owns_now(
+        self, store: RollingStore
+    ) -> None:
+        store.append("s1", [HumanMessage("alice pin 1111")], client_id="alice")
+        store.append("s2", [HumanMessage("alice stays")], client_id="alice")
+        store.clear_session("s1")
+        store.append("s1", [HumanMessage("bob pin 2222"), AIMessage("noted")], client_id="bob")
+        assert store.sessions("alice") == ["s2"]
+        assert store.search("pin", client_id="alice") == []
+        exported = str(store.export("alice"))
+        assert "2222" not in exported and "alice stays" in exported
+        store.forget("alice")
+        assert [r.message.content for r in store.read("s1", client_id="bob")] == ["bob pin 2222", "noted"]
+        assert store.sessions("bob") == ["s1"]
+        assert _gen(store, "s2") is None
+        assert store.export("alice")["sessions"] == []
+
+
+_SCOPES: dict[str, dict[str, str | None]] = {
+    "client": {"client": "alice", "session": None},
+    "session": {"client": "alice", "session": "a1"},
+    "anonymous": {"client": None, "session": "anon"},
+}
+
+
+class ScopeScoreChecks(StoreHarness):
+    """A search's scores depend on the entries of its scope only, never on another client's text."""
+
+    @pytest.mark.parametrize("scope", list(_SCOPES))
+    def test_a_clients_scores_do_not_depend_on_another_clients_text(
+        self, store: RollingStore, scope: str
+    ) -> None:
+        store.append(
+            "a1", [HumanMessage("Oscar the cat sleeps"), AIMessage("We went to Paris")], client_id="alice"
+        )
+        store.append("a2", [HumanMessage("Write to me at alice@example.org")], client_id="alice")
+        store.add_fact("alice", "Alice's cat is Oscar")
+        store.append("anon", [HumanMessage("an anonymous Oscar"), AIMessage("and Paris, a lovely cat")])
+
+        where = _SCOPES[scope]
+
+        def ranked() -> list[tuple[Any, float]]:
+            hits = store.search(
+                "oscar paris cat example", limit=20, client_id=where["client"], session_id=where["session"]
+            )
+            return [(h.key, h.score) for h in hits]
+
+        before = ranked()
+        assert len(before) >= 2
+        for i in range(20):
+            store.append(
+                f"b{i}", [HumanMessage(f"Oscar Paris cat bob@example.com words {i}")], client_id="bob"
+            )
+        store.add_fact("bob", "Oscar Paris cat bob@example.com")
+        store.append("n2", [HumanMessage("Oscar Paris cat elsewhere " * 3)])  # another anonymous session
+        store.append("a3", [HumanMessage("example example cat")], client_id="carol")
+        after = ranked()
+        assert [key for key, _ in after] == [key for key, _ in before]
+        assert [score for _, score in after] == pytest.approx([score for _, score in before], rel=1e-9)
