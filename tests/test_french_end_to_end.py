@@ -81,8 +81,8 @@ FRENCH_CHAT = [
     "[Résumé de la conversation précédente",
     "Ce que l'on sait du client",
     "État de la session",
-    "Extraits de conversations précédentes",
 ]
+FRENCH_RECALL = "Extraits de conversations précédentes"
 FRENCH_FACTS_LEFT_OUT = "plus ancien"
 
 QUESTIONS = [
@@ -251,8 +251,10 @@ def _check_chat_requests(run: Run) -> None:
     for french in FRENCH_CHAT:
         assert french in last, f"{french!r} missing from the last request:\n{last}"
     assert FRENCH_FACTS_LEFT_OUT in last
-    recalled = "\n".join(r for r in ("\n".join(q.texts()) for q in requests) if "Oscar" in r)
-    assert "Oscar" in recalled and ", utilisateur : " in recalled
+    # The question about the cat recalls the older session, under a French header and speaker.
+    recalled = [t for t in ("\n".join(q.texts()) for q in requests) if "Oscar" in t]
+    assert recalled, "the older session should be recalled"
+    assert FRENCH_RECALL in recalled[0] and ', utilisateur : "Mon chat s\'appelle Oscar."' in recalled[0]
 
 
 def test_a_french_chain_sends_french_summary_requests(chain_run: Run) -> None:
