@@ -12,12 +12,16 @@ retry, the summary's frame, the facts, state and recall blocks) and no English o
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -32,6 +36,10 @@ from langchain_rolling_memory import (
     with_rolling_memory,
 )
 from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
+from langchain_rolling_memory.core.lexical_search import SearchHit
+from langchain_rolling_memory.core.recall_block import recall_block
+from langchain_rolling_memory.core.texts import LANGUAGES, MemoryTexts, memory_texts
+from langchain_rolling_memory.engine.compaction import Compactor
 from langchain_rolling_memory.errors import ConfigurationError
 from tests.fake_providers import FakeProvider, Request, Text, serve
 from tests.test_provider_wire import chat_model, summarizer_for
@@ -68,6 +76,10 @@ ENGLISH = [
     "Here is a summary of the conversation",
     "Topic ",
     "Current topic",
+    "Preferences:",
+    "Decisions:",
+    "Open questions:",
+    "Facts:",
 ]
 ENGLISH_DATE = re.compile(
     r"\d{1,2} (January|February|March|April|May|June|July|August|September|October|November|December) \d{4}"
@@ -355,3 +367,97 @@ def test_a_runnable_summarizer_gets_the_previous_summary_under_a_french_lead() -
 def test_an_unknown_language_is_refused_naming_the_known_ones(build: Any) -> None:
     with pytest.raises(ConfigurationError, match=r"language must be one of .*'en'.*'fr'.*got 'de'"):
         build()
+
+
+def test_a_middleware_language_that_differs_from_its_compactors_is_refused() -> None:
+    store = InMemoryRollingStore()
+    compactor = Compactor.build(store, lambda p, m: "x", language="en")
+    with pytest.raises(ConfigurationError, match=r"language='fr' differs from the compactor's \('en'\)"):
+        RollingMemoryMiddleware(store=store, compactor=compactor, language="fr")
+    french = Compactor.build(store, lambda p, m: "x", language="fr")
+    assert RollingMemoryMiddleware(store=store, compactor=french).language == "fr"
+
+
+# ---------------------------------------------------------------- the catalogue
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, tuple):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+SAME_IN_BOTH = {"Assistant", "assistant", "message", "human", "ai", "fact", "1"}
+"""Words the two catalogues share (a role's key, "Assistant"), and the keys of speaker pairs."""
+
+
+@pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(MemoryTexts) if f.name != "language"])
+def test_every_english_text_has_a_french_one_with_the_same_placeholders(name: str) -> None:
+    english, french = getattr(memory_texts("en"), name), getattr(memory_texts("fr"), name)
+    assert type(english) is type(french)
+    if name == "recall_speakers":  # keyed by role: compare the words of the roles English has
+        english, french = tuple(dict(english).values()), tuple(dict(french)[k] for k in dict(english))
+    pairs = list(zip(_strings(english), _strings(french), strict=True))
+    assert pairs
+    for en, fr in pairs:
+        assert en != fr or en in SAME_IN_BOTH, f"{name}: {en!r} is not translated"
+        assert set(re.findall(r"\{\w+\}", en)) == set(re.findall(r"\{\w+\}", fr)), name
+
+
+def test_the_english_texts_the_wire_tests_look_for_cover_the_catalogue() -> None:
+    """A new English text must be added to ENGLISH, or the wire tests would not see it leak."""
+    uncovered = []
+    for item in dataclasses.fields(MemoryTexts):
+        if item.name in {"language", "separator", "first_day", "months", "recall_speakers"}:
+            continue  # dates and speakers: checked as rendered (ENGLISH_DATE, ", user:")
+        for text in _strings(getattr(memory_texts("en"), item.name)):
+            if text in SAME_IN_BOTH:
+                continue
+            if not any(s in text or text.strip() in s for s in ENGLISH):
+                uncovered.append((item.name, text))
+    assert uncovered == []
+
+
+def test_an_unknown_language_names_the_known_ones() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        memory_texts("es")
+    assert str(caught.value) == (
+        "language must be one of 'en', 'fr' (the languages the memory writes in), got 'es'"
+    )
+    assert LANGUAGES == ("en", "fr")
+
+
+FRENCH_LINE = re.compile(
+    r"- (sans date|(?:1er|[12]?\d|3[01]) (?:janvier|février|mars|avril|mai|juin|juillet|août|septembre|"
+    r'octobre|novembre|décembre) \d{1,4}), "s1", (utilisateur|assistant|"[^"]*") : (".*")'
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.text(max_size=30), st.booleans(), st.one_of(st.none(), st.floats(0, 4e9))),
+        max_size=5,
+    )
+)
+def test_a_french_recall_block_is_french_one_quoted_line_per_excerpt(
+    drawn: list[tuple[str, bool, float | None]],
+) -> None:
+    hits = [
+        SearchHit("message", "s1", i, created, 1.0, AIMessage(text) if ai else HumanMessage(text), text=text)
+        for i, (text, ai, created) in enumerate(drawn, start=1)
+    ]
+    block = recall_block(hits, max_tokens=100_000, language="fr").text
+    if not hits:
+        assert block == ""
+        return
+    header, *lines = block.split("\n")
+    assert header == memory_texts("fr").recall_header
+    assert len(lines) == len(hits)
+    for line in lines:
+        match = FRENCH_LINE.fullmatch(line)
+        assert match, line
+        assert isinstance(json.loads(match.group(3)), str)
+        assert english_in(line) == []
