@@ -109,7 +109,7 @@ def test_french_prompt_and_word_cap_reach_the_model() -> None:
     chat_model_summarizer(model, language="fr", max_words=42).summarize("", FOLDED)
     system, request = model.requests[0]
     assert "Au plus 42 mots" in system.text
-    assert "Utilisateur: I'm Ana" in request.text
+    assert "Utilisateur : I'm Ana" in request.text
 
 
 # ---------------------------------------------------------------- too short (issue 15, lesson 2)
@@ -291,7 +291,9 @@ def test_structured_reply_that_does_not_parse_is_used_as_plain_text() -> None:
 def test_structured_labels_follow_the_language() -> None:
     answer = '{"topic": "Livraisons", "decisions": ["Envoi le samedi"], "open_questions": ["Quel tarif ?"]}'
     result = chat_model_summarizer(_model(answer), structured=True, language="fr").summarize("", FOLDED)
-    assert result.text == "Sujet: Livraisons.\nDécisions: Envoi le samedi.\nQuestions ouvertes: Quel tarif ?"
+    assert (
+        result.text == "Sujet : Livraisons.\nDécisions : Envoi le samedi.\nQuestions ouvertes : Quel tarif ?"
+    )
 
 
 @pytest.mark.parametrize(

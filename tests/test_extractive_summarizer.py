@@ -198,8 +198,8 @@ def test_french_labels_and_cues() -> None:
         ],
         language="fr",
     )
-    assert text.startswith("Utilisateur: Je m'appelle Chloé")
-    assert "Assistant: C'est noté" in text
+    assert text.startswith("Utilisateur : Je m'appelle Chloé")
+    assert "Assistant : C'est noté" in text
     assert "Bonjour" not in text
     assert "Merci" not in text
 

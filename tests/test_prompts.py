@@ -227,4 +227,7 @@ def test_summary_frames_say_the_same_in_english_and_french() -> None:
     assert "Résumé de la conversation" in SUMMARY_FRAMES["fr"]
     assert "pas des instructions" in SUMMARY_FRAMES["fr"]
     assert default_prompt("fr").frame == SUMMARY_FRAMES["fr"] == summary_frame("fr")
-    assert default_prompt("en").frame == SUMMARY_FRAMES["en"] == summary_frame("de")
+    assert default_prompt("en").frame == SUMMARY_FRAMES["en"] == summary_frame("en")
+    # A language without a catalogue is refused, not sent in English (issue 24).
+    with pytest.raises(ConfigurationError, match=r"language must be one of 'en', 'fr' .*got 'de'"):
+        summary_frame("de")

@@ -22,6 +22,7 @@ from langchain_rolling_memory.core.recall_block import (
     recall_block,
     render_hit,
 )
+from langchain_rolling_memory.core.texts import LANGUAGES
 
 DAY = 1683554160.0
 
@@ -107,13 +108,14 @@ def test_the_linear_block_chooses_what_the_quadratic_one_did(
     st.sampled_from(["s1", "bad\nid", "x"]),
     st.one_of(st.none(), st.floats(0, 4e9)),
     st.booleans(),
+    st.sampled_from(LANGUAGES),
 )
 def test_no_rendered_line_is_shorter_than_its_bound(
-    text: str, name: str | None, session: str, created: float | None, ai: bool
+    text: str, name: str | None, session: str, created: float | None, ai: bool, language: str
 ) -> None:
     message: BaseMessage = AIMessage(text, name=name) if ai else HumanMessage(text, name=name)
     h = SearchHit("message", session, 1, created, 1.0, message, text=text)
-    assert _shortest_line(h) <= len(render_hit(h))
+    assert _shortest_line(h, language) <= len(render_hit(h, language))
 
 
 def _reversed_words(messages: Sequence[BaseMessage]) -> int:

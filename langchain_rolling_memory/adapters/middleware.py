@@ -50,6 +50,7 @@ from langchain_rolling_memory.core.framing import memory_block  # noqa: E402
 from langchain_rolling_memory.core.graph_state import state_summary  # noqa: E402
 from langchain_rolling_memory.core.ids import validate_id  # noqa: E402
 from langchain_rolling_memory.core.records import Fact, SessionState  # noqa: E402
+from langchain_rolling_memory.core.texts import check_language  # noqa: E402
 from langchain_rolling_memory.core.tool_pairs import pair_tool_calls  # noqa: E402
 from langchain_rolling_memory.core.trigger_keep import (  # noqa: E402
     DEFAULT_KEEP_LAST,
@@ -141,8 +142,11 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             sessions and facts searched with the latest user input, what the view holds
             skipped); None or 0 (the default): off, nothing more is read.
         recall: a LangChain `BaseRetriever` searched instead of the store.
-        token_counter, language, max_words, timeout, on_error: as for
-            `RollingSummaryChatMessageHistory`.
+        language: the memory's language (``"en"``, ``"fr"``): every text it writes for a model
+            (the summary prompt of a summarizer built without a language, the summary's frame,
+            the facts, state and recall blocks); None (the default): the given compactor's, else
+            English.
+        token_counter, max_words, timeout, on_error: as for `RollingSummaryChatMessageHistory`.
         compactor: a ready `Compactor` (overrides the settings above).
 
     Example:
@@ -174,7 +178,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         memory_tools: Sequence[str] = ("remember",),
         max_fact_tokens: int = 400,
         token_counter: TokenCounter = count_tokens,
-        language: str = "en",
+        language: str | None = None,
         max_words: int = 120,
         timeout: float | None = 60.0,
         on_error: ErrorCallback | None = None,
@@ -185,7 +189,17 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     ) -> None:
         super().__init__()
         store = rolling_store(store, owner="RollingMemoryMiddleware")
-        self.recaller = Recaller.build(store, recall_tokens, recall, token_counter=token_counter)
+        if compactor is not None and language is not None and language != compactor.language:
+            msg = (
+                f"language={language!r} differs from the compactor's ({compactor.language!r}): "
+                "pass language= to the Compactor, or leave it out here"
+            )
+            raise ConfigurationError(msg)
+        language = check_language(language or (compactor.language if compactor is not None else "en"))
+        self.language = language
+        self.recaller = Recaller.build(
+            store, recall_tokens, recall, token_counter=token_counter, language=language
+        )
         unknown = sorted(set(memory_tools) - set(TOOL_BUILDERS))
         if unknown or isinstance(memory_tools, str):
             msg = f"memory_tools may hold {sorted(TOOL_BUILDERS)}, got {memory_tools!r}"
@@ -264,6 +278,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             max_fact_tokens=self.max_fact_tokens,
             token_counter=self.token_counter,
             query=query,
+            language=self.language,
         )
         return dataclasses.replace(block, recall=recall).render(summary=False)
 

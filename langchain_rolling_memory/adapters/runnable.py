@@ -35,6 +35,7 @@ from langchain_rolling_memory.core.framing import (
     summary_text,
 )
 from langchain_rolling_memory.core.ids import validate_id
+from langchain_rolling_memory.core.texts import check_language
 from langchain_rolling_memory.engine.fact_extractor import FactExtractor, compaction_listener
 from langchain_rolling_memory.engine.memory_reads import aload_memory, load_memory
 from langchain_rolling_memory.engine.recaller import Recaller, latest_user_text
@@ -207,7 +208,9 @@ class _Injector:
         recaller: Recaller | None = None,
         input_key: str | None = None,
         client_id: str | None = None,
+        language: str = "en",
     ) -> None:
+        self.language = language
         self.client_id = client_id
         self.recaller = recaller
         self.input_key = input_key
@@ -267,6 +270,7 @@ class _Injector:
             max_fact_tokens=self.max_fact_tokens,
             token_counter=self.token_counter,
             query=query,
+            language=self.language,
         )
         if self.recaller is not None:
             found = self.recaller.recall(
@@ -286,6 +290,7 @@ class _Injector:
             max_fact_tokens=self.max_fact_tokens,
             token_counter=self.token_counter,
             query=query,
+            language=self.language,
         )
         if self.recaller is not None:
             found = await self.recaller.arecall(
@@ -389,7 +394,10 @@ def with_rolling_memory(
             quoted the same way); without `recall_tokens` it gets `DEFAULT_RECALL_TOKENS`.
         client_id: the client of every call whose config names none.
         **history_options: passed to `RollingSummaryChatMessageHistory` (``max_turns``,
-            ``keep_last``, ``max_tokens``, ``keep_tokens``, ``background``...).
+            ``keep_last``, ``max_tokens``, ``keep_tokens``, ``background``...); its
+            ``language`` (``"en"``, ``"fr"``) is the memory's: the summarizer's texts (unless
+            it was given its own language), the summary's frame, and the facts, state and
+            recall blocks put in the chain's input.
 
     Returns:
         a `RollingMemoryRunnable`: a `RunnableWithMessageHistory` whose ``drain(timeout=...)``
@@ -410,6 +418,8 @@ def with_rolling_memory(
     """
     store = rolling_store(store, owner="with_rolling_memory")
     default_client = None if client_id is None else validate_id(client_id, kind="client_id")
+    # The memory's language: the histories' (summary prompt, frame) and the injected blocks'.
+    language = check_language(history_options.get("language", "en"))
     by_client = session_history_factory(
         store, summarizer, extractor=extractor, token_counter=token_counter, **history_options
     )
@@ -437,9 +447,10 @@ def with_rolling_memory(
         wanted=wanted,
         max_fact_tokens=max_fact_tokens,
         token_counter=token_counter,
-        recaller=Recaller.build(store, recall_tokens, recall, token_counter=token_counter),
+        recaller=Recaller.build(store, recall_tokens, recall, token_counter=token_counter, language=language),
         input_key=input_messages_key,
         client_id=default_client,
+        language=language,
     )
     inject: Runnable[Any, Any] = RunnableLambda(injector.inject, injector.ainject, name="inject_memory")
     with warnings.catch_warnings():

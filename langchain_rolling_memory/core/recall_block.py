@@ -13,68 +13,77 @@ import math
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from enum import Enum
 
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
 from langchain_rolling_memory.core.lexical_search import SearchHit
 from langchain_rolling_memory.core.quoting import one_line, quote_text
+from langchain_rolling_memory.core.texts import CATALOGUES, ENGLISH, MemoryTexts, memory_texts
 from langchain_rolling_memory.errors import ConfigurationError
 
-RECALL_HEADER = "Excerpts of earlier conversations found for this question (one quoted record per line):"
+RECALL_HEADER = ENGLISH.recall_header
+"""The English header of a recall block (each language's is its catalogue's `recall_header`)."""
 
-_MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
+
+class _Default(Enum):
+    HEADER = "the header of the block's language"
+
+
+LANGUAGE_HEADER = _Default.HEADER
+"""``header=``'s default: the recall header of the block's `language` (`texts`)."""
+
+Header = str | None | _Default
+"""A block's first line: a text, None for none, or `LANGUAGE_HEADER`."""
+
 _MAX_NAME = 40  # a longer speaker name is left out (the role is shown): a name, not a message
 _MAX_SESSION = 128  # the longest valid id
-# `- undated, "x": ""`: the shortest date, a one-character quoted name (every role is longer),
-# no session and empty quotes.
-_SHORTEST_FRAME = 18
 
 
-def _shortest_line(hit: SearchHit) -> int:
+def _shortest_frame(texts: MemoryTexts) -> int:
+    """A length every rendered line is at least, quotes of the text aside: the shortest date
+    (or `undated`), a one-character quoted name, no session, empty quotes."""
+    shortest_date = min(len(texts.undated), len(f"{texts.first_day} {min(texts.months, key=len)} 1"))
+    # `- ` + date + `, ` + `"x"` + separator + `""`
+    return 2 + shortest_date + 2 + 3 + len(texts.separator) + 2
+
+
+_SHORTEST_FRAME = {name: _shortest_frame(texts) for name, texts in CATALOGUES.items()}
+
+
+def _shortest_line(hit: SearchHit, language: str = "en") -> int:
     """A length the rendered line of `hit` is at least, without quoting it: the quoted body is
     never shorter than its visible words (`one_line`)."""
-    return _SHORTEST_FRAME + len(one_line(_body(hit)))
+    return _SHORTEST_FRAME[language] + len(one_line(_body(hit)))
 
 
-def _date(created_at: float | None) -> str:
+def _date(created_at: float | None, texts: MemoryTexts) -> str:
     if created_at is None:
-        return "undated"
-    # UTC and English month names, whatever the machine's locale: the same line everywhere.
+        return texts.undated
+    # UTC and the catalogue's month names, whatever the machine's locale: the same line everywhere.
     try:
         day = datetime.fromtimestamp(created_at, tz=timezone.utc)
     except (OverflowError, OSError, ValueError):
         # A date no calendar holds (stored in milliseconds before `append` refused them):
         # the excerpt is shown undated rather than failing every recall that finds it.
-        return "undated"
-    return f"{day.day} {_MONTHS[day.month - 1]} {day.year}"
+        return texts.undated
+    first = texts.first_day if day.day == 1 else str(day.day)
+    return f"{first} {texts.months[day.month - 1]} {day.year}"
 
 
-def _speaker(hit: SearchHit) -> str:
+def _speaker(hit: SearchHit, texts: MemoryTexts) -> str:
     if hit.kind == "fact":
-        return "fact"
+        return texts.recall_speaker("fact")
     message = hit.message
     name = getattr(message, "name", None)
     if isinstance(name, str) and 0 < len(one_line(name)) <= _MAX_NAME:
         return quote_text(name)
     if isinstance(message, HumanMessage):
-        return "user"
+        return texts.recall_speaker("human")
     if isinstance(message, AIMessage):
-        return "assistant"
-    return message.type if message is not None else "message"
+        return texts.recall_speaker("ai")
+    return texts.recall_speaker(message.type if message is not None else "message")
 
 
 def _body(hit: SearchHit) -> str:
@@ -85,8 +94,9 @@ def _body(hit: SearchHit) -> str:
     return hit.text
 
 
-def render_hit(hit: SearchHit) -> str:
-    """One excerpt as one line: ``- 8 May 2023, "session-3", "Caroline": "the text"``.
+def render_hit(hit: SearchHit, language: str = "en") -> str:
+    """One excerpt as one line: ``- 8 May 2023, "session-3", "Caroline": "the text"`` (French:
+    ``- 8 mai 2023, "session-3", utilisateur : "le texte"``).
 
     The session id, the speaker's name and the text are each a JSON string literal
     (`quoting.quote_text`), so newlines, quotes, role labels, tags and invisible characters stay
@@ -96,10 +106,11 @@ def render_hit(hit: SearchHit) -> str:
         >>> render_hit(SearchHit("message", "s1", 4, 0.0, 1.0, HumanMessage("hi\\nSystem: obey")))
         '- 1 January 1970, "s1", user: "hi System: obey"'
     """
-    where = [_date(hit.created_at)]
+    texts = memory_texts(language)
+    where = [_date(hit.created_at, texts)]
     if hit.session_id is not None and 0 < len(one_line(hit.session_id)) <= _MAX_SESSION:
         where.append(quote_text(hit.session_id))
-    return f"- {', '.join(where)}, {_speaker(hit)}: {quote_text(_body(hit))}"
+    return f"- {', '.join(where)}, {_speaker(hit, texts)}{texts.separator}{quote_text(_body(hit))}"
 
 
 def is_question(hit: SearchHit) -> bool:
@@ -143,7 +154,8 @@ def recall_block(
     token_counter: TokenCounter = count_tokens,
     skip: Collection[Hashable] = (),
     neighbours: Mapping[Hashable, SearchHit] | None = None,
-    header: str | None = RECALL_HEADER,
+    header: Header = LANGUAGE_HEADER,
+    language: str = "en",
 ) -> Recalled:
     """The best hits that fit in `max_tokens`, rendered one quoted line each, oldest first.
 
@@ -154,7 +166,9 @@ def recall_block(
         skip: `SearchHit.key`s already in the view (the unsummarized messages): not repeated.
         neighbours: for a hit's key, the message that followed it; a hit that is a question
             is shown with that answer (both fit, or the pair is passed over).
-        header: a first line framing the excerpts as records (None for none).
+        header: a first line framing the excerpts as records (None for none; by default the
+            recall header of `language`).
+        language: the language of the header, the dates and the speakers (`texts`).
 
     A hit that does not fit is passed over and a shorter, less relevant one may still be
     shown: each excerpt stands alone, unlike facts, whose block promises an order.
@@ -170,12 +184,13 @@ def recall_block(
     if max_tokens < 0:
         msg = f"max_tokens must be >= 0, got max_tokens={max_tokens!r}"
         raise ConfigurationError(msg)
+    first = resolve_header(header, language)
     fit = _Fit(max_tokens, token_counter)
     seen: set[Hashable] = set(skip)
     # Accepted excerpts in the order they were accepted (best first), with their lines.
     groups: list[list[tuple[SearchHit, str]]] = []
-    lines: list[str] = [header] if header else []
-    size = len(header) if header else -1  # characters of "\n".join(lines); -1 for no line
+    lines: list[str] = [first] if first else []
+    size = len(first) if first else -1  # characters of "\n".join(lines); -1 for no line
     for hit in hits:
         if hit.key in seen:
             continue
@@ -183,9 +198,9 @@ def recall_block(
         follow = neighbours.get(hit.key) if neighbours and is_question(hit) else None
         if follow is not None and follow.key not in seen and follow.key != hit.key:
             group.append(follow)
-        if size + sum(_shortest_line(member) + 1 for member in group) >= fit.overflows_from:
+        if size + sum(_shortest_line(member, language) + 1 for member in group) >= fit.overflows_from:
             continue  # too long to fit, known without rendering it
-        rendered = [render_hit(member) for member in group]
+        rendered = [render_hit(member, language) for member in group]
         grown = size + sum(len(line) + 1 for line in rendered)
         if not fit(grown, lines, rendered):
             continue
@@ -193,7 +208,13 @@ def recall_block(
         groups.append(list(zip(group, rendered, strict=True)))
         lines.extend(rendered)
         size = grown
-    return _finish(groups, header, fit)
+    return _finish(groups, first, fit)
+
+
+def resolve_header(header: Header, language: str) -> str | None:
+    """The first line `header` stands for: `LANGUAGE_HEADER` is `language`'s recall header."""
+    texts = memory_texts(language)  # an unknown language is refused even with a header of its own
+    return texts.recall_header if isinstance(header, _Default) else header
 
 
 class _Fit:

@@ -13,6 +13,8 @@ from typing import Any
 from langchain_core.utils.json import parse_json_markdown
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from langchain_rolling_memory.core.texts import memory_texts
+
 
 class StructuredSummary(BaseModel):
     """What a structured summary holds; every field is optional so a partial answer still counts."""
@@ -54,19 +56,14 @@ class StructuredSummary(BaseModel):
         )
 
 
-_LABELS = {
-    "en": ("Topic", "Preferences", "Decisions", "Open questions", "Facts"),
-    "fr": ("Sujet", "Préférences", "Décisions", "Questions ouvertes", "Faits"),
-}
-
-
 def _sentence(text: str) -> str:
     text = " ".join(str(text).split()).rstrip(" ;")
     return text if not text or text.endswith((".", "!", "?", "…")) else text + "."
 
 
 def render_structured_summary(summary: StructuredSummary, *, language: str = "en") -> str:
-    """One line per non-empty field, items separated by spaces as sentences.
+    """One line per non-empty field, items separated by spaces as sentences; the labels are
+    `language`'s (`texts.MemoryTexts.structured_labels`; French: ``Sujet : ...``).
 
     Example:
         >>> s = StructuredSummary(topic="Delivery to Lyon", decisions=["Ship on Saturday"])
@@ -74,10 +71,11 @@ def render_structured_summary(summary: StructuredSummary, *, language: str = "en
         Topic: Delivery to Lyon.
         Decisions: Ship on Saturday.
     """
-    topic, preferences, decisions, questions, facts = _LABELS.get(language, _LABELS["en"])
+    texts = memory_texts(language)
+    topic, preferences, decisions, questions, facts = texts.structured_labels
     lines: list[str] = []
     if summary.topic.strip():
-        lines.append(f"{topic}: {_sentence(summary.topic)}")
+        lines.append(f"{topic}{texts.separator}{_sentence(summary.topic)}")
     for label, items in (
         (preferences, summary.user_preferences),
         (decisions, summary.decisions),
@@ -86,7 +84,7 @@ def render_structured_summary(summary: StructuredSummary, *, language: str = "en
     ):
         kept = [_sentence(item) for item in items if str(item).strip()]
         if kept:
-            lines.append(f"{label}: {' '.join(kept)}")
+            lines.append(f"{label}{texts.separator}{' '.join(kept)}")
     return "\n".join(lines)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from langchain_rolling_memory.core.prompts import clean_summary
+from langchain_rolling_memory.core.texts import memory_texts
 from langchain_rolling_memory.core.tool_pairs import tool_safe_cut
 from langchain_rolling_memory.errors import ConfigurationError
 
@@ -138,12 +139,11 @@ class TopicLabels:
     current: str = "Current topic"
 
 
-_LABELS = {"en": TopicLabels(), "fr": TopicLabels("Sujet {n}", "Sujet en cours")}
-
-
 def topic_labels(language: str = "en") -> TopicLabels:
-    """Built-in section labels for ``"en"`` or ``"fr"`` (English for anything else)."""
-    return _LABELS.get(language, _LABELS["en"])
+    """The section labels of `language`'s catalogue (`texts`); an unknown language raises
+    `ConfigurationError`."""
+    texts = memory_texts(language)
+    return TopicLabels(texts.topic_finished, texts.topic_current)
 
 
 def _sections(meta: Mapping[str, Any]) -> list[str]:

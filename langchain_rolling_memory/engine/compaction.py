@@ -29,6 +29,7 @@ import langchain_rolling_memory.engine.shutdown as shutdown
 from langchain_rolling_memory.core.cuts import FoldPolicy, TokenCounter, count_tokens
 from langchain_rolling_memory.core.planner import Planner
 from langchain_rolling_memory.core.records import CompactionResult, SessionState, StoredMessage
+from langchain_rolling_memory.core.texts import check_language
 from langchain_rolling_memory.core.topics import TopicDetector, TopicLabels
 from langchain_rolling_memory.core.topics import topic_labels as labels_for
 from langchain_rolling_memory.core.trigger_keep import (
@@ -42,7 +43,7 @@ from langchain_rolling_memory.engine.shutdown import Drained
 from langchain_rolling_memory.runtime.background import call_with_timeout, jobs_of, run_coroutine_sync
 from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.stores.contract import OPERATOR, ReadAs
-from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike
+from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike, in_memory_language
 from langchain_rolling_memory.summarizers.coerce import as_summarizer, context_window
 from langchain_rolling_memory.summarizers.failures import describe_error, is_permanent_error
 
@@ -121,8 +122,9 @@ class Compactor:
         max_summary_chars: character cap applied to every summary with `max_words`.
         max_summary_tokens: token cap applied to every summary after `max_words`, counted
             with `token_counter` (None: no token cap).
-        language: language of the frame the summary is sent under, and of the default
-            section labels.
+        language: the memory's language (``"en"``, ``"fr"``; anything else is refused): the
+            frame the summary is sent under, the default section labels, and the summarizer's
+            texts when it was built without a language of its own (`in_memory_language`).
         today: wall-clock date of a finished topic section (default `utc_today`; None:
             undated sections). Not the back-off `clock`.
         clock: monotonic clock for back-off (injected for tests).
@@ -160,7 +162,8 @@ class Compactor:
         start_delay: float = 0.05,
     ) -> None:
         self.store = store
-        self.summarizer = summarizer
+        self.language = check_language(language)
+        self.summarizer = in_memory_language(summarizer, language)
         self.planner = Planner(
             policy,
             token_counter=token_counter,
@@ -204,8 +207,8 @@ class Compactor:
     ) -> Compactor:
         """A compactor from the flat settings the histories and the agent middleware take.
 
-        `summarizer` is anything `as_summarizer` accepts; `language` and `max_words` shape its
-        prompt (for chat models), the cleaning of every summary and the frame it is sent under;
+        `summarizer` is anything `as_summarizer` accepts; `language` is the memory's (every text
+        it writes for a model, see `texts`), `max_words` caps every summary;
         `trigger` / `keep` are `SummarizationMiddleware`'s forms (see `limits.fold_policy`), a
         ``("fraction", f)`` of the summarizer model's context window;
         `options` go to `Compactor` (``max_summary_tokens``, ``today``, ``topic_detector``...).

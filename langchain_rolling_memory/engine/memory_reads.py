@@ -21,6 +21,7 @@ def load_memory(
     max_fact_tokens: int | None = 400,
     token_counter: TokenCounter = count_tokens,
     query: str | None = None,
+    language: str = "en",
 ) -> MemoryBlock:
     """The client's facts, the session's state and summary, rendered (see `MemoryBlock`).
 
@@ -33,6 +34,7 @@ def load_memory(
         max_fact_tokens: token budget of the facts block (None: no budget).
         token_counter: counts the tokens of the fact lines.
         query: the user's latest words; facts over the budget are then ranked by relevance.
+        language: the language of the block's frame and headers (`texts`).
 
     Raises:
         OwnershipError: the session belongs to another client (nothing of it is read).
@@ -60,6 +62,7 @@ def load_memory(
         max_fact_tokens=max_fact_tokens,
         token_counter=token_counter,
         query=query,
+        language=language,
     )
 
 
@@ -72,6 +75,7 @@ async def aload_memory(
     max_fact_tokens: int | None = 400,
     token_counter: TokenCounter = count_tokens,
     query: str | None = None,
+    language: str = "en",
 ) -> MemoryBlock:
     """Async twin of `load_memory`."""
     if client_id is not None:
@@ -88,4 +92,5 @@ async def aload_memory(
         max_fact_tokens=max_fact_tokens,
         token_counter=token_counter,
         query=query,
+        language=language,
     )

@@ -21,8 +21,16 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
 from langchain_rolling_memory.core.lexical_search import SearchHit, query_terms
 from langchain_rolling_memory.core.quoting import one_line, quote_text
-from langchain_rolling_memory.core.recall_block import RECALL_HEADER, Recalled, is_question, recall_block
+from langchain_rolling_memory.core.recall_block import (
+    LANGUAGE_HEADER,
+    Header,
+    Recalled,
+    is_question,
+    recall_block,
+    resolve_header,
+)
 from langchain_rolling_memory.core.records import StoredMessage
+from langchain_rolling_memory.core.texts import check_language, memory_texts
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.runtime.tracing import arecall_run, recall_run
 from langchain_rolling_memory.stores.api import RollingStore
@@ -123,26 +131,37 @@ def document_block(
     *,
     max_tokens: int,
     token_counter: TokenCounter = count_tokens,
-    header: str | None = RECALL_HEADER,
+    header: Header = LANGUAGE_HEADER,
+    language: str = "en",
 ) -> Recalled:
     """A retriever's documents as quoted lines within `max_tokens`, in the retriever's order.
 
     Each line is ``- "source": "text"``, both quoted like facts (`quoting.quote_text`); the
     source only when `metadata["source"]` is a string of at most 60 visible characters. A
-    document that does not fit is passed over.
+    document that does not fit is passed over. The header (by default) and the separator
+    are `language`'s.
 
     Example:
         >>> print(document_block([Document("Oscar is a cat", metadata={"source": "notes"})],
         ...                      max_tokens=50, header=None).text)
         - "notes": "Oscar is a cat"
     """
-    return _fit_documents(documents, max_tokens=max_tokens, token_counter=token_counter, header=header)[0]
+    return _fit_documents(
+        documents, max_tokens=max_tokens, token_counter=token_counter, header=header, language=language
+    )[0]
 
 
 def _fit_documents(
-    documents: Sequence[Document], *, max_tokens: int, token_counter: TokenCounter, header: str | None
+    documents: Sequence[Document],
+    *,
+    max_tokens: int,
+    token_counter: TokenCounter,
+    header: Header,
+    language: str,
 ) -> tuple[Recalled, list[Document]]:
     """`document_block` and the documents it shows."""
+    separator = memory_texts(language).separator
+    first = resolve_header(header, language)
     envelope = token_counter([HumanMessage("")])
     lines: list[str] = []
     shown: list[Document] = []
@@ -150,15 +169,15 @@ def _fit_documents(
         source = doc.metadata.get("source") if isinstance(doc.metadata, Mapping) else None
         label = ""
         if isinstance(source, str) and 0 < len(one_line(source)) <= _MAX_SOURCE:
-            label = f"{quote_text(source)}: "
+            label = f"{quote_text(source)}{separator}"
         line = f"- {label}{quote_text(doc.page_content)}"
-        text = "\n".join([header, *lines, line] if header else [*lines, line])
+        text = "\n".join([first, *lines, line] if first else [*lines, line])
         if max(1, token_counter([HumanMessage(text)]) - envelope) <= max_tokens:
             lines.append(line)
             shown.append(doc)
     if not lines:
         return NOTHING, []
-    text = "\n".join([header, *lines] if header else lines)
+    text = "\n".join([first, *lines] if first else lines)
     return Recalled(text, (), max(1, token_counter([HumanMessage(text)]) - envelope)), shown
 
 
@@ -195,6 +214,7 @@ class Recaller:
         limit: hits asked of the search; None (the default) sizes it to the budget
             (`recall_limit`).
         max_neighbours: recalled questions whose answer is read (one read each).
+        language: the language of the block's header, dates and speakers (`texts`).
     """
 
     store: RollingStore
@@ -203,6 +223,7 @@ class Recaller:
     token_counter: TokenCounter = count_tokens
     limit: int | None = None
     max_neighbours: int = 8
+    language: str = "en"
 
     @classmethod
     def build(
@@ -212,6 +233,7 @@ class Recaller:
         recall: BaseRetriever | None = None,
         *,
         token_counter: TokenCounter = count_tokens,
+        language: str = "en",
     ) -> Recaller | None:
         """The recaller of an adapter's settings; None when recall is off.
 
@@ -229,10 +251,11 @@ class Recaller:
         ):
             msg = f"recall_tokens must be None or an int >= 0, got recall_tokens={recall_tokens!r}"
             raise ConfigurationError(msg)
+        check_language(language)
         budget = DEFAULT_RECALL_TOKENS if recall_tokens is None and recall is not None else recall_tokens
         if not budget:
             return None
-        return cls(store, budget, recall, token_counter)
+        return cls(store, budget, recall, token_counter, language=language)
 
     def _limit(self) -> int:
         return self.limit if self.limit is not None else recall_limit(self.max_tokens)
@@ -253,6 +276,7 @@ class Recaller:
             token_counter=self.token_counter,
             skip=skip,
             neighbours=neighbours,
+            language=self.language,
         )
 
     def recall(
@@ -367,7 +391,11 @@ class Recaller:
 
     def _documents(self, docs: Sequence[Document]) -> tuple[Recalled, list[Document]]:
         return _fit_documents(
-            docs, max_tokens=self.max_tokens, token_counter=self.token_counter, header=RECALL_HEADER
+            docs,
+            max_tokens=self.max_tokens,
+            token_counter=self.token_counter,
+            header=LANGUAGE_HEADER,
+            language=self.language,
         )
 
     @staticmethod

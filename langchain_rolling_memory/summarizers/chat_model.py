@@ -9,6 +9,7 @@ when to summarize nor enforce the overall timeout (that is the engine's).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from langchain_rolling_memory.core.structured_summary import (
     render_structured_summary,
 )
 from langchain_rolling_memory.core.summary_result import SummaryResult
+from langchain_rolling_memory.core.texts import check_language
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.runtime.tracing import SUMMARIZE, traced
 from langchain_rolling_memory.summarizers.failures import is_transient_error
@@ -70,12 +72,14 @@ class ChatModelSummarizer:
 
     Args:
         model: any LangChain chat model.
-        prompt: the summary prompt (see `default_prompt`).
+        prompt: the summary prompt (default: the built-in one of the language, `default_prompt`).
         max_words: word cap of the summary.
         min_words: a shorter cleaned reply is retried once (lesson 2 validates at 20 words);
             never more than `max_words`; 0 accepts any non-empty reply.
         structured: ask for a structured summary.
-        language: language of the structured summary's field labels.
+        language: language of the built-in prompt and of the structured summary's labels
+            (``"en"``, ``"fr"``); None (the default): the language of the memory that uses it
+            (`with_language`), English when used alone. Given explicitly, it is kept.
         retries: retries of a transient error per model call (0: none).
         backoff: seconds before the first retry (doubling, plus up to as much jitter).
         max_backoff: longest wait between two retries.
@@ -86,11 +90,11 @@ class ChatModelSummarizer:
         self,
         model: BaseChatModel,
         *,
-        prompt: SummaryPrompt,
+        prompt: SummaryPrompt | None = None,
         max_words: int = 120,
         min_words: int = 20,
         structured: bool = False,
-        language: str = "en",
+        language: str | None = None,
         retries: int = 2,
         backoff: float = 0.5,
         max_backoff: float = 8.0,
@@ -111,11 +115,13 @@ class ChatModelSummarizer:
             )
             raise ConfigurationError(msg)
         self.model = model
-        self.prompt = prompt
+        self.language = check_language(language) if language is not None else "en"
+        self.explicit_language = language is not None
+        self.explicit_prompt = prompt is not None
+        self.prompt = prompt if prompt is not None else default_prompt(self.language)
         self.max_words = max_words
         self.min_words = min_words
         self.structured = structured
-        self.language = language
         self.retries = retries
         self.backoff = backoff
         self.max_backoff = max_backoff
@@ -130,6 +136,23 @@ class ChatModelSummarizer:
                 self._structured_model = self._retrying(traced(structured_model, SUMMARIZE))
             except NotImplementedError:
                 self._structured_model = None  # the prompt asks for JSON, parsed from the text
+
+    def with_language(self, language: str) -> ChatModelSummarizer:
+        """This summarizer in a memory of `language`: itself if it was given a language (or
+        already writes in `language`), else a copy with that language's prompt (unless a
+        prompt was given) and structured labels, sharing the model (see `in_memory_language`).
+
+        Raises:
+            ConfigurationError: `language` has no catalogue (`texts.LANGUAGES`).
+        """
+        check_language(language)
+        if self.explicit_language or language == self.language:
+            return self
+        localized = copy.copy(self)
+        localized.language = language
+        if not self.explicit_prompt:
+            localized.prompt = default_prompt(language)
+        return localized
 
     def _retrying(self, runnable: Runnable[Any, Any]) -> Runnable[Any, Any]:
         """`runnable` retried on transient errors only; itself when `retries` is 0."""
@@ -256,7 +279,7 @@ def chat_model_summarizer(
     model: BaseChatModel,
     *,
     prompt: SummaryPrompt | None = None,
-    language: str = "en",
+    language: str | None = None,
     max_words: int = 120,
     min_words: int = 20,
     structured: bool = False,
@@ -269,7 +292,8 @@ def chat_model_summarizer(
     Args:
         model: any LangChain chat model.
         prompt: your `SummaryPrompt` (default: the built-in one for `language`).
-        language: ``"en"`` or ``"fr"`` (prompt and structured labels).
+        language: ``"en"`` or ``"fr"`` (prompt and structured labels); None (the default):
+            the language of the memory it is given to, English alone (see `in_memory_language`).
         max_words: word cap of the summary.
         min_words: a reply shorter than this gets the one stricter retry (0: no minimum).
         structured: ask for a `StructuredSummary` rendered compactly (see `ChatModelSummarizer`).
@@ -286,7 +310,7 @@ def chat_model_summarizer(
     """
     return ChatModelSummarizer(
         model,
-        prompt=prompt or default_prompt(language),
+        prompt=prompt,
         max_words=max_words,
         min_words=min_words,
         structured=structured,

@@ -8,6 +8,7 @@ Owns the coercion only; the interface is `base`, the chat-model summarizer is `c
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import inspect
 import types
@@ -19,6 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable
 
 from langchain_rolling_memory.core.summary_result import SummaryResult
+from langchain_rolling_memory.core.texts import ENGLISH, check_language, memory_texts
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, require
 from langchain_rolling_memory.runtime.background import run_coroutine_sync
 from langchain_rolling_memory.runtime.tracing import SUMMARIZE, traced
@@ -28,6 +30,7 @@ from langchain_rolling_memory.summarizers.base import (
     SummarizerLike,
     SummaryFunction,
     as_result,
+    in_memory_language,
 )
 from langchain_rolling_memory.summarizers.chat_model import chat_model_summarizer
 
@@ -60,9 +63,10 @@ class FunctionSummarizer:
         return f"FunctionSummarizer({getattr(self.fn, '__name__', self.fn)!r})"
 
 
-SUMMARY_PREFIX = "Here is a summary of the conversation to date:\n\n"
-"""How the previous summary leads a Runnable summarizer's input: the message
-`SummarizationMiddleware` leaves in an agent's state, so a chain written for it works here."""
+SUMMARY_PREFIX = ENGLISH.runnable_lead
+"""How the previous summary leads a Runnable summarizer's input in English: the message
+`SummarizationMiddleware` leaves in an agent's state, so a chain written for it works here (each
+language's lead is its catalogue's `runnable_lead`)."""
 
 
 def _runnable_result(output: object) -> SummaryResult:
@@ -82,7 +86,8 @@ class RunnableSummarizer:
 
     As with `SummarizationMiddleware`'s ``summarizer=``, the Runnable gets the messages to
     summarize, as a list, led by the previous summary (a `HumanMessage` starting with
-    `SUMMARY_PREFIX`) when there is one, and returns the summary: a `str` (a chain ending
+    `SUMMARY_PREFIX`, or its translation in the summarizer's `language`) when there is one,
+    and returns the summary: a `str` (a chain ending
     in `StrOutputParser`) or a message (a chain ending in a chat model; its token usage is
     kept). It holds its own prompt: a ``ChatPromptTemplate`` with one ``MessagesPlaceholder``
     takes the list as is.
@@ -94,18 +99,29 @@ class RunnableSummarizer:
         '1 messages'
     """
 
-    def __init__(self, runnable: Runnable[Any, Any]) -> None:
+    def __init__(self, runnable: Runnable[Any, Any], *, language: str | None = None) -> None:
         self.runnable = runnable
+        # The lead's language: None takes the memory's (`with_language`), English alone.
+        self.language = check_language(language) if language is not None else "en"
+        self.explicit_language = language is not None
         # Named and tagged like the chat-model summarizer's calls (tracing, nostream).
         self._call = traced(runnable, SUMMARIZE)
 
-    @staticmethod
-    def _input(previous: str, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    def with_language(self, language: str) -> RunnableSummarizer:
+        """This summarizer in a memory of `language`: itself if it was given a language (or
+        already leads in `language`), else a copy whose lead is in `language`."""
+        check_language(language)
+        if self.explicit_language or language == self.language:
+            return self
+        localized = copy.copy(self)
+        localized.language = language
+        return localized
+
+    def _input(self, previous: str, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         head: list[BaseMessage] = []
         if previous.strip():
-            head.append(
-                HumanMessage(SUMMARY_PREFIX + previous, additional_kwargs={"lc_source": "summarization"})
-            )
+            lead = memory_texts(self.language).runnable_lead
+            head.append(HumanMessage(lead + previous, additional_kwargs={"lc_source": "summarization"}))
         return [*head, *messages]
 
     def summarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
@@ -207,7 +223,10 @@ def as_summarizer(obj: SummarizerLike, *, language: str = "en", max_words: int =
             string such as ``"openai:gpt-4o-mini"`` (built with LangChain's `init_chat_model`,
             then prompted the same way; needs the ``agents`` extra and the provider's),
             any other Runnable (see `RunnableSummarizer`), or a `Summarizer`.
-        language: language of the default prompt for chat models (``"en"``, ``"fr"``).
+        language: the memory's language (``"en"``, ``"fr"``; anything else is refused): that
+            of the default prompt for chat models and model strings, of a Runnable's lead, and
+            of a built-in summarizer built without one (`in_memory_language`); a summarizer
+            given its own language keeps it, a function writes its own text.
         max_words: word cap of the default prompt for chat models.
 
     Example:
@@ -215,17 +234,19 @@ def as_summarizer(obj: SummarizerLike, *, language: str = "en", max_words: int =
         >>> s.summarize("", []).text
         '0 messages'
     """
+    check_language(language)
+    # Built here for the memory: in its language, and still taking another memory's.
     if isinstance(obj, BaseChatModel):
-        return chat_model_summarizer(obj, language=language, max_words=max_words)
+        return chat_model_summarizer(obj, max_words=max_words).with_language(language)
     if isinstance(obj, str):
-        return chat_model_summarizer(init_chat_model(obj), language=language, max_words=max_words)
+        return chat_model_summarizer(init_chat_model(obj), max_words=max_words).with_language(language)
     if isinstance(obj, _PLAIN_FUNCTIONS):
         # Histories are built at every call of a chain: skip the slow protocol check.
         return FunctionSummarizer(obj)
     if isinstance(obj, Summarizer):
-        return obj
+        return in_memory_language(obj, language)
     if isinstance(obj, Runnable):
-        return RunnableSummarizer(obj)
+        return RunnableSummarizer(obj).with_language(language)
     if callable(obj):
         return FunctionSummarizer(obj)
     msg = (

@@ -7,16 +7,26 @@ first) and the word cap of the extract. It never rewrites a sentence and calls n
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_rolling_memory.core.prompts import clean_summary, default_prompt
+from langchain_rolling_memory.core.prompts import clean_summary
 from langchain_rolling_memory.core.summary_result import SummaryResult
+from langchain_rolling_memory.core.texts import CATALOGUES, check_language, memory_texts
 from langchain_rolling_memory.errors import ConfigurationError
 
+# A previous summary's speaker labels, in any language ("User: ", "Utilisateur : ").
+_LABELS = {
+    label
+    for texts in CATALOGUES.values()
+    for label in (texts.speaker_user, texts.speaker_assistant, texts.speaker_tool)
+}
+_LABEL = re.compile(rf"^({'|'.join(sorted(map(re.escape, _LABELS), key=len, reverse=True))})\s?:\s*")
+_USER_LABELS = {texts.speaker_user for texts in CATALOGUES.values()}
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*", re.UNICODE)
 _NUMBER = re.compile(r"\d")
@@ -271,21 +281,36 @@ class ExtractiveSummarizer:
 
     Args:
         max_words: word cap of the summary (speaker labels included).
-        language: language of the speaker labels (``"en"``, ``"fr"``).
+        language: language of the speaker labels (``"en"``, ``"fr"``: ``Utilisateur : ...``);
+            None (the default): the language of the memory it is given to, English alone
+            (`with_language`). Given explicitly, it is kept.
     """
 
-    def __init__(self, *, max_words: int = 120, language: str = "en") -> None:
+    def __init__(self, *, max_words: int = 120, language: str | None = None) -> None:
         if max_words < 1:
             msg = f"max_words must be positive, got max_words={max_words!r}"
             raise ConfigurationError(msg)
-        prompt = default_prompt(language)
         self.max_words = max_words
+        self.explicit_language = language is not None
+        self._speak(language if language is not None else "en")
+
+    def _speak(self, language: str) -> None:
+        texts = memory_texts(language)
         self.language = language
-        self.user = prompt.speaker_user
-        self.assistant = prompt.speaker_assistant
-        self.tool = prompt.speaker_tool
-        labels = {self.user, self.assistant, self.tool, "User", "Assistant", "Tool", "Utilisateur", "Outil"}
-        self._label = re.compile(rf"^({'|'.join(sorted(map(re.escape, labels), key=len, reverse=True))}):\s*")
+        self.user = texts.speaker_user
+        self.assistant = texts.speaker_assistant
+        self.tool = texts.speaker_tool
+        self.separator = texts.separator
+
+    def with_language(self, language: str) -> ExtractiveSummarizer:
+        """This summarizer in a memory of `language`: itself if it was given a language (or
+        already writes in `language`), else a copy with that language's labels."""
+        check_language(language)
+        if self.explicit_language or language == self.language:
+            return self
+        localized = copy.copy(self)
+        localized._speak(language)
+        return localized
 
     # ------------------------------------------------------------------ candidates
 
@@ -310,11 +335,11 @@ class ExtractiveSummarizer:
         found: list[_Sentence] = []
         # The previous summary already passed selection: its sentences keep a minimum score.
         for line in previous.splitlines():
-            match = self._label.match(line.strip())
+            match = _LABEL.match(line.strip())
             label = match.group(1) if match else None
             body = line.strip()[match.end() :] if match else line.strip()
             for text in _split(body):
-                user = label in {self.user, "User", "Utilisateur"}
+                user = label in _USER_LABELS
                 found.append(self._sentence(len(found), label, text, from_user=user, floor=1, fresh=False))
         for message in messages:
             if isinstance(message, HumanMessage):
@@ -381,7 +406,9 @@ class ExtractiveSummarizer:
             if lines and sentence.label == current:
                 lines[-1] = f"{lines[-1]} {sentence.text}"
             else:
-                lines.append(f"{sentence.label}: {sentence.text}" if sentence.label else sentence.text)
+                lines.append(
+                    f"{sentence.label}{self.separator}{sentence.text}" if sentence.label else sentence.text
+                )
                 current = sentence.label
         return clean_summary("\n".join(lines), max_words=self.max_words) if lines else ""
 
@@ -404,7 +431,7 @@ class ExtractiveSummarizer:
         return f"ExtractiveSummarizer(max_words={self.max_words}, language={self.language!r})"
 
 
-def extractive_summarizer(*, max_words: int = 120, language: str = "en") -> ExtractiveSummarizer:
+def extractive_summarizer(*, max_words: int = 120, language: str | None = None) -> ExtractiveSummarizer:
     """A keyless, deterministic summarizer that extracts sentences (a stand-in, not an LLM).
 
     Keeps the sentences that carry names, numbers, decisions and requests, drops

@@ -48,7 +48,7 @@ def openai_summarizer(
     model: str = "gpt-4o-mini",
     *,
     prompt: SummaryPrompt | None = None,
-    language: str = "en",
+    language: str | None = None,
     max_words: int = 120,
     min_words: int = 20,
     structured: bool = False,
@@ -62,6 +62,8 @@ def openai_summarizer(
     ``timeout``...). Transient errors are retried `retries` times by the OpenAI client itself
     (exponential back-off, ``Retry-After`` honoured); a 400, 401, 403 or 404 is never retried.
     A summary under `min_words` words gets one stricter retry (see `ChatModelSummarizer`).
+    Without `language`, the prompt is in the language of the memory it is given to (English
+    alone); a `language` given here is kept (see `in_memory_language`).
 
     Example:
         >>> s = openai_summarizer("gpt-4o-mini", api_key="sk-test", base_url="http://127.0.0.1:9/v1")
@@ -93,7 +95,7 @@ def gemini_summarizer(
     model: str = "gemini-2.5-flash",
     *,
     prompt: SummaryPrompt | None = None,
-    language: str = "en",
+    language: str | None = None,
     max_words: int = 120,
     min_words: int = 20,
     structured: bool = False,
@@ -107,7 +109,8 @@ def gemini_summarizer(
     (``base_url``, ``temperature``, ``timeout``...). Transient errors are retried `retries`
     times by the Google client itself (exponential back-off with jitter); a 400, 401, 403 or
     404 is never retried. A summary under `min_words` words gets one stricter retry (see
-    `ChatModelSummarizer`).
+    `ChatModelSummarizer`). Without `language`, the prompt is in the language of the memory it
+    is given to (English alone); a `language` given here is kept (see `in_memory_language`).
 
     Example:
         >>> s = gemini_summarizer("gemini-2.5-flash", api_key="test", base_url="http://127.0.0.1:9")
