@@ -224,9 +224,9 @@ def run(app: App) -> Report:
 
 
 @contextlib.contextmanager
-def own_schema(database_url: str) -> Iterator[str]:
-    """A fresh schema for this run, dropped at the end: yields a URL whose connections use it."""
-    schema = f"langgraph_app_{uuid.uuid4().hex[:10]}"
+def own_schema(database_url: str, schema: str) -> Iterator[str]:
+    """Create `schema`, yield a URL whose connections use it, drop it at the end (the URL
+    must not set ``options`` itself)."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     try:
@@ -239,8 +239,9 @@ def own_schema(database_url: str) -> Iterator[str]:
 
 def main() -> None:
     database_url = os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL)
-    with own_schema(database_url) as url, open_app(url) as app:
-        print(f"working in schema {url.rsplit('%3D', 1)[-1]} (dropped at the end)")
+    schema = f"langgraph_app_{uuid.uuid4().hex[:10]}"
+    print(f"working in schema {schema} (dropped at the end)")
+    with own_schema(database_url, schema) as url, open_app(url) as app:
         report = run(app)
     print(
         f"trip thread: at most {max(report.trip_state_sizes)} messages checkpointed, {report.trip_transcript} kept"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -44,7 +45,8 @@ def ran(app_module: ModuleType) -> Iterator[tuple[Any, Any, str]]:
     """One offline run in a fresh schema: (report, app, URL of the schema), before it is dropped."""
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("CHAT_MODEL", raising=False)
-        with app_module.own_schema(POSTGRES_URL) as url, app_module.open_app(url) as app:
+        schema = f"test_langgraph_app_{uuid.uuid4().hex[:10]}"
+        with app_module.own_schema(POSTGRES_URL, schema) as url, app_module.open_app(url) as app:
             yield app_module.run(app), app, url
 
 
