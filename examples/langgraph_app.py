@@ -181,7 +181,7 @@ class Report:
     """What a run showed (printed by `main`, checked by the test)."""
 
     trip_state_sizes: list[int]  # messages in the trip thread's checkpointed state, turn by turn
-    trip_transcript: int  # messages of the trip thread in our store: every one
+    trip_transcript: int  # messages of the trip thread in our store: every one, of both branches
     dinner_prompt: list[BaseMessage]  # what the model was sent at the dinner thread's first call
     fork_prompt: list[BaseMessage]  # ... at the fork's first call
     erased: Erased
