@@ -27,8 +27,8 @@ test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/python -m ruff check langchain_rolling_memory tests benchmarks scripts
-	$(BIN)/python -m ruff format --check langchain_rolling_memory tests benchmarks scripts
+	$(BIN)/python -m ruff check langchain_rolling_memory tests benchmarks scripts examples
+	$(BIN)/python -m ruff format --check langchain_rolling_memory tests benchmarks scripts examples
 	$(BIN)/python -m mypy
 
 check: test lint

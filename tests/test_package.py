@@ -82,10 +82,14 @@ def test_wheel_and_sdist_build_install_and_import(tmp_path: Path) -> None:
     wheels = list((tmp_path / "dist").glob("*.whl"))
     sdists = list((tmp_path / "dist").glob("*.tar.gz"))
     assert len(wheels) == 1 and len(sdists) == 1
-    # The sdist ships its tests, so it ships what they read: the notebooks and the benchmarks.
+    # The sdist ships its tests, so it ships what they read: the notebooks, the benchmarks, the examples.
     with tarfile.open(sdists[0]) as sdist:
         shipped = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
-    for path in [*ROOT.glob("notebooks/*.ipynb"), ROOT / "benchmarks" / "agent_middleware.py"]:
+    for path in [
+        *ROOT.glob("notebooks/*.ipynb"),
+        ROOT / "benchmarks" / "agent_middleware.py",
+        ROOT / "examples" / "langgraph_app.py",
+    ]:
         assert path.relative_to(ROOT).as_posix() in shipped, f"the sdist lacks {path.relative_to(ROOT)}"
     names = zipfile.ZipFile(wheels[0]).namelist()
     assert "langchain_rolling_memory/py.typed" in names
