@@ -1,6 +1,6 @@
 """The package's layout as a contract: the library never imports the lab, no module imports
-itself back through another (no import cycle), and the library neither builds on LangChain's
-deprecated `RunnableWithMessageHistory` nor silences a warning."""
+itself back through another (no import cycle), and no module builds on LangChain's deprecated
+`RunnableWithMessageHistory` or silences a warning."""
 
 from __future__ import annotations
 
@@ -162,15 +162,15 @@ def test_the_core_does_no_io_and_reads_no_clock(module: str) -> None:
 
 # ---------------------------------------------------------------- no deprecated base, no silenced warning
 
-LIBRARY_MODULES = sorted(m for m in MODULES if _layer(m) != "lab")
 DEPRECATED = "RunnableWithMessageHistory"
 
 
-@pytest.mark.parametrize("module", LIBRARY_MODULES)
-def test_the_library_never_imports_runnable_with_message_history(module: str) -> None:
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_imports_runnable_with_message_history(module: str) -> None:
     # Deprecated in langchain-core 1.x, removed in 2.0 (issue 22): `with_rolling_memory` is built on
-    # `Runnable`; the histories stay `BaseChatMessageHistory`, so existing users of the class keep
-    # working, and only the lab may show it (the demo of a plain history chain).
+    # `Runnable`. The histories stay `BaseChatMessageHistory`, so the users of that class keep
+    # working (the tests and the README show them in it), but no module of ours, the lab's
+    # included, needs it.
     tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
     imported = set(_aliases(tree).values())
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
@@ -201,9 +201,9 @@ def _ignore_filters(tree: ast.AST) -> list[int]:
     return lines
 
 
-@pytest.mark.parametrize("module", LIBRARY_MODULES)
-def test_the_library_silences_no_warning(module: str) -> None:
-    # A warning (a deprecation above all) is the user's to see or to filter: the library hides
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_silences_a_warning(module: str) -> None:
+    # A warning (a deprecation above all) is the user's to see or to filter: the package hides
     # none, so it cannot lean on a deprecated class while silencing what that class says.
     lines = _ignore_filters(ast.parse(MODULES[module].read_text(encoding="utf-8")))
     assert not lines, f"{module} installs an 'ignore' warnings filter at lines {lines}"

@@ -184,6 +184,14 @@ class RollingMemoryRunnable(Runnable[Input, Output]):
         return _Turn(ids, self.get_session_history(ids.client_id or "", ids.session_id), user)
 
     def _user_messages(self, value: Any) -> list[BaseMessage]:
+        keyed = self.input_messages_key or self.history_messages_key
+        if keyed and not isinstance(value, dict):
+            msg = (
+                f"with_rolling_memory: built with input_messages_key={self.input_messages_key!r} and "
+                f"history_messages_key={self.history_messages_key!r}, its input is a dict, got "
+                f"{type(value).__name__}: {value!r:.80}; pass {{{keyed!r}: ...}}"
+            )
+            raise ValueError(msg)
         if isinstance(value, dict):
             value = value[_key_of(value, self.input_messages_key, "input", "input_messages_key")]
         return _messages(value, what="the input", make=HumanMessage, hint="or set input_messages_key=")
