@@ -5,7 +5,9 @@ A turn is what `RunnableWithMessageHistory` does to a history: build it (the fac
 `.messages`, then `add_messages([user, reply])`. The floor is the backend's own primitives for
 the same work with nothing of ours around them: read the unsummarized tail (`_read`) and append
 two pre-serialized rows (`_append`). Between them: validation, serialization, token counts,
-the summary read that notices a compaction landed, the policy, the view. Medians of
+the summary read that notices a compaction landed, the policy, the view. *Through the runnable*:
+the same turn made by `with_rolling_memory` around a chain that answers at once (what the
+runnable adds: config, ids, the memory reads, the chain's run and callbacks). Medians of
 interleaved rounds (the machine is shared: medians, not means).
 
     python -m benchmarks.overhead --out benchmarks/results
@@ -28,10 +30,16 @@ from tempfile import TemporaryDirectory
 
 from langchain_core.chat_history import InMemoryChatMessageHistory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableLambda
 
 from benchmarks._shared import markdown_table
 from benchmarks.store_turn_cost import _drop_ours
-from langchain_rolling_memory import RollingStore, RollingSummaryChatMessageHistory, open_store
+from langchain_rolling_memory import (
+    RollingStore,
+    RollingSummaryChatMessageHistory,
+    open_store,
+    with_rolling_memory,
+)
 from langchain_rolling_memory.core.cuts import count_tokens
 from langchain_rolling_memory.core.serde import dumps_message
 from langchain_rolling_memory.stores.contract import AppendBatch
@@ -101,6 +109,31 @@ def ours(store: RollingStore, *, compactions: bool) -> Turn:
     return turn
 
 
+def through_runnable(store: RollingStore) -> Turn:
+    """The turn of `ours` (sessions of 6 turns) made by `with_rolling_memory` around a chain
+    that answers at once: what the runnable adds around the history."""
+    session = f"run-{uuid.uuid4().hex[:6]}"
+    answers = [exchange(i)[1] for i in range(64)]
+
+    def answer(messages: list[BaseMessage]) -> BaseMessage:
+        return answers[len(messages) % 64]
+
+    chat = with_rolling_memory(
+        RunnableLambda(answer),
+        store=store,
+        summarizer=instant_summary,
+        max_turns=MAX_TURNS,
+        keep_last=KEEP_LAST,
+        timeout=None,
+    )
+
+    def turn(i: int) -> None:
+        sid = f"{session}-{i // (MAX_TURNS // 2)}"
+        chat.invoke([exchange(i)[0]], config={"configurable": {"session_id": sid}})
+
+    return turn
+
+
 def measure(turns: dict[str, Turn], rounds: int, per_round: int) -> dict[str, float]:
     """Median microseconds per turn, rounds interleaved across the candidates."""
     for turn in turns.values():  # warm-up: connections, statements, imports
@@ -116,6 +149,10 @@ def measure(turns: dict[str, Turn], rounds: int, per_round: int) -> dict[str, fl
                 samples[name].append((time.perf_counter() - start) * 1e6)
                 counter += 1
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+MACHINERY = ("runnables", "callbacks", "tracers")
+"""langchain-core's packages that run a Runnable: config, callbacks, runs, listeners."""
 
 
 def profile(turn: Turn, turns: int, top: int = 14) -> str:
@@ -143,7 +180,16 @@ def profile(turn: Turn, turns: int, top: int = 14) -> str:
                 f"{100 * tottime / total:.0f}%",
             ]
         )
-    return markdown_table(["function", "where", "calls per turn", "own µs per turn", "share"], rows, "llrrr")
+    machinery = sum(
+        tottime
+        for (filename, _, _), (_, _, tottime, _, _) in stats.stats.items()  # type: ignore[attr-defined]
+        if any(f"langchain_core/{part}/" in filename for part in MACHINERY)
+    )
+    return (
+        markdown_table(["function", "where", "calls per turn", "own µs per turn", "share"], rows, "llrrr")
+        + f"\n\nOwn time in langchain-core's {', '.join(MACHINERY)}: {1e6 * machinery / turns:.0f} µs "
+        f"per turn ({100 * machinery / total:.0f}%).\n"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -177,6 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "floor": floor(store),
                         "ours": ours(store, compactions=False),
                         "ours+compactions": ours(store, compactions=True),
+                        "runnable": through_runnable(store),
                     },
                     args.rounds,
                     args.per_round,
@@ -190,13 +237,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         f"{result['ours'] - result['floor']:+.0f}",
                         f"{result['ours'] / result['floor']:.2f}x",
                         f"{result['ours+compactions']:.0f}",
+                        f"{result['runnable']:.0f}",
+                        f"{result['runnable'] - result['ours']:+.0f}",
                     ]
                 )
                 print(rows[-1], flush=True)
                 if backend in ("sqlite", "postgresql"):
                     profiles.append(
                         f"### {backend}: where a turn of ours spends its time\n\n"
-                        f"{profile(ours(store, compactions=False), 300)}\n"
+                        f"{profile(ours(store, compactions=False), 300)}\n\n"
+                        f"### {backend}: where a turn through `with_rolling_memory` spends its time\n\n"
+                        f"{profile(through_runnable(store), 300)}\n"
                     )
             finally:
                 _drop_ours(store)
@@ -209,6 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ours above the floor µs",
         "ours / floor",
         "ours with compactions (instant summarizer) µs",
+        "through with_rolling_memory µs",
+        "the runnable above ours µs",
     ]
     text = (
         "# Overhead of our layer per turn\n\n"
@@ -218,7 +271,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "[user, reply])`. *Floor*: the same backend's primitives alone, one tail read (`_read`) and one "
         "append of two pre-serialized rows (`_append`). *Ours*: `RollingSummaryChatMessageHistory("
         f"max_turns={MAX_TURNS}, keep_last={KEEP_LAST})` in sessions of 6 turns (no compaction due); *with "
-        "compactions*: one long session, an instant summarizer, a compaction every 4 turns inline. Median "
+        "compactions*: one long session, an instant summarizer, a compaction every 4 turns inline; *through "
+        "with_rolling_memory*: the turn of *ours* made by `with_rolling_memory` around a chain that answers "
+        "at once (anonymous sessions: no facts to read). Median "
         f"of {args.rounds} interleaved rounds of {args.per_round} turns.\n\n"
         f"{markdown_table(header, rows)}\n\n" + "\n".join(profiles)
     )

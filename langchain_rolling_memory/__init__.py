@@ -27,6 +27,7 @@ from langchain_rolling_memory.adapters.chat_histories import (
     WindowedChatMessageHistory,
 )
 from langchain_rolling_memory.adapters.erasure import Erased, aforget_user, forget_user
+from langchain_rolling_memory.adapters.history_runnable import RollingMemoryRunnable
 from langchain_rolling_memory.adapters.memory_tools import (
     forget_fact_tool,
     memory_tools,
@@ -35,7 +36,6 @@ from langchain_rolling_memory.adapters.memory_tools import (
     session_state_tool,
 )
 from langchain_rolling_memory.adapters.runnable import (
-    RollingMemoryRunnable,
     client_session_config_specs,
     session_history_factory,
     with_rolling_memory,

@@ -1,5 +1,6 @@
-"""The package's layout as a contract: the library never imports the lab, and no module
-imports itself back through another (no import cycle)."""
+"""The package's layout as a contract: the library never imports the lab, no module imports
+itself back through another (no import cycle), and no module builds on LangChain's deprecated
+`RunnableWithMessageHistory` or silences a warning."""
 
 from __future__ import annotations
 
@@ -158,6 +159,55 @@ def test_the_core_does_no_io_and_reads_no_clock(module: str) -> None:
     calls = {_dotted(node.func, aliases) for node in ast.walk(tree) if isinstance(node, ast.Call)}
     assert not calls & CLOCK_CALLS, f"{module} reads the clock: {sorted(calls & CLOCK_CALLS)} (inject 'now')"
     assert not calls & IO_CALLS, f"{module} does I/O: {sorted(calls & IO_CALLS)}"
+
+
+# ---------------------------------------------------------------- no deprecated base, no silenced warning
+
+DEPRECATED = "RunnableWithMessageHistory"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_imports_runnable_with_message_history(module: str) -> None:
+    # Deprecated in langchain-core 1.x, removed in 2.0 (issue 22): `with_rolling_memory` is built on
+    # `Runnable`. The histories stay `BaseChatMessageHistory`, so the users of that class keep
+    # working (the tests and the README show them in it), but no module of ours, the lab's
+    # included, needs it.
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    imported = set(_aliases(tree).values())
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    wrong = sorted(
+        name
+        for name in imported
+        if name.endswith(DEPRECATED) or name.startswith("langchain_core.runnables.history")
+    )
+    assert not wrong, f"{module} imports {wrong}: build on langchain_core.runnables.Runnable instead"
+    assert DEPRECATED not in used, f"{module} reaches {DEPRECATED} as an attribute"
+
+
+def _ignore_filters(tree: ast.AST) -> list[int]:
+    """Lines that install a warnings filter whose action is "ignore"."""
+    aliases = _aliases(tree)
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        if _dotted(node.func, aliases) not in ("warnings.filterwarnings", "warnings.simplefilter"):
+            continue
+        action = (
+            node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "action"), None)
+        )
+        if not isinstance(action, ast.Constant) or action.value == "ignore":
+            lines.append(node.lineno)
+    return lines
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_silences_a_warning(module: str) -> None:
+    # A warning (a deprecation above all) is the user's to see or to filter: the package hides
+    # none, so it cannot lean on a deprecated class while silencing what that class says.
+    lines = _ignore_filters(ast.parse(MODULES[module].read_text(encoding="utf-8")))
+    assert not lines, f"{module} installs an 'ignore' warnings filter at lines {lines}"
 
 
 BACKENDS = {"memory": "InMemoryRollingStore", "sqlite": "SQLiteRollingStore", "postgres": "PostgresRollingStore", "redis": "RedisRollingStore"}  # fmt: skip

@@ -313,7 +313,7 @@ class RollingSummaryChatMessageHistory(StoredHistory):
     # an inline compaction folds the installed result in: one summary read per turn instead
     # of re-reading and re-decoding the tail twice (see `Compactor.advance`). Its model calls
     # (and those of a compaction it hands to the background) are never streamed as the
-    # chain's answer: `RunnableWithMessageHistory` writes from inside the chain's run.
+    # chain's answer: `with_rolling_memory` and `RunnableWithMessageHistory` write from inside the chain's run.
 
     def _after_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
         with unstreamed():

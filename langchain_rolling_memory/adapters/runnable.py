@@ -1,31 +1,28 @@
 """`with_rolling_memory`: any chain gets a rolling-summary history plus the client's facts and state.
 
-Owns the wiring only: `RunnableWithMessageHistory` does the history plumbing, the histories do
-the memory, `memory_reads` reads the facts and `framing` renders them. This module decides where the
-memory goes in the chain's input (a leading system message and/or prompt variables).
+Owns the wiring only: `RollingMemoryRunnable` (`history_runnable`) does the history plumbing, the
+histories do the memory, `memory_reads` reads the facts and `framing` renders them. This module
+decides where the memory goes in the chain's input (a leading system message and/or prompt
+variables).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from langchain_core._api.deprecation import LangChainDeprecationWarning
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder, SystemMessagePromptTemplate
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSequence
-from langchain_core.runnables.config import var_child_runnable_config
-from langchain_core.runnables.history import RunnableWithMessageHistory
-from langchain_core.runnables.utils import ConfigurableFieldSpec
-from pydantic import PrivateAttr
+from langchain_core.runnables import Runnable, RunnableSequence
+from langchain_core.runnables.utils import ConfigurableFieldSpec, Input, Output
 
-import langchain_rolling_memory.engine.shutdown as shutdown
-from langchain_rolling_memory.adapters.agent_run import MemoryIds, resolve_ids
+from langchain_rolling_memory.adapters.agent_run import MemoryIds
 from langchain_rolling_memory.adapters.chat_histories import RollingSummaryChatMessageHistory
+from langchain_rolling_memory.adapters.history_runnable import RollingMemoryRunnable
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
 from langchain_rolling_memory.core.framing import (
     SUMMARY_MESSAGE_ID,
@@ -39,9 +36,7 @@ from langchain_rolling_memory.core.texts import check_language
 from langchain_rolling_memory.engine.fact_extractor import FactExtractor, compaction_listener
 from langchain_rolling_memory.engine.memory_reads import aload_memory, load_memory
 from langchain_rolling_memory.engine.recaller import Recaller, latest_user_text
-from langchain_rolling_memory.engine.shutdown import Drained
-from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.runtime.background import SessionJobs, jobs_of
+from langchain_rolling_memory.runtime.background import jobs_of
 from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.stores.urls import rolling_store
 from langchain_rolling_memory.summarizers.base import SummarizerLike
@@ -90,19 +85,6 @@ _USER_SPEC = ConfigurableFieldSpec(
     default=None,
     is_shared=True,
 )
-
-_ID_DEFAULTS = {"client_id": None, "session_id": None, "thread_id": None, "user_id": None}
-"""`with_rolling_memory`'s config defaults: `RunnableWithMessageHistory` wants every key of its
-factory, a call gives only those it has (the session as ``session_id`` or ``thread_id``)."""
-
-
-def _config_ids(configurable: Mapping[str, Any], default_client_id: str | None) -> MemoryIds:
-    """The ids of one call, as the agent middleware finds them (`resolve_ids`); an id the
-    config gives is checked as it is, so an empty or malformed one is refused, not ignored."""
-    for key in ("client_id", "user_id", "session_id"):
-        if configurable.get(key) is not None:
-            validate_id(configurable[key], kind=key)
-    return resolve_ids(None, configurable, default_client_id=default_client_id)
 
 
 def session_history_factory(
@@ -194,7 +176,7 @@ def _prompt_variables(runnable: Runnable[Any, Any]) -> set[str]:
 
 
 class _Injector:
-    """Puts one turn's memory into the chain input that `RunnableWithMessageHistory` built."""
+    """Puts one turn's memory into the chain input that `RollingMemoryRunnable` built (a `TurnMemory`)."""
 
     def __init__(
         self,
@@ -207,11 +189,9 @@ class _Injector:
         token_counter: TokenCounter,
         recaller: Recaller | None = None,
         input_key: str | None = None,
-        client_id: str | None = None,
         language: str = "en",
     ) -> None:
         self.language = language
-        self.client_id = client_id
         self.recaller = recaller
         self.input_key = input_key
         self.store = store
@@ -220,10 +200,6 @@ class _Injector:
         self.wanted = wanted
         self.max_fact_tokens = max_fact_tokens
         self.token_counter = token_counter
-
-    def _ids(self, config: RunnableConfig) -> tuple[str | None, str]:
-        ids = _config_ids(config.get("configurable") or {}, self.client_id)
-        return ids.client_id, ids.session_id
 
     def _messages(self, value: Any) -> list[BaseMessage]:
         if isinstance(value, dict):
@@ -259,8 +235,8 @@ class _Injector:
             out[self.messages_key] = messages
         return out
 
-    def inject(self, value: Any, config: RunnableConfig) -> Any:
-        client_id, session_id = self._ids(config)
+    def inject(self, value: Any, ids: MemoryIds) -> Any:
+        client_id, session_id = ids.client_id, ids.session_id
         query = latest_user_text(value, self.input_key)
         block = load_memory(
             self.store,
@@ -279,8 +255,8 @@ class _Injector:
             block = dataclasses.replace(block, recall=found.text)
         return self._apply(value, block)
 
-    async def ainject(self, value: Any, config: RunnableConfig) -> Any:
-        client_id, session_id = self._ids(config)
+    async def ainject(self, value: Any, ids: MemoryIds) -> Any:
+        client_id, session_id = ids.client_id, ids.session_id
         query = latest_user_text(value, self.input_key)
         block = await aload_memory(
             self.store,
@@ -300,46 +276,8 @@ class _Injector:
         return self._apply(value, block)
 
 
-class RollingMemoryRunnable(RunnableWithMessageHistory):
-    """What `with_rolling_memory` returns: a `RunnableWithMessageHistory` that can also wait
-    for the background compactions of its store before shutdown (`drain`, `adrain`), and that,
-    called inside a run (a LangGraph node) without a ``configurable``, uses the run's."""
-
-    _memory_jobs: SessionJobs | None = PrivateAttr(default=None)
-
-    def __init__(self, runnable: Runnable[Any, Any], get_session_history: Any, **kwargs: Any) -> None:
-        # Spelled out: mypy's pydantic plugin would otherwise derive a keyword-only one.
-        super().__init__(runnable, get_session_history, **kwargs)
-
-    def _merge_configs(self, *configs: RunnableConfig | None) -> RunnableConfig:
-        # Inside a run (a LangGraph node, a RunnableLambda), a call that passes no
-        # `configurable` inherits the run's, as `ensure_config` gives every LCEL runnable: the
-        # ids bound as defaults would otherwise replace the run's ``thread_id`` and client.
-        if any(c and "configurable" in c for c in configs):
-            return super()._merge_configs(*configs)
-        parent = var_child_runnable_config.get() or {}
-        inherited: RunnableConfig = {"configurable": dict(parent.get("configurable") or {})}
-        return super()._merge_configs(inherited, *configs)
-
-    def drain(self, timeout: float | None = None) -> Drained:
-        """Wait for the background compactions of this chain's store (and the fact extractions
-        they run), up to `timeout` seconds (None: no limit); see `Compactor.drain`. Call it
-        when shutting down, before closing the store."""
-        return shutdown.drain(self._jobs(), timeout)
-
-    async def adrain(self, timeout: float | None = None) -> Drained:
-        """Async twin of `drain`: awaits without blocking the event loop."""
-        return await shutdown.adrain(self._jobs(), timeout)
-
-    def _jobs(self) -> SessionJobs:
-        if self._memory_jobs is None:
-            msg = "this RollingMemoryRunnable was not built by with_rolling_memory: it has no store to drain"
-            raise ConfigurationError(msg)
-        return self._memory_jobs
-
-
 def with_rolling_memory(
-    runnable: Runnable[Any, Any],
+    runnable: Runnable[Input, Output],
     *,
     store: RollingStore,
     summarizer: SummarizerLike,
@@ -354,7 +292,7 @@ def with_rolling_memory(
     recall: BaseRetriever | None = None,
     client_id: str | None = None,
     **history_options: Any,
-) -> RollingMemoryRunnable:
+) -> RollingMemoryRunnable[Input, Output]:
     """Wrap a chain like `RunnableWithMessageHistory`, adding the client's facts and state.
 
     Call it with ``config={"configurable": {"client_id": ..., "session_id": ...}}``; as for the
@@ -400,9 +338,12 @@ def with_rolling_memory(
             recall blocks put in the chain's input.
 
     Returns:
-        a `RollingMemoryRunnable`: a `RunnableWithMessageHistory` whose ``drain(timeout=...)``
-        and ``await adrain(timeout=...)`` wait for the store's background compactions, to be
-        called at shutdown before the store is closed.
+        a `RollingMemoryRunnable`, a `Runnable` typed as `runnable` (``invoke`` returns its
+        output type; ``stream`` streams its chunks and stores the whole reply), whose
+        ``drain(timeout=...)`` and ``await adrain(timeout=...)`` wait for the store's background
+        compactions, to be called at shutdown before the store is closed. It is not a
+        `RunnableWithMessageHistory` (deprecated in langchain-core 1.x): built on `Runnable`
+        alone, with the same input and output layouts and ``configurable`` fields.
 
     Example:
         >>> from langchain_core.language_models import GenericFakeChatModel
@@ -424,18 +365,6 @@ def with_rolling_memory(
         store, summarizer, extractor=extractor, token_counter=token_counter, **history_options
     )
 
-    def get_session_history(
-        client_id: str | None, session_id: str | None, thread_id: str | None, user_id: str | None
-    ) -> RollingSummaryChatMessageHistory:
-        configurable = {
-            "client_id": client_id,
-            "session_id": session_id,
-            "thread_id": thread_id,
-            "user_id": user_id,
-        }
-        ids = _config_ids(configurable, default_client)
-        return by_client(ids.client_id or "", ids.session_id)
-
     wanted = _prompt_variables(runnable)
     add_message = memory_message if memory_message is not None else not (wanted & {"facts", "memory"})
     if add_message:
@@ -449,22 +378,16 @@ def with_rolling_memory(
         token_counter=token_counter,
         recaller=Recaller.build(store, recall_tokens, recall, token_counter=token_counter, language=language),
         input_key=input_messages_key,
-        client_id=default_client,
         language=language,
     )
-    inject: Runnable[Any, Any] = RunnableLambda(injector.inject, injector.ainject, name="inject_memory")
-    with warnings.catch_warnings():
-        # The deprecation is addressed to people who build RunnableWithMessageHistory
-        # themselves; ours is an implementation detail, pinned below langchain-core 2.
-        warnings.filterwarnings("ignore", category=LangChainDeprecationWarning)
-        chain = RollingMemoryRunnable(
-            inject | runnable,
-            get_session_history,
-            input_messages_key=input_messages_key,
-            history_messages_key=history_messages_key,
-            output_messages_key=output_messages_key,
-            history_factory_config=[*client_session_config_specs(), _THREAD_SPEC, _USER_SPEC],
-            config={"configurable": dict(_ID_DEFAULTS)},
-        )
-    chain._memory_jobs = jobs_of(store)
-    return chain
+    return RollingMemoryRunnable(
+        runnable,
+        by_client,
+        input_messages_key=input_messages_key,
+        history_messages_key=history_messages_key,
+        output_messages_key=output_messages_key,
+        history_factory_config=[*client_session_config_specs(), _THREAD_SPEC, _USER_SPEC],
+        client_id=default_client,
+        memory=injector,
+        jobs=jobs_of(store),
+    )

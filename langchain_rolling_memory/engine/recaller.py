@@ -70,8 +70,8 @@ _MAX_SOURCE = 60  # a longer source is left out: a label, not a message
 def latest_user_text(value: Any, input_key: str | None = None) -> str:
     """The text of the latest user input in a chain's input ('' when there is none).
 
-    `value` is what `RunnableWithMessageHistory` hands the chain: a message list, or a dict
-    whose `input_key` holds a string, a message or a list of messages.
+    `value` is what `with_rolling_memory` (as `RunnableWithMessageHistory`) hands the chain: a
+    message list, or a dict whose `input_key` holds a string, a message or a list of messages.
 
     Example:
         >>> latest_user_text({"question": "Where is Oscar?", "history": []}, "question")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,18 +55,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     try:
         if args.reset and args.client:
             store.forget(args.client)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="RunnableWithMessageHistory is deprecated")
-            turns = run_demo(
-                store,
-                model=model,
-                summarizer=summarizer,
-                extractor=extractor,
-                client_id=args.client,
-                max_turns=args.max_turns,
-                keep_last=args.keep_last,
-            )
-            renderers().render_demo(console, turns, store_url=shown_url(url), provider=args.provider)
+        turns = run_demo(
+            store,
+            model=model,
+            summarizer=summarizer,
+            extractor=extractor,
+            client_id=args.client,
+            max_turns=args.max_turns,
+            keep_last=args.keep_last,
+        )
+        renderers().render_demo(console, turns, store_url=shown_url(url), provider=args.provider)
     finally:
         store.close()
     return 0

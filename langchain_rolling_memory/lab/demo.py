@@ -18,8 +18,8 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.prompt_values import PromptValue
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnableConfig, RunnableLambda
-from langchain_core.runnables.history import RunnableWithMessageHistory
 
+from langchain_rolling_memory.adapters.history_runnable import RollingMemoryRunnable
 from langchain_rolling_memory.adapters.runnable import with_rolling_memory
 from langchain_rolling_memory.core.cuts import count_tokens
 from langchain_rolling_memory.core.usage import SummaryUsage
@@ -118,7 +118,7 @@ def _chain(
     summarizer: SummarizerLike,
     prompts: list[list[BaseMessage]],
     **limits: Any,
-) -> RunnableWithMessageHistory:
+) -> RollingMemoryRunnable[dict[str, Any], BaseMessage]:
     """An ordinary prompt | model chain, wrapped by `with_rolling_memory`; it records each prompt."""
     prompt = ChatPromptTemplate.from_messages(
         [("system", SYSTEM_PROMPT), MessagesPlaceholder("history"), ("human", "{question}")]
