@@ -69,7 +69,7 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
 
     @staticmethod
     def _decode(rows: Sequence[Row]) -> list[StoredMessage]:
-        return [StoredMessage(seq, loads_message(payload), tokens) for seq, payload, tokens in rows]
+        return [StoredMessage(seq, loads_message(payload), tokens, at) for seq, payload, tokens, at in rows]
 
     # ------------------------------------------------------------------ transcript
 
@@ -137,7 +137,9 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         newest: bool = True,
         client_id: ReadAs = OPERATOR,
     ) -> list[StoredMessage]:
-        """Messages with ``seq > after_seq``, ascending; the last (or first) `limit` of them.
+        """Messages with ``seq > after_seq``, ascending; the last (or first) `limit` of them,
+        each with its date (`StoredMessage.created_at`: when it was appended, or the date given
+        to `append`).
 
         `client_id`, on every session read (`summary_and_tail`, `transcript`, `last_seq`,
         `summary`, `usage`, `get_state` and their async twins), says whose run reads: a

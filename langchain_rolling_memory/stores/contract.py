@@ -226,7 +226,8 @@ class StoreBackend(ABC):
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
     ) -> list[Row]:
         """Rows with seq > after_seq in ascending order: the last `limit` if `newest`,
-        else the first `limit` (all if limit is None)."""
+        else the first `limit` (all if limit is None); each with its stored date (`Row`), read
+        by the same statement or script (the turn's `_summary_and_tail` too)."""
 
     @abstractmethod
     def _last_seq(self, session_id: str, reader: Reader | None = None) -> int: ...

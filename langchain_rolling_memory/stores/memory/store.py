@@ -39,7 +39,6 @@ class _Session:
     rows: list[Row] = field(default_factory=list)
     summary: SummaryRecord | None = None
     state: str | None = None
-    dates: list[float] = field(default_factory=list)
     generation: str = field(default_factory=new_generation)
 
 
@@ -129,7 +128,7 @@ class InMemoryRollingStore(RollingStore):
 
     def _adopt(self, session_id: str, session: _Session) -> None:
         """Move the entries of a session that was nobody's to its new owner's index."""
-        for seq, payload, _ in session.rows:
+        for seq, payload, _, _ in session.rows:
             doc = ("m", session_id, seq)
             if doc in self._where:
                 self._unindex(doc)
@@ -156,9 +155,9 @@ class InMemoryRollingStore(RollingStore):
             start = len(session.rows) + 1
             seqs = list(range(start, start + len(rows)))
             session.rows.extend(
-                (seq, payload, tokens) for seq, (payload, tokens) in zip(seqs, rows, strict=True)
+                (seq, payload, tokens, at)
+                for seq, (payload, tokens), at in zip(seqs, rows, batch.created_at(), strict=True)
             )
-            session.dates.extend(batch.created_at())
             for seq, (payload, _) in zip(seqs, rows, strict=True):
                 self._to_index(("m", session_id, seq), payload)
             session.updated_at = now
@@ -187,8 +186,8 @@ class InMemoryRollingStore(RollingStore):
                 kind, owner, item = cast("_Doc", doc)
                 if kind == "m" and owner in sessions:
                     session = self._sessions[owner]
-                    seq, payload, _ = session.rows[item - 1]
-                    out.append((score, owner, seq, payload, session.dates[item - 1], None))
+                    seq, payload, _, at = session.rows[item - 1]
+                    out.append((score, owner, seq, payload, at, None))
                 elif kind == "f" and client_id is not None and owner == client_id:
                     out.append((score, None, None, None, None, self._facts[owner][item]))
                 if len(out) >= limit:

@@ -184,7 +184,7 @@ class Queries:
         )
         self.find_batch = f"SELECT seq FROM {p}messages WHERE session_id = %s AND batch = %s ORDER BY seq"
         self.owner_of = f"SELECT client_id FROM {p}sessions WHERE session_id = %s"
-        base = f"SELECT seq, message, tokens FROM {p}messages WHERE session_id = %s AND seq > %s"
+        base = f"SELECT seq, message, tokens, created_at FROM {p}messages WHERE session_id = %s AND seq > %s"
         self.read_all = f"{base} ORDER BY seq"
         self.read_newest = f"{base} ORDER BY seq DESC LIMIT %s"
         self.read_oldest = f"{base} ORDER BY seq LIMIT %s"
@@ -194,6 +194,7 @@ class Queries:
         )
         # One statement, one snapshot: the tail starts right after the summary it comes with,
         # and the session row (kind 2: its owner and generation) is read at the same instant.
+        # A message (kind 1) carries its date in the column that holds the summary's.
         self.summary_and_tail = f"""
             WITH s AS (
                 SELECT text, covered_seq, version, meta, updated_at FROM {p}summaries
@@ -205,7 +206,7 @@ class Queries:
             UNION ALL
             (SELECT 0, version, text, covered_seq, meta, updated_at FROM s)
             UNION ALL
-            (SELECT 1, seq, message, tokens::bigint, NULL, NULL FROM {p}messages
+            (SELECT 1, seq, message, tokens::bigint, NULL, created_at FROM {p}messages
              WHERE session_id = %(sid)s AND seq > COALESCE((SELECT covered_seq FROM s), 0)
              ORDER BY seq DESC LIMIT %(limit)s)
         """
@@ -456,7 +457,7 @@ def append_params(q: Queries, batch: AppendBatch, config: str = "simple") -> dic
 
 
 def rows_of(records: list[tuple[Any, ...]], newest: bool, limit: int | None) -> list[Row]:
-    rows = [(int(s), str(m), None if t is None else int(t)) for s, m, t in records]
+    rows: list[Row] = [(int(s), str(m), None if t is None else int(t), float(at)) for s, m, t, at in records]
     # Ascending: a newest-first read comes reversed, and one wrapped by `reads.owned`
     # in no guaranteed order.
     rows.sort(key=lambda r: r[0])
@@ -484,7 +485,7 @@ def summary_and_tail_of(records: list[tuple[Any, ...]]) -> tuple[str | None, Tur
                 str(message), int(tokens), int(seq), json.loads(str(meta)), float(updated)
             )
         else:
-            rows.append((int(seq), str(message), None if tokens is None else int(tokens)))
+            rows.append((int(seq), str(message), None if tokens is None else int(tokens), float(updated)))
     rows.sort(key=lambda r: r[0])
     return owner, TurnRows(summary, rows, generation)
 

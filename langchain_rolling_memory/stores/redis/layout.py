@@ -89,11 +89,12 @@ class Keys:
 
     def read(self, sid: str, checked: bool) -> list[str]:
         """KEYS of the read script (with the info key when the owner is checked)."""
-        return [self.msgs(sid), self.info(sid)] if checked else [self.msgs(sid)]
+        keys = [self.msgs(sid), self.idx(sid)]
+        return [*keys, self.info(sid)] if checked else keys
 
     def summary_and_tail(self, sid: str) -> list[str]:
         """KEYS of the summary-and-tail script."""
-        return [self.summary(sid), self.msgs(sid), self.info(sid)]
+        return [self.summary(sid), self.msgs(sid), self.info(sid), self.idx(sid)]
 
     def cas(self, sid: str) -> list[str]:
         """KEYS of the compare-and-swap script."""

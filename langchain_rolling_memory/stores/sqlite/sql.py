@@ -213,7 +213,9 @@ class Queries:
         self.insert_messages = (
             f"INSERT INTO {p}messages (session_id, seq, message, tokens, created_at) VALUES (?, ?, ?, ?, ?)"
         )
-        self._read = f"SELECT seq, message, tokens FROM {p}messages WHERE session_id = ? AND seq > ?"
+        self._read = (
+            f"SELECT seq, message, tokens, created_at FROM {p}messages WHERE session_id = ? AND seq > ?"
+        )
         self.last_seq = f"SELECT last_seq FROM {p}sessions WHERE session_id = ?"
         self.get_summary = (
             f"SELECT text, covered_seq, version, meta, updated_at FROM {p}summaries WHERE session_id = ?"
@@ -279,7 +281,7 @@ class Queries:
 
 def rows_of(records: list[tuple[Any, ...]], newest: bool, limit: int | None) -> list[Row]:
     """Transcript rows in ascending order, from the rows of `Queries.read`."""
-    rows = [(int(s), str(m), None if t is None else int(t)) for s, m, t in records]
+    rows: list[Row] = [(int(s), str(m), None if t is None else int(t), float(at)) for s, m, t, at in records]
     if newest and limit is not None:
         rows.reverse()
     return rows
