@@ -156,6 +156,9 @@ class Fact:
     updated_at: float
     pinned: bool = False
     """Sent before the other facts when a client's facts exceed their budget."""
+    expires_at: float | None = None
+    """When the fact expires, in seconds (None: never): from then on no read shows it and
+    `purge` deletes it (see `retention`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -27,9 +27,10 @@ from langchain_rolling_memory.core.records import (
     SummaryRecord,
     TurnRead,
 )
+from langchain_rolling_memory.core.retention import check_ttl
 from langchain_rolling_memory.core.serde import loads_message
 from langchain_rolling_memory.core.usage import SummaryUsage
-from langchain_rolling_memory.errors import OwnershipError
+from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
 from langchain_rolling_memory.stores.contract import OPERATOR, AppendBatch, ReadAs, Reader
 from langchain_rolling_memory.stores.export import client_export, session_export
 from langchain_rolling_memory.stores.fact_api import FactApi
@@ -51,6 +52,9 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         max_facts: most facts kept per client.
         fact_filter: optional ``(text, key) -> text | None`` hook run before a fact is
             stored; return None to refuse it, or a redacted text.
+        fact_ttl: seconds a fact is kept after it is written, when its write names no `ttl`
+            or `expires_at` (also ``?fact_ttl=`` in a store URL); None keeps facts until
+            deleted. See `add_fact`.
     """
 
     def __init__(
@@ -59,11 +63,15 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         max_fact_chars: int = 500,
         max_facts: int = 200,
         fact_filter: FactFilter | None = None,
+        fact_ttl: float | None = None,
     ) -> None:
         fact_rules.check_limits(max_fact_chars, max_facts)
         self.max_fact_chars = max_fact_chars
         self.max_facts = max_facts
         self.fact_filter = fact_filter
+        self.fact_ttl = (
+            None if fact_ttl is None else check_ttl(fact_ttl, name="fact_ttl", error=ConfigurationError)
+        )
 
     # ------------------------------------------------------------------ shared helpers
 
@@ -334,12 +342,15 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
             session_id, checks.optional_client(client_id), checks.state_json(state), self._now()
         )
 
-    def purge(self, *, older_than: float) -> int:
-        """Delete sessions not written for `older_than` seconds; return how many."""
-        return self._purge(checks.cutoff(older_than, self._now()))
+    def purge(self, *, older_than: float | None = None) -> int:
+        """Delete the sessions not written for `older_than` seconds (None: no session) and
+        every expired fact (see `add_fact`); return how many sessions and facts it deleted."""
+        now = self._now()
+        return self._purge(checks.cutoff(older_than, now), now)
 
-    async def apurge(self, *, older_than: float) -> int:
-        return await self._apurge(checks.cutoff(older_than, self._now()))
+    async def apurge(self, *, older_than: float | None = None) -> int:
+        now = self._now()
+        return await self._apurge(checks.cutoff(older_than, now), now)
 
     # ------------------------------------------------------------------ privacy
 

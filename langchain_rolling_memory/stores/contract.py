@@ -17,7 +17,9 @@ Data model, per backend:
   state) naming no client or another one is refused. `generation` is an opaque string set when
   the row is created and never reused by a later row of the same id (a random token or a
   counter that only grows), so every erase (clear, purge, forget, expiry) changes it.
-* facts: per client ``(id, text, key, source, created_at, updated_at, pinned)``.
+* facts: per client ``(id, text, key, source, created_at, updated_at, pinned, expires_at)``;
+  ``expires_at`` (schema 5; None: never) hides a fact from every read at the store's clock
+  (`_now`), in the statement or script that reads it, and `_purge` deletes it.
 * search index (schema 2): one entry per message and per fact, its `lexical_search.index_text`,
   erased with its row; `_search` ranks the entries of one scope. A message is found by any
   search that starts after its append returns: a backend may index it with the append or
@@ -55,11 +57,12 @@ from langchain_core.messages import BaseMessage
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version of the data layout; a store written by a newer version is refused.
 2: per-message dates, the search index, pinned facts. 3: SQLite indexes messages at the
 first search after their append (the other backends have nothing to convert). 4: every
-session row carries its erase generation (rows written before read as ``''``)."""
+session row carries its erase generation (rows written before read as ``''``). 5: a fact's
+expiry (facts written before never expire; Redis: their JSON lacks the field)."""
 
 
 def new_generation() -> str:
@@ -274,7 +277,9 @@ class StoreBackend(ABC):
 
     @abstractmethod
     def _list_facts(self, client_id: str) -> list[Fact]:
-        """Facts of the client, oldest first (by created_at, then id)."""
+        """The client's live facts, oldest first (by created_at, then id): a fact whose
+        `expires_at` is at or before `_now()` is left out by the statement or script that
+        reads them (so are they in `_search`, and in what `_change_facts` hands its plan)."""
 
     @abstractmethod
     def _put_fact(self, fact: Fact) -> None:
@@ -289,8 +294,9 @@ class StoreBackend(ABC):
         in the erase itself: a session id now owned by another client is left alone)."""
 
     @abstractmethod
-    def _purge(self, cutoff: float) -> int:
-        """Delete sessions not updated since `cutoff`; return how many."""
+    def _purge(self, cutoff: float, now: float) -> int:
+        """Delete the sessions not updated since `cutoff` (``-inf``: none) and the facts expired
+        at `now` (``expires_at <= now``), every client's; return how many of both."""
 
     @abstractmethod
     def _change_facts(
@@ -383,8 +389,8 @@ class StoreBackend(ABC):
     async def _adelete_client(self, client_id: str) -> None:
         await self._thread(self._delete_client, client_id)
 
-    async def _apurge(self, cutoff: float) -> int:
-        return await self._thread(self._purge, cutoff)
+    async def _apurge(self, cutoff: float, now: float) -> int:
+        return await self._thread(self._purge, cutoff, now)
 
     @staticmethod
     def _now() -> float:

@@ -6,7 +6,9 @@ Search ranks with one `lexical_search.Bm25Index` per owner: a client's (its sess
 facts) or, for a session that is nobody's, that session's; so a score depends on its owner's
 text only. A session that a client comes to own moves its entries into the client's index.
 The indexes are caught up at the first search after writes (a message's words are read from
-its stored JSON then), so a turn without recall does not pay for indexing.
+its stored JSON then), so a turn without recall does not pay for indexing. A fact that expired
+is left out of its client's index at the next search (so no score counts it), and out of
+every listing at once; `purge` drops it.
 """
 
 from __future__ import annotations
@@ -180,6 +182,9 @@ class InMemoryRollingStore(RollingStore):
                 scope = ("s", session_id)
             else:  # pragma: no cover - `search_scope` refuses a search without a scope
                 return []
+            if client_id is not None:
+                for fact in self._expired(client_id, self._now()):
+                    self._unindex(("f", client_id, fact.id))
             index = self._indexes.get(scope)
             out: list[SearchRow] = []
             for doc, score in index.search(terms, limit=max(len(index), 1)) if index else ():
@@ -301,10 +306,20 @@ class InMemoryRollingStore(RollingStore):
             self._sessions.pop(session_id, None)
 
     def _list_facts(self, client_id: str) -> list[Fact]:
-        """Facts of the client, oldest first."""
+        """Live facts of the client, oldest first."""
         with self._lock:
-            facts = self._facts.get(client_id, {}).values()
+            now = self._now()
+            facts = [
+                f
+                for f in self._facts.get(client_id, {}).values()
+                if f.expires_at is None or f.expires_at > now
+            ]
             return sorted(facts, key=lambda f: (f.created_at, f.id))
+
+    def _expired(self, client_id: str, now: float) -> list[Fact]:
+        """The client's facts expired at `now` (call with the lock held)."""
+        facts = self._facts.get(client_id, {}).values()
+        return [f for f in facts if f.expires_at is not None and f.expires_at <= now]
 
     def _put_fact(self, fact: Fact) -> None:
         with self._lock:
@@ -338,10 +353,13 @@ class InMemoryRollingStore(RollingStore):
                 self._forget_entries(session_id)
                 del self._sessions[session_id]
 
-    def _purge(self, cutoff: float) -> int:
+    def _purge(self, cutoff: float, now: float) -> int:
         with self._lock:
             old = [sid for sid, s in self._sessions.items() if s.updated_at < cutoff]
             for sid in old:
                 self._forget_entries(sid)
                 del self._sessions[sid]
-            return len(old)
+            expired = [fact for client_id in list(self._facts) for fact in self._expired(client_id, now)]
+            for fact in expired:
+                self._delete_fact(fact.client_id, fact.id)
+            return len(old) + len(expired)

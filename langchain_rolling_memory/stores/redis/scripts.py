@@ -200,14 +200,20 @@ return 1
 """
 )
 
-# KEYS: facts info; ARGV: fact_id fact_json cid generation check -> 1, or 0 (nothing written)
-# when checked ('1') and the session row is gone, not cid's, or of another generation
+# KEYS: facts info expiring; ARGV: fact_id fact_json cid generation check expires_at ('' none)
+# -> 1, or 0 (nothing written) when checked ('1') and the session row is gone, not cid's, or
+# of another generation. A fact that expires puts its client in `expiring`, at its expiry if
+# that is earlier than the client's score there.
 PUT_FACT = """
 if ARGV[5] == '1' then
   local row = redis.call('HMGET', KEYS[2], 'created_at', 'client_id', 'generation')
   if not row[1] or row[2] ~= ARGV[3] or (row[3] or '') ~= ARGV[4] then return 0 end
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if ARGV[6] ~= '' then
+  local due = redis.call('ZSCORE', KEYS[3], ARGV[3])
+  if not due or tonumber(due) > tonumber(ARGV[6]) then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[3]) end
+end
 return 1
 """
 
@@ -336,10 +342,10 @@ def session_of(session_id: str, values: Sequence[Any]) -> SessionInfo | None:
     return SessionInfo(session_id, client, float(created), float(updated))
 
 
-def facts_of(raw: dict[str, str]) -> list[Fact]:
-    """The facts hash, oldest first (by created_at, then id)."""
-    facts = [Fact(**json.loads(v)) for v in raw.values()]
-    return sorted(facts, key=lambda f: (f.created_at, f.id))
+def facts_of(raw: dict[str, str], now: float) -> list[Fact]:
+    """The live facts of the facts hash (read by one command: one instant), oldest first (by
+    created_at, then id); a fact expired at the store's clock `now` is left out."""
+    return redis_search.live_facts(raw.values(), now)
 
 
 def failure(redis: Any, op: str, exc: BaseException, retried: bool) -> StoreError:
@@ -360,9 +366,10 @@ def fact_json(fact: Fact) -> str:
 
 def fact_args(fact: Fact, client_id: str, mark: SessionMark | None) -> list[Any]:
     """ARGV of the put-fact script (with the session check when there is a `mark`)."""
+    due = "" if fact.expires_at is None else repr(fact.expires_at)
     if mark is None:
-        return [fact.id, fact_json(fact), client_id, "", "0"]
-    return [fact.id, fact_json(fact), client_id, mark.generation, "1"]
+        return [fact.id, fact_json(fact), client_id, "", "0", due]
+    return [fact.id, fact_json(fact), client_id, mark.generation, "1", due]
 
 
 def check_mark(values: Sequence[Any], client_id: str, mark: SessionMark) -> None:
