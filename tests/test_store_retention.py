@@ -323,3 +323,47 @@ class TestMigration:
             assert again.facts("ana") == [] and leftovers(again, "jazz", "opera") == []
         finally:
             again.close()
+
+
+class TestToolAndExtractor:
+    """The tool and the extractor write facts with a retention chosen in code."""
+
+    def test_the_remember_tool_saves_facts_with_its_ttl(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from langchain_rolling_memory import remember_tool
+
+        store = open_store("memory://")
+        _at(store, monkeypatch, 0)
+        tool = remember_tool(store, "ana", ttl=60)
+        assert tool.invoke({"text": "Ana is in Lyon this week", "key": "where"}) == "Saved."
+        (fact,) = store.facts("ana")
+        assert fact.expires_at == T0 + 60 and fact.source == "tool"
+        _at(store, monkeypatch, 60)
+        assert store.facts("ana") == []
+        with pytest.raises(ConfigurationError, match="ttl must be"):
+            remember_tool(store, "ana", ttl=-1)
+
+    async def test_the_extractor_adds_and_updates_facts_with_its_ttl(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from langchain_core.language_models import GenericFakeChatModel
+        from langchain_core.messages import AIMessage
+
+        from langchain_rolling_memory import FactExtractor
+
+        replies = iter(
+            [
+                AIMessage('{"add": [{"text": "Ana is in Lyon", "key": "where"}]}'),
+                AIMessage('{"update": [{"id": "f1", "text": "Ana is in Paris"}]}'),
+            ]
+        )
+        store = open_store("memory://", fact_ttl=10_000)
+        extractor = FactExtractor(GenericFakeChatModel(messages=replies), fact_ttl=100).bind(store)
+        assert extractor.fact_ttl == 100
+        _at(store, monkeypatch, 0)
+        added = extractor.extract(None, "ana", [HumanMessage("I am in Lyon")]).added
+        assert [f.expires_at for f in added] == [T0 + 100]
+        _at(store, monkeypatch, 50)
+        updated = (await extractor.aextract(None, "ana", [HumanMessage("now Paris")])).updated
+        assert [(f.text, f.expires_at) for f in updated] == [("Ana is in Paris", T0 + 150)]
+        with pytest.raises(ConfigurationError, match="fact_ttl must be"):
+            FactExtractor(GenericFakeChatModel(messages=iter([])), fact_ttl=0)
