@@ -367,3 +367,16 @@ class TestToolAndExtractor:
         assert [(f.text, f.expires_at) for f in updated] == [("Ana is in Paris", T0 + 150)]
         with pytest.raises(ConfigurationError, match="fact_ttl must be"):
             FactExtractor(GenericFakeChatModel(messages=iter([])), fact_ttl=0)
+
+
+def test_forget_leaves_nothing_of_a_client_with_expiring_facts(
+    store: RollingStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _at(store, monkeypatch, 0)
+    store.add_fact("client-forgotten", "likes zarzuela", ttl=100)
+    store.add_fact("client-kept", "likes jazz", ttl=100)
+    store.forget("client-forgotten")
+    assert leftovers(store, "client-forgotten", "zarzuela") == []
+    _at(store, monkeypatch, 100)
+    assert store.purge() == 1
+    assert leftovers(store, "client-kept", "jazz") == []
