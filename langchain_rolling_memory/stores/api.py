@@ -11,6 +11,7 @@ primitives a backend implements and the data model in `contract.py`, the records
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -379,6 +380,8 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
 
         Each session is read as the client's (`Reader`, owner checked in each read): a session
         erased and re-created by another client while the export runs is left out, never read.
+        Facts come with their `expires_at`; one that expired is still stored until `purge`, so
+        it is exported too (its expiry past), though no read of the memory shows it.
         """
         validate_id(client_id, kind="client_id")
         reader = Reader(client_id, exact=True)
@@ -394,7 +397,7 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
             if info is None or info.client_id != client_id:
                 continue
             sessions.append(session_export(info, summary, state, self._decode(rows)))
-        return client_export(client_id, self._list_facts(client_id), sessions, self._now())
+        return client_export(client_id, self._list_facts(client_id, -math.inf), sessions, self._now())
 
     async def aexport(self, client_id: str) -> dict[str, Any]:
         validate_id(client_id, kind="client_id")
@@ -411,4 +414,5 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
             if info is None or info.client_id != client_id:
                 continue
             sessions.append(session_export(info, summary, state, self._decode(rows)))
-        return client_export(client_id, await self._alist_facts(client_id), sessions, self._now())
+        facts = await self._alist_facts(client_id, -math.inf)
+        return client_export(client_id, facts, sessions, self._now())

@@ -276,10 +276,11 @@ class StoreBackend(ABC):
         must not be erased by a run that is not the claimer's)."""
 
     @abstractmethod
-    def _list_facts(self, client_id: str) -> list[Fact]:
-        """The client's live facts, oldest first (by created_at, then id): a fact whose
-        `expires_at` is at or before `_now()` is left out by the statement or script that
-        reads them (so are they in `_search`, and in what `_change_facts` hands its plan)."""
+    def _list_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
+        """The client's facts live at `at` (None: `_now()`), oldest first (by created_at, then
+        id): a fact whose `expires_at` is at or before it is left out by the statement or
+        script that reads them (so it is by `_search`, and from what `_change_facts` hands its
+        plan, at `_now()`). ``at=-inf``: every stored fact (the export's)."""
 
     @abstractmethod
     def _put_fact(self, fact: Fact) -> None:
@@ -377,8 +378,8 @@ class StoreBackend(ABC):
     async def _adelete_session(self, session_id: str, reader: Reader | None = None) -> None:
         await self._thread(self._delete_session, session_id, reader)
 
-    async def _alist_facts(self, client_id: str) -> list[Fact]:
-        return await self._thread(self._list_facts, client_id)
+    async def _alist_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
+        return await self._thread(self._list_facts, client_id, at)
 
     async def _aput_fact(self, fact: Fact) -> None:
         await self._thread(self._put_fact, fact)

@@ -305,10 +305,10 @@ class InMemoryRollingStore(RollingStore):
             self._forget_entries(session_id)
             self._sessions.pop(session_id, None)
 
-    def _list_facts(self, client_id: str) -> list[Fact]:
-        """Live facts of the client, oldest first."""
+    def _list_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
+        """Facts of the client live at `at` (None: now), oldest first."""
         with self._lock:
-            now = self._now()
+            now = self._now() if at is None else at
             facts = [
                 f
                 for f in self._facts.get(client_id, {}).values()

@@ -277,8 +277,8 @@ class AsyncPostgresPrimitives(StoreBackend):
     async def _adelete_session(self, session_id: str, reader: Reader | None = None) -> None:
         await self._aerase("delete", self.q.erase("session", session_id), reader)
 
-    async def _alist_facts(self, client_id: str) -> list[Fact]:
-        params = (client_id, self._now())
+    async def _alist_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
+        params = (client_id, self._now() if at is None else at)
         return [pg.fact_of(r) for r in await self._afetch("facts", self.q.list_facts, params)]
 
     async def _achange_facts(

@@ -199,8 +199,9 @@ class SyncPostgresPrimitives(StoreBackend):
     def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         self._erase("delete", self.q.erase("session", session_id), reader)
 
-    def _list_facts(self, client_id: str) -> list[Fact]:
-        return [pg.fact_of(r) for r in self._fetch("facts", self.q.list_facts, (client_id, self._now()))]
+    def _list_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
+        params = (client_id, self._now() if at is None else at)
+        return [pg.fact_of(r) for r in self._fetch("facts", self.q.list_facts, params)]
 
     def _change_facts(
         self, client_id: str, plan: FactPlan, mark: SessionMark | None = None

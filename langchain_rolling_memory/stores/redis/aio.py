@@ -190,10 +190,11 @@ class AsyncRedisPrimitives(StoreBackend):
         args = erase.delete_args(self.prefix, session_id, reader)
         erase.deleted(await self._arun("delete", "delete_session", [], args), session_id, reader)
 
-    async def _alist_facts(self, client_id: str) -> list[Fact]:
+    async def _alist_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
         client = await self._aclient()
         key = self.keys.facts(client_id)
-        return lua.facts_of(await self._acall("facts", lambda: client.hgetall(key)), self._now())
+        raw = await self._acall("facts", lambda: client.hgetall(key))
+        return lua.facts_of(raw, self._now() if at is None else at)
 
     async def _achange_facts(
         self, client_id: str, plan: FactPlan, mark: SessionMark | None = None

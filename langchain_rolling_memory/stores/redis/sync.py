@@ -155,9 +155,10 @@ class SyncRedisPrimitives(StoreBackend):
         args = erase.delete_args(self.prefix, session_id, reader)
         erase.deleted(self._run("delete", "delete_session", [], args), session_id, reader)
 
-    def _list_facts(self, client_id: str) -> list[Fact]:
+    def _list_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
         key = self.keys.facts(client_id)
-        return lua.facts_of(self._call("facts", lambda: self._r.hgetall(key)), self._now())
+        raw = self._call("facts", lambda: self._r.hgetall(key))
+        return lua.facts_of(raw, self._now() if at is None else at)
 
     def _change_facts(
         self, client_id: str, plan: FactPlan, mark: SessionMark | None = None

@@ -455,8 +455,9 @@ class SQLiteRollingStore(RollingStore):
                 conn.execute(statement, (session_id,))
         self._checkpoint()
 
-    def _list_facts(self, client_id: str) -> list[Fact]:
-        return [sql.fact_of(row) for row in self._query(self.q.list_facts, (client_id, self._now()))]
+    def _list_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
+        live_at = self._now() if at is None else at
+        return [sql.fact_of(row) for row in self._query(self.q.list_facts, (client_id, live_at))]
 
     def _change_facts(
         self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
