@@ -27,7 +27,13 @@ from langchain_rolling_memory.core.prompts import render_transcript
 from langchain_rolling_memory.core.quoting import quote_text
 from langchain_rolling_memory.core.records import CompactionResult, Fact, SessionMark
 from langchain_rolling_memory.core.retention import check_ttl
-from langchain_rolling_memory.errors import ConfigurationError, FactError, InvalidIdError, StaleWriteError
+from langchain_rolling_memory.errors import (
+    ConfigurationError,
+    FactError,
+    InvalidIdError,
+    OwnershipError,
+    StaleWriteError,
+)
 from langchain_rolling_memory.runtime.tracing import EXTRACT_FACTS, traced
 from langchain_rolling_memory.stores.api import RollingStore
 
@@ -250,12 +256,17 @@ class FactExtractor:
         validate_id(client_id, kind="client_id")
         if not messages:
             return ExtractionResult()
+        if planned_from is not None and not _still(target, client_id, planned_from):
+            return self._refused(ExtractionResult(), _stale(planned_from))
         existing = target.facts(client_id)
         plan, error = self._prepare(target, existing, self._ask(self.request(existing, messages)))
         result = ExtractionResult(error=error)
         if plan is None:
             return result
         try:
+            # A delete carries no mark in the store: the session is checked again just before.
+            if plan.deletes and planned_from is not None and not _still(target, client_id, planned_from):
+                raise _stale(planned_from)
             for fact_id in plan.deletes:
                 if target.delete_fact(client_id, fact_id):
                     result.deleted.append(fact_id)
@@ -297,6 +308,8 @@ class FactExtractor:
         validate_id(client_id, kind="client_id")
         if not messages:
             return ExtractionResult()
+        if planned_from is not None and not await _astill(target, client_id, planned_from):
+            return self._refused(ExtractionResult(), _stale(planned_from))
         existing = await target.afacts(client_id)
         reply = await self._aask(self.request(existing, messages))
         plan, error = self._prepare(target, existing, reply)
@@ -304,6 +317,12 @@ class FactExtractor:
         if plan is None:
             return result
         try:
+            if (
+                plan.deletes
+                and planned_from is not None
+                and not await _astill(target, client_id, planned_from)
+            ):
+                raise _stale(planned_from)
             for fact_id in plan.deletes:
                 if await target.adelete_fact(client_id, fact_id):
                     result.deleted.append(fact_id)
@@ -373,3 +392,25 @@ def compaction_listener(
     if not isinstance(extractor, FactExtractor):
         extractor = FactExtractor(extractor)
     return extractor.bind(store)
+
+
+def _stale(mark: SessionMark) -> StaleWriteError:
+    return StaleWriteError.for_session(mark.session_id, "fact extraction")
+
+
+def _still(store: RollingStore, client_id: str, mark: SessionMark) -> bool:
+    """Whether `mark`'s session is still `client_id`'s at the generation the messages were read
+    at: checked before the model call (so another client's facts never enter the request) and
+    before deletes; adds and updates are checked by the store in their write."""
+    try:
+        return store.read_turn(mark.session_id, limit=0, client_id=client_id).generation == mark.generation
+    except OwnershipError:
+        return False
+
+
+async def _astill(store: RollingStore, client_id: str, mark: SessionMark) -> bool:
+    try:
+        turn = await store.aread_turn(mark.session_id, limit=0, client_id=client_id)
+    except OwnershipError:
+        return False
+    return turn.generation == mark.generation
