@@ -1,7 +1,7 @@
 """The reference model of the store contract, pure Python: what every backend must answer.
 
 Owns the expected state of a store after a sequence of calls (each session's owner, erase
-epoch, transcript, summary, state and lease; each client's facts; the clock) and, for every
+epoch, transcript, summary, state and lease; each client's facts and their expiry; the clock) and, for every
 text ever written, who wrote it and where, so that a check can tell a leak (another client's
 text), an erased text and a lost one apart. `tests/test_store_model.py` runs it against every
 backend and `benchmarks/store_model_long.py` runs it longer. No I/O, no store.
@@ -13,6 +13,7 @@ exception class it must raise (then the model is left unchanged, as the store mu
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -90,6 +91,9 @@ class Reference:
         self.now = now
         self.sessions: dict[str, Session] = {}
         self.facts: dict[str, dict[str, str]] = defaultdict(dict)  # client -> fact id -> text
+        self.expiry: dict[str, float] = {}  # fact id -> expires_at (none: never)
+        # Expired facts, invisible but not yet purged: client -> fact id -> text.
+        self.expired: dict[str, dict[str, str]] = defaultdict(dict)
         self.keys: dict[str, dict[str, str]] = defaultdict(dict)  # client -> key -> fact id
         self.written: dict[str, Written] = {}
         self.generations: dict[tuple[str, int], str] = {}  # (session id, epoch) -> generation
@@ -236,15 +240,30 @@ class Reference:
         for sid in self.sessions_of(client):
             self._erase(sid)
         self.facts.pop(client, None)
+        self.expired.pop(client, None)
         self.keys.pop(client, None)
         self.touch(client)
 
-    def purge(self, older_than: float) -> int:
-        cutoff = self.now - older_than
+    def advance(self, seconds: float) -> None:
+        """The clock moves: the facts whose expiry came are hidden at once (kept until `purge`)."""
+        self.now += seconds
+        for client, facts in self.facts.items():
+            gone = [f for f in facts if self.expiry.get(f, math.inf) <= self.now]
+            for fact_id in gone:
+                self.expired[client][fact_id] = facts.pop(fact_id)
+                self.keys[client] = {k: f for k, f in self.keys[client].items() if f != fact_id}
+            if gone:
+                self.touch(client)
+
+    def purge(self, older_than: float | None) -> int:
+        """Sessions not written since the cutoff, and every expired fact: how many of both."""
+        cutoff = -math.inf if older_than is None else self.now - older_than
         old = [sid for sid, s in self.sessions.items() if s.updated < cutoff]
         for sid in old:
             self._erase(sid)
-        return len(old)
+        facts = sum(len(f) for f in self.expired.values())
+        self.expired.clear()
+        return len(old) + facts
 
     # ------------------------------------------------------------------ leases and summaries
 
@@ -287,21 +306,28 @@ class Reference:
         )
 
     def add_fact(
-        self, client: str, text: str, key: str | None, mark: Mark | None
+        self, client: str, text: str, key: str | None, mark: Mark | None, ttl: float | None = None
     ) -> str | type[StaleWriteError] | None:
-        """The id of the keyed fact the text replaces, None for a new fact (`learn_fact`)."""
+        """The id of the keyed fact the text replaces (its expiry renewed by a `ttl`, else
+        kept), None for a new fact (`learn_fact`)."""
         if self._stale(client, mark):
             return StaleWriteError
         fact_id = self.keys[client].get(key) if key else None
         if fact_id is not None:
             self.facts[client][fact_id] = text
+            if ttl is not None:
+                self.expiry[fact_id] = self.now + ttl
             self._accept(text, fact_id=fact_id)
             self.touch(client)
         return fact_id
 
-    def learn_fact(self, client: str, fact_id: str, text: str, key: str | None) -> None:
+    def learn_fact(
+        self, client: str, fact_id: str, text: str, key: str | None, ttl: float | None = None
+    ) -> None:
         """A new fact, under the id the store gave it."""
         self.facts[client][fact_id] = text
+        if ttl is not None:
+            self.expiry[fact_id] = self.now + ttl
         if key:
             self.keys[client][key] = fact_id
         self._accept(text, fact_id=fact_id)
@@ -320,6 +346,8 @@ class Reference:
         return True
 
     def delete_fact(self, client: str, fact_id: str) -> bool:
+        if self.expired[client].pop(fact_id, None) is not None:
+            return True  # invisible, but its row was there to delete
         if self.facts[client].pop(fact_id, None) is None:
             return False
         self.keys[client] = {k: f for k, f in self.keys[client].items() if f != fact_id}
@@ -330,7 +358,10 @@ class Reference:
         return sorted(f for facts in self.facts.values() for f in facts)
 
     def fact_owner(self, fact_id: str) -> str | None:
-        return next((c for c, facts in self.facts.items() if fact_id in facts), None)
+        return next(
+            (c for every in (self.facts, self.expired) for c, facts in every.items() if fact_id in facts),
+            None,
+        )
 
     # ------------------------------------------------------------------ search
 

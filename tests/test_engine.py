@@ -68,9 +68,10 @@ def compactor(
 
 
 def seen(state: SessionState) -> tuple[Any, ...]:
-    """What a state shows (its record's wall-clock `updated_at` aside)."""
+    """What a state shows (its record's and its messages' wall-clock dates aside)."""
     meta = state.record.meta if state.record else {}
-    return (state.summary, state.covered_seq, state.version, meta, state.tail, state.truncated)
+    tail = [(m.seq, m.message, m.tokens) for m in state.tail]
+    return (state.summary, state.covered_seq, state.version, meta, tail, state.truncated)
 
 
 def write(engine: Compactor, messages: list[BaseMessage]) -> SessionState:

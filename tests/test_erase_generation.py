@@ -18,11 +18,12 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from langchain_rolling_memory import RollingSummaryChatMessageHistory
 from langchain_rolling_memory.core.cuts import FoldPolicy
-from langchain_rolling_memory.core.records import SessionMark
+from langchain_rolling_memory.core.records import CompactionResult, SessionMark
 from langchain_rolling_memory.engine.compaction import Compactor
 from langchain_rolling_memory.engine.fact_extractor import FactExtractor
 from langchain_rolling_memory.errors import StaleWriteError
 from langchain_rolling_memory.stores import RollingStore
+from langchain_rolling_memory.summarizers import as_summarizer
 
 SECRET = "passport X099"
 
@@ -48,7 +49,7 @@ def _alice_turns(store: RollingStore, session_id: str = "s") -> None:
 
 
 def _compactor(store: RollingStore, summarizer: Recorder) -> Compactor:
-    return Compactor(store, summarizer, FoldPolicy(max_turns=4, keep_last=2))
+    return Compactor(store, as_summarizer(summarizer), FoldPolicy(max_turns=4, keep_last=2))
 
 
 @pytest.mark.parametrize("erase", ["forget", "clear"])
@@ -191,3 +192,51 @@ async def test_a_stale_fact_write_raises_and_writes_nothing(store: RollingStore)
     with pytest.raises(StaleWriteError):
         store.add_fact("alice", "Holds passport X099", planned_from=bob_mark)
     await asyncio.sleep(0)
+
+
+class _Spy(GenericFakeChatModel):
+    """A chat model that records every request it is sent."""
+
+    seen: Any = None
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        self.seen.append("\n".join(str(m.content) for m in messages))
+        return super()._generate(messages, *args, **kwargs)
+
+
+def test_a_late_extraction_never_reads_or_deletes_the_next_owners_facts(store: RollingStore) -> None:
+    # Alice's session is erased and re-created by Bob before the listener of her compaction runs.
+    store.append("s", [HumanMessage("I am Alice, I love tea")], client_id="alice")
+    generation = store.read_turn("s", limit=1, client_id="alice").generation
+    result = CompactionResult(
+        "s", 1, 1, 1, "sum", (HumanMessage("Forget that I like trains."),), generation=generation
+    )
+    store.forget("alice")
+    store.append("s", [HumanMessage("Bob here")], client_id="bob")
+    bob_fact = store.add_fact("bob", "PIN hint 4711", key="pin")
+    assert bob_fact is not None
+    reply = '{"add": [{"text": "likes tea"}], "delete": ["f1"]}'
+    model = _Spy(messages=iter([AIMessage(reply)]), seen=[])
+    FactExtractor(model).bind(store).on_compaction(result)
+    assert not any("4711" in request for request in model.seen)
+    assert [f.text for f in store.facts("bob")] == ["PIN hint 4711"]
+
+
+def test_a_compaction_never_summarizes_the_session_that_reused_an_erased_id(store: RollingStore) -> None:
+    _alice_turns(store)
+    summarizer = Recorder()
+    compactor = _compactor(store, summarizer)
+    state = compactor.load("s", client_id="alice")
+    store.forget("alice")
+    store.append("s", [HumanMessage(f"BOB SECRET {i}") for i in range(8)], client_id="bob")
+    assert compactor.compact("s", state) is None
+    assert not any("BOB SECRET" in text for call in summarizer.calls for text in call)
+
+
+def test_the_compactor_of_these_tests_does_summarize_when_nothing_is_erased(store: RollingStore) -> None:
+    # So that "nothing installed" above is the erase's doing, not a broken summarizer.
+    _alice_turns(store)
+    summarizer = Recorder()
+    compactor = _compactor(store, summarizer)
+    done = compactor.compact("s", compactor.load("s", client_id="alice"))
+    assert done is not None and summarizer.calls and store.summary("s") is not None

@@ -276,7 +276,7 @@ def test_forget_user_erases_facts_items_and_threads_in_one_call_and_leaves_other
         "ana", store=store, graph_store=graph_store, checkpointer=saver, namespaces=[("memories", "ana")]
     )
     assert sorted(erased.threads) == ["ana-1", "ana-2"]
-    assert erased.items == 3  # the fact, the trip, langmem's memory
+    assert erased.items == 2  # the trip, langmem's memory (the fact is ours: erased by forget first)
     assert store.facts("ana") == [] and store.sessions("ana") == []
     assert inner.search(("ana",)) == [] and inner.search(("memories", "ana")) == []
     assert _thread(saver, "ana-1") is None and _thread(saver, "ana-2") is None
@@ -300,7 +300,7 @@ async def test_aforget_user_erases_the_same_and_leaves_others() -> None:
     store = open_store("memory://")
     graph_store, inner, saver, _ = _two_users(store)
     erased = await aforget_user("ana", store=store, graph_store=graph_store, checkpointer=saver)
-    assert sorted(erased.threads) == ["ana-1", "ana-2"] and erased.items == 2
+    assert sorted(erased.threads) == ["ana-1", "ana-2"] and erased.items == 1  # the facts: by forget first
     assert await store.afacts("ana") == [] and await inner.asearch(("ana",)) == []
     assert _thread(saver, "ana-1") is None and _thread(saver, "bob-1") is not None
     assert inner.get(("memories", "ana"), "m1") is not None  # a namespace it was not told of

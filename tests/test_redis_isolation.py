@@ -21,6 +21,7 @@ from langchain_rolling_memory.core.lexical_search import index_text, message_ind
 from langchain_rolling_memory.core.records import Fact
 from langchain_rolling_memory.core.serde import dumps_message
 from langchain_rolling_memory.errors import StoreError
+from langchain_rolling_memory.stores.contract import SCHEMA_VERSION
 from langchain_rolling_memory.stores.redis import RedisRollingStore
 from langchain_rolling_memory.stores.redis.layout import Keys, check_prefix, legacy_target
 
@@ -265,7 +266,7 @@ class TestLayoutMigration:
         with redis.Redis.from_url(REDIS_URL, decode_responses=True) as r:
             _write_schema3(r, prefix)
             store = _open(opened, prefix)
-            assert r.get(f"{prefix}schema") == "4"
+            assert r.get(f"{prefix}schema") == str(SCHEMA_VERSION)
             keys = sorted(r.scan_iter(match=prefix + "*"))
         assert [k for k in keys if k not in (f"{prefix}schema", f"{prefix}updated") and "{" not in k] == []
         assert [m.content for m in store.transcript("s1", client_id="alice")] == [

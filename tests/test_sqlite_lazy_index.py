@@ -29,8 +29,16 @@ class _EagerStore(SQLiteRollingStore):
         return seqs
 
 
+def to_schema_4(conn: sqlite3.Connection, p: str) -> None:
+    """Undo what schema 5 added to a file (its rows stay): what an older release left."""
+    conn.execute(f"DROP INDEX {p}facts_expiry")
+    conn.execute(f"ALTER TABLE {p}facts DROP COLUMN expires_at")
+    conn.execute(f"UPDATE {p}meta SET value = '4' WHERE key = 'schema_version'")
+
+
 def to_schema_3(conn: sqlite3.Connection, p: str) -> None:
-    """Undo what schema 4 added to a file (its rows stay): what an older release left."""
+    """Undo what schemas 4 and 5 added to a file (its rows stay): what an older release left."""
+    to_schema_4(conn, p)
     conn.execute(f"DROP TRIGGER {p}sessions_claimed")
     conn.execute(f"DROP INDEX {p}search_docs_facts")
     for table, column in [

@@ -201,8 +201,8 @@ def _set_message_dates(store: RollingStore, session_id: str, at: float) -> None:
     if name == "memory":
         assert isinstance(store, InMemoryRollingStore)
         with store._lock:
-            dates = store._sessions[session_id].dates
-            dates[:] = [at] * len(dates)
+            rows = store._sessions[session_id].rows
+            rows[:] = [(seq, payload, tokens, at) for seq, payload, tokens, _ in rows]
     elif name == "sqlite":
         import sqlite3
 

@@ -7,7 +7,9 @@ that get erased and re-created, often by another client. Every call's answer is 
 search, sessions, facts, export: `store_model_views.py`) is checked: no client sees another's
 text, nothing erased is readable or searchable, nothing acknowledged is lost, a summary
 install or fact write planned before an erase is refused (False, `StaleWriteError`) and writes
-nothing, and a client's search scores move only when its own data does (defect 5).
+nothing, and a client's search scores move only when its own data does (defect 5). Facts may
+be written with a ttl: once the clock passes it, no view may show them (issue 24), and
+`purge` deletes them.
 
 The clock is the model's (each store's `_now`), so lease expiry and purge are exact. A
 compaction is claim + read_turn, then (any steps later) install with the lease and the
@@ -177,7 +179,7 @@ class StoreMachine(ViewChecks, RuleBasedStateMachine):
     @checked
     def time_passes(self, via: int, seconds: int, older_than: float | None) -> None:
         """The clock moves (leases expire), then maybe a purge."""
-        self.ref.now += seconds
+        self.ref.advance(seconds)
         if older_than is not None:
             expected = self.ref.purge(older_than)
             got = self.stores[via].purge(older_than=older_than)
@@ -225,7 +227,7 @@ class StoreMachine(ViewChecks, RuleBasedStateMachine):
     def begin_compaction(self, via: int, sid: str, worker: str, ttl: float, wait: int) -> None:
         """Claim the lease and read the turn to fold, as a compactor does; `wait` seconds pass
         first, so that a lease of 3.5 s taken before has expired."""
-        self.ref.now += wait
+        self.ref.advance(wait)
         if sid not in self.ref.sessions:
             return  # whether a claim creates a session row is not part of the contract
         held = self.ref.sessions[sid].lease
@@ -313,18 +315,34 @@ class StoreMachine(ViewChecks, RuleBasedStateMachine):
         key=st.sampled_from((None, None, "k1")),
         pick=MAYBE,
         other=st.booleans(),
+        ttl=st.sampled_from((None, None, 3.0, 20.0)),
     )
     @checked
     def add_fact(
-        self, via: int, client: str, word: str, key: str | None, pick: int | None, other: bool
+        self,
+        via: int,
+        client: str,
+        word: str,
+        key: str | None,
+        pick: int | None,
+        other: bool,
+        ttl: float | None,
     ) -> None:
         mark, client = self.planned(pick, client, other)
         text = self.ref.new_text(client, word, "fact", client)
-        expected = self.ref.add_fact(client, text, key, mark)
-        what = f"add_fact({client!r}, key={key!r}, planned_from={mark!r})"
+        expected = self.ref.add_fact(client, text, key, mark, ttl)
+        what = f"add_fact({client!r}, key={key!r}, planned_from={mark!r}, ttl={ttl!r})"
         store = self.stores[via]
         fact = self.call(
-            what, expected, "stale-fact", store.add_fact, client, text, key=key, planned_from=_mark(mark)
+            what,
+            expected,
+            "stale-fact",
+            store.add_fact,
+            client,
+            text,
+            key=key,
+            planned_from=_mark(mark),
+            ttl=ttl,
         )
         if expected is StaleWriteError:
             return
@@ -333,11 +351,12 @@ class StoreMachine(ViewChecks, RuleBasedStateMachine):
         if expected is None:
             if fact.id in self.ref.fact_ids():
                 raise Violation("model", f"{what}: a new fact has the id of another: {fact!r}")
-            self.ref.learn_fact(client, fact.id, text, key)
+            self.ref.learn_fact(client, fact.id, text, key, ttl)
 
     def fact_id(self, fact: int, client: str) -> str:
         """Mostly one of `client`'s facts; else another's, or none."""
-        ids = sorted(self.ref.facts[client]) * 2 + [*self.ref.fact_ids(), "nofact"]
+        expired = sorted(f for facts in self.ref.expired.values() for f in facts)
+        ids = sorted(self.ref.facts[client]) * 2 + [*self.ref.fact_ids(), *expired, "nofact"]
         return ids[fact % len(ids)]
 
     @rule(

@@ -284,6 +284,8 @@ def _downgrade(store: RollingStore) -> None:
             conn.execute(f"DROP TABLE {prefix}search")
             conn.execute(f"DROP TABLE {prefix}search_docs")
             conn.execute(f"ALTER TABLE {prefix}facts DROP COLUMN pinned")
+            conn.execute(f"DROP INDEX {prefix}facts_expiry")
+            conn.execute(f"ALTER TABLE {prefix}facts DROP COLUMN expires_at")
             conn.execute(f"DROP INDEX {prefix}sessions_unindexed")
             for column in ("indexed_seq", "indexed_terms", "generation"):
                 conn.execute(f"ALTER TABLE {prefix}sessions DROP COLUMN {column}")
@@ -293,7 +295,9 @@ def _downgrade(store: RollingStore) -> None:
 
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
             conn.execute(f"ALTER TABLE {prefix}messages DROP COLUMN tsv")
-            conn.execute(f"ALTER TABLE {prefix}facts DROP COLUMN tsv, DROP COLUMN pinned")
+            conn.execute(
+                f"ALTER TABLE {prefix}facts DROP COLUMN tsv, DROP COLUMN pinned, DROP COLUMN expires_at"
+            )
     else:
         import redis
         from store_kit import REDIS_URL

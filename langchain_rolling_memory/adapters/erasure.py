@@ -1,9 +1,10 @@
 """Erasing a user everywhere the memory wrote, in one call: `forget_user` (sync/async twins).
 
 Owns the order of an erasure across our store, LangGraph's `BaseStore` and a checkpointer:
-the client's threads are read from our store first (a session is a thread), the checkpoints
-and the graph store's items are deleted next, our store's `forget` runs last, so a call
-interrupted part way is finished by calling again. What `forget` erases, and how no byte of
+the client's threads are read from our store first (a session is a thread), our store's
+`forget` runs next (so a turn racing the erasure finds nothing to seed a thread from), then
+the checkpoints and the graph store's items are deleted, and `forget` runs again last (for
+what a racing turn appended meanwhile). What `forget` erases, and how no byte of
 it is left, is each backend's; this module imports no langgraph (what it is handed has the
 methods it calls).
 """
@@ -87,8 +88,11 @@ def forget_user(
        `RollingFactsStore`, and under each of `namespaces` (e.g. ``("memories", client_id)``).
     3. `store.forget(client_id)`: facts, sessions, transcripts, summaries, index entries.
 
-    Our store goes last: it is the list of the client's threads, so a call that fails part
-    way is finished by calling it again.
+    `forget` runs before the threads are deleted and again after: a turn that lands between
+    finds a deleted thread to be new and would seed it from our store's transcript, so the
+    transcript is gone first. The threads are listed before the first `forget`, which erases
+    that list too: a call that fails after it is finished by calling it again with the
+    client's thread ids as `thread_ids`.
 
     Args:
         client_id: the client (LangGraph's ``user_id``).
@@ -111,6 +115,7 @@ def forget_user(
     client = validate_id(client_id, kind="client_id")
     store = rolling_store(store, owner="forget_user")
     threads = _threads(store.sessions(client), thread_ids)
+    store.forget(client)
     if checkpointer is not None:
         for thread in threads:
             checkpointer.delete_thread(thread)
@@ -140,6 +145,7 @@ async def aforget_user(
     client = validate_id(client_id, kind="client_id")
     store = rolling_store(store, owner="aforget_user")
     threads = _threads(await store.asessions(client), thread_ids)
+    await store.aforget(client)
     if checkpointer is not None:
         for thread in threads:
             await checkpointer.adelete_thread(thread)

@@ -17,8 +17,9 @@ from pydantic import BaseModel, Field
 from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.quoting import quote_json
 from langchain_rolling_memory.core.records import Fact
+from langchain_rolling_memory.core.retention import check_ttl
 from langchain_rolling_memory.engine.recaller import Recaller
-from langchain_rolling_memory.errors import FactError, InvalidIdError, OwnershipError
+from langchain_rolling_memory.errors import ConfigurationError, FactError, InvalidIdError, OwnershipError
 from langchain_rolling_memory.stores.api import RollingStore
 
 _REMEMBER = (
@@ -83,11 +84,15 @@ def _saved(fact: Fact | None, text: str) -> str:
     return "Saved."
 
 
-def remember_tool(store: RollingStore, client_id: str, *, name: str = "remember") -> BaseTool:
+def remember_tool(
+    store: RollingStore, client_id: str, *, name: str = "remember", ttl: float | None = None
+) -> BaseTool:
     """A `remember(text, key=None)` tool that stores facts about `client_id` only.
 
     A refused fact (too long, too many, filtered, bad key) is reported to the model as the
-    tool's answer, so it can correct itself; nothing is written then.
+    tool's answer, so it can correct itself; nothing is written then. `ttl` (seconds) is the
+    retention of the facts it saves, chosen in code, never by the model (None: the store's
+    `fact_ttl`).
 
     Example:
         >>> from langchain_rolling_memory import open_store
@@ -99,16 +104,17 @@ def remember_tool(store: RollingStore, client_id: str, *, name: str = "remember"
         ['Works in the Logistics team']
     """
     client = validate_id(client_id, kind="client_id")
+    keep = None if ttl is None else check_ttl(ttl, error=ConfigurationError)
 
     def remember(text: str, key: str | None = None) -> str:
         try:
-            return _saved(store.add_fact(client, text, key=key or None, source="tool"), text)
+            return _saved(store.add_fact(client, text, key=key or None, source="tool", ttl=keep), text)
         except (FactError, InvalidIdError) as exc:
             return f"Not saved: {exc}"
 
     async def aremember(text: str, key: str | None = None) -> str:
         try:
-            return _saved(await store.aadd_fact(client, text, key=key or None, source="tool"), text)
+            return _saved(await store.aadd_fact(client, text, key=key or None, source="tool", ttl=keep), text)
         except (FactError, InvalidIdError) as exc:
             return f"Not saved: {exc}"
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.records import FACT_SOURCES, Fact, FactFilter
+from langchain_rolling_memory.core.retention import NO_RETENTION, Retention
 from langchain_rolling_memory.core.serde import odd_character
 from langchain_rolling_memory.errors import ConfigurationError, FactError
 
@@ -100,24 +101,34 @@ def plan_add(
     max_facts: int,
     now: float,
     new_id: str,
+    retention: Retention = NO_RETENTION,
 ) -> Fact | None:
     """The fact to write for a checked ``(text, key)``: the keyed fact it replaces, or a new
-    one (id `new_id`); None for an exact duplicate. `FactError` past `max_facts`."""
+    one (id `new_id`); None for an exact duplicate, unless `retention` names a new expiry for
+    it. `FactError` past `max_facts`. `existing` holds the live facts only (not the expired)."""
     for fact in existing:
         if key is not None and fact.key == key:
             if fact.text == text:
-                return None
-            return Fact(fact.id, client_id, text, key, source, fact.created_at, now)
+                return _renewed(fact, retention, now)
+            expires = retention.renewed(fact.expires_at)
+            return Fact(fact.id, client_id, text, key, source, fact.created_at, now, expires_at=expires)
     for fact in existing:
         if fact.text.casefold() == text.casefold() and (key is None or fact.key is None):
-            return None
+            return _renewed(fact, retention, now)
     if len(existing) >= max_facts:
         msg = (
             f"client {client_id!r} already has {len(existing)} facts (max_facts="
             f"{max_facts}); delete some or raise max_facts"
         )
         raise FactError(msg)
-    return Fact(new_id, client_id, text, key, source, now, now)
+    return Fact(new_id, client_id, text, key, source, now, now, expires_at=retention.of_new())
+
+
+def _renewed(fact: Fact, retention: Retention, now: float) -> Fact | None:
+    """A duplicate is written again only to take the expiry its call named (None: nothing)."""
+    if not retention.named or retention.at == fact.expires_at:
+        return None
+    return dataclasses.replace(fact, updated_at=now, expires_at=retention.at)
 
 
 def plan_update(
@@ -128,14 +139,17 @@ def plan_update(
     max_chars: int,
     fact_filter: FactFilter | None,
     now: float,
+    retention: Retention = NO_RETENTION,
 ) -> Fact | None:
-    """Fact `fact_id` with its new text; None if there is no such fact or the filter refused it."""
+    """Fact `fact_id` with its new text and its renewed expiry (see `retention`); None if there
+    is no such live fact or the filter refused it."""
     for fact in existing:
         if fact.id == fact_id:
             checked = check_fact(text, fact.key, fact.source, max_chars=max_chars, fact_filter=fact_filter)
             if checked is None:
                 return None
-            return dataclasses.replace(fact, text=checked[0], updated_at=now)
+            expires = retention.renewed(fact.expires_at)
+            return dataclasses.replace(fact, text=checked[0], updated_at=now, expires_at=expires)
     return None
 
 

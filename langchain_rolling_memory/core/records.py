@@ -18,17 +18,21 @@ FactFilter = Callable[[str, "str | None"], "str | None"]
 FactPlan = Callable[[list["Fact"]], "Fact | None"]
 """Given a client's facts, the fact to write (new or replacing one), or None."""
 
-Row = tuple[int, str, "int | None"]
-"""A transcript row as backends return it: ``(seq, message_json, tokens)``."""
+Row = tuple[int, str, "int | None", "float | None"]
+"""A transcript row as backends return it: ``(seq, message_json, tokens, created_at)``
+(created_at None: a message stored without a date, by a release before schema 2 on Redis)."""
 
 
 @dataclass(frozen=True)
 class StoredMessage:
-    """One transcript message with its sequence number and the token count stored with it."""
+    """One transcript message with its sequence number, the token count stored with it and its
+    date (`created_at`, seconds since the epoch: when it was appended, or the date an import
+    gave it; None where the store has none, e.g. a message just appended by a history)."""
 
     seq: int
     message: BaseMessage
     tokens: int | None = None
+    created_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,9 @@ class Fact:
     updated_at: float
     pinned: bool = False
     """Sent before the other facts when a client's facts exceed their budget."""
+    expires_at: float | None = None
+    """When the fact expires, in seconds (None: never): from then on no read shows it and
+    `purge` deletes it (see `retention`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

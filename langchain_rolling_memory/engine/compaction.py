@@ -379,11 +379,20 @@ class Compactor:
             return None
         try:
             # Re-read under the lease: another process may have folded these messages already,
-            # or the session may have been erased (its generation changed: nothing to fold).
-            state = self.planner.fresh(state, self.store.read_turn(session_id, limit=0)) or self.load(
+            # or the session may have been erased (its generation changed: nothing of it to
+            # fold, and whatever holds its id now is not this turn's to summarize).
+            fresh = self.planner.fresh(state, self.store.read_turn(session_id, limit=0)) or self.load(
                 session_id
             )
+            if fresh.generation != state.generation:
+                return None
+            state = fresh
             oldest = self.store.read(session_id, **self.planner.backlog(state)) if state.truncated else None
+            if (
+                oldest is not None
+                and self.store.read_turn(session_id, limit=0).generation != state.generation
+            ):
+                return None  # erased between the two reads: the backlog may be another session's
             plan = self.planner.plan(state, oldest, force)
             if plan is None:
                 return None
@@ -417,12 +426,20 @@ class Compactor:
             self._fail(session_id, exc)
             return None
         try:
-            state = self.planner.fresh(
+            fresh = self.planner.fresh(
                 state, await self.store.aread_turn(session_id, limit=0)
             ) or await self.aload(session_id)
+            if fresh.generation != state.generation:
+                return None
+            state = fresh
             oldest = (
                 await self.store.aread(session_id, **self.planner.backlog(state)) if state.truncated else None
             )
+            if (
+                oldest is not None
+                and (await self.store.aread_turn(session_id, limit=0)).generation != state.generation
+            ):
+                return None
             plan = self.planner.plan(state, oldest, force)
             if plan is None:
                 return None

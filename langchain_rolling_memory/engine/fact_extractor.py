@@ -26,7 +26,14 @@ from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.prompts import render_transcript
 from langchain_rolling_memory.core.quoting import quote_text
 from langchain_rolling_memory.core.records import CompactionResult, Fact, SessionMark
-from langchain_rolling_memory.errors import ConfigurationError, FactError, InvalidIdError, StaleWriteError
+from langchain_rolling_memory.core.retention import check_ttl
+from langchain_rolling_memory.errors import (
+    ConfigurationError,
+    FactError,
+    InvalidIdError,
+    OwnershipError,
+    StaleWriteError,
+)
 from langchain_rolling_memory.runtime.tracing import EXTRACT_FACTS, traced
 from langchain_rolling_memory.stores.api import RollingStore
 
@@ -112,6 +119,8 @@ class FactExtractor:
         store: the store to read and write facts in; needed for `on_compaction` (use `bind`),
             optional for `extract`, which also takes it as an argument.
         prompt: the system instructions (default `DEFAULT_EXTRACTION_PROMPT`).
+        fact_ttl: seconds the facts it adds or updates are kept (their retention, renewed at
+            each update); None: the store's `fact_ttl`.
 
     A reply that is not valid JSON of the expected shape, names an unknown fact id, or holds
     an empty or too long fact changes nothing: the error is logged and returned.
@@ -129,12 +138,20 @@ class FactExtractor:
     """
 
     def __init__(
-        self, model: BaseChatModel, *, store: RollingStore | None = None, prompt: str | None = None
+        self,
+        model: BaseChatModel,
+        *,
+        store: RollingStore | None = None,
+        prompt: str | None = None,
+        fact_ttl: float | None = None,
     ) -> None:
         if not isinstance(model, BaseChatModel):
             msg = f"FactExtractor needs a LangChain chat model, got {type(model).__name__}"
             raise ConfigurationError(msg)
         self.model = model
+        self.fact_ttl = (
+            None if fact_ttl is None else check_ttl(fact_ttl, name="fact_ttl", error=ConfigurationError)
+        )
         # Every call is named and tagged as the memory's (see `tracing`).
         self._call: Runnable[Any, Any] = traced(model, EXTRACT_FACTS)
         self.store = store
@@ -154,7 +171,7 @@ class FactExtractor:
         if self.store is not None:
             msg = "this FactExtractor is bound to another store; build one per store"
             raise ConfigurationError(msg)
-        return FactExtractor(self.model, store=store, prompt=self.prompt)
+        return FactExtractor(self.model, store=store, prompt=self.prompt, fact_ttl=self.fact_ttl)
 
     # ------------------------------------------------------------------ shared steps
 
@@ -239,22 +256,29 @@ class FactExtractor:
         validate_id(client_id, kind="client_id")
         if not messages:
             return ExtractionResult()
+        if planned_from is not None and not _still(target, client_id, planned_from):
+            return self._refused(ExtractionResult(), _stale(planned_from))
         existing = target.facts(client_id)
         plan, error = self._prepare(target, existing, self._ask(self.request(existing, messages)))
         result = ExtractionResult(error=error)
         if plan is None:
             return result
         try:
+            # A delete carries no mark in the store: the session is checked again just before.
+            if plan.deletes and planned_from is not None and not _still(target, client_id, planned_from):
+                raise _stale(planned_from)
             for fact_id in plan.deletes:
                 if target.delete_fact(client_id, fact_id):
                     result.deleted.append(fact_id)
             for fact_id, text in plan.updates:
-                updated = target.update_fact(client_id, fact_id, text, planned_from=planned_from)
+                updated = target.update_fact(
+                    client_id, fact_id, text, planned_from=planned_from, ttl=self.fact_ttl
+                )
                 if updated is not None:
                     result.updated.append(updated)
             for text, key in plan.adds:
                 added = target.add_fact(
-                    client_id, text, key=key, source="extractor", planned_from=planned_from
+                    client_id, text, key=key, source="extractor", planned_from=planned_from, ttl=self.fact_ttl
                 )
                 if added is not None:
                     result.added.append(added)
@@ -284,6 +308,8 @@ class FactExtractor:
         validate_id(client_id, kind="client_id")
         if not messages:
             return ExtractionResult()
+        if planned_from is not None and not await _astill(target, client_id, planned_from):
+            return self._refused(ExtractionResult(), _stale(planned_from))
         existing = await target.afacts(client_id)
         reply = await self._aask(self.request(existing, messages))
         plan, error = self._prepare(target, existing, reply)
@@ -291,16 +317,24 @@ class FactExtractor:
         if plan is None:
             return result
         try:
+            if (
+                plan.deletes
+                and planned_from is not None
+                and not await _astill(target, client_id, planned_from)
+            ):
+                raise _stale(planned_from)
             for fact_id in plan.deletes:
                 if await target.adelete_fact(client_id, fact_id):
                     result.deleted.append(fact_id)
             for fact_id, text in plan.updates:
-                updated = await target.aupdate_fact(client_id, fact_id, text, planned_from=planned_from)
+                updated = await target.aupdate_fact(
+                    client_id, fact_id, text, planned_from=planned_from, ttl=self.fact_ttl
+                )
                 if updated is not None:
                     result.updated.append(updated)
             for text, key in plan.adds:
                 added = await target.aadd_fact(
-                    client_id, text, key=key, source="extractor", planned_from=planned_from
+                    client_id, text, key=key, source="extractor", planned_from=planned_from, ttl=self.fact_ttl
                 )
                 if added is not None:
                     result.added.append(added)
@@ -358,3 +392,25 @@ def compaction_listener(
     if not isinstance(extractor, FactExtractor):
         extractor = FactExtractor(extractor)
     return extractor.bind(store)
+
+
+def _stale(mark: SessionMark) -> StaleWriteError:
+    return StaleWriteError.for_session(mark.session_id, "fact extraction")
+
+
+def _still(store: RollingStore, client_id: str, mark: SessionMark) -> bool:
+    """Whether `mark`'s session is still `client_id`'s at the generation the messages were read
+    at: checked before the model call (so another client's facts never enter the request) and
+    before deletes; adds and updates are checked by the store in their write."""
+    try:
+        return store.read_turn(mark.session_id, limit=0, client_id=client_id).generation == mark.generation
+    except OwnershipError:
+        return False
+
+
+async def _astill(store: RollingStore, client_id: str, mark: SessionMark) -> bool:
+    try:
+        turn = await store.aread_turn(mark.session_id, limit=0, client_id=client_id)
+    except OwnershipError:
+        return False
+    return turn.generation == mark.generation

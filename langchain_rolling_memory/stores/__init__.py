@@ -7,7 +7,8 @@
 | ``postgresql://user@host:5432/db`` | `PostgresRollingStore` | ``postgres`` |
 | ``redis://host:6379/0`` | `RedisRollingStore` | ``redis`` |
 
-A ``prefix`` query parameter sets the table or key prefix: ``sqlite:///app.db?prefix=app1_``.
+A ``prefix`` query parameter sets the table or key prefix: ``sqlite:///app.db?prefix=app1_``;
+``fact_ttl`` the seconds a fact is kept by default: ``redis://host:6379/0?fact_ttl=7776000``.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ primitives a backend implements and the data model in `contract.py`, the records
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,9 +28,10 @@ from langchain_rolling_memory.core.records import (
     SummaryRecord,
     TurnRead,
 )
+from langchain_rolling_memory.core.retention import check_ttl
 from langchain_rolling_memory.core.serde import loads_message
 from langchain_rolling_memory.core.usage import SummaryUsage
-from langchain_rolling_memory.errors import OwnershipError
+from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
 from langchain_rolling_memory.stores.contract import OPERATOR, AppendBatch, ReadAs, Reader
 from langchain_rolling_memory.stores.export import client_export, session_export
 from langchain_rolling_memory.stores.fact_api import FactApi
@@ -51,6 +53,9 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         max_facts: most facts kept per client.
         fact_filter: optional ``(text, key) -> text | None`` hook run before a fact is
             stored; return None to refuse it, or a redacted text.
+        fact_ttl: seconds a fact is kept after it is written, when its write names no `ttl`
+            or `expires_at` (also ``?fact_ttl=`` in a store URL); None keeps facts until
+            deleted. See `add_fact`.
     """
 
     def __init__(
@@ -59,17 +64,21 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         max_fact_chars: int = 500,
         max_facts: int = 200,
         fact_filter: FactFilter | None = None,
+        fact_ttl: float | None = None,
     ) -> None:
         fact_rules.check_limits(max_fact_chars, max_facts)
         self.max_fact_chars = max_fact_chars
         self.max_facts = max_facts
         self.fact_filter = fact_filter
+        self.fact_ttl = (
+            None if fact_ttl is None else check_ttl(fact_ttl, name="fact_ttl", error=ConfigurationError)
+        )
 
     # ------------------------------------------------------------------ shared helpers
 
     @staticmethod
     def _decode(rows: Sequence[Row]) -> list[StoredMessage]:
-        return [StoredMessage(seq, loads_message(payload), tokens) for seq, payload, tokens in rows]
+        return [StoredMessage(seq, loads_message(payload), tokens, at) for seq, payload, tokens, at in rows]
 
     # ------------------------------------------------------------------ transcript
 
@@ -137,7 +146,9 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         newest: bool = True,
         client_id: ReadAs = OPERATOR,
     ) -> list[StoredMessage]:
-        """Messages with ``seq > after_seq``, ascending; the last (or first) `limit` of them.
+        """Messages with ``seq > after_seq``, ascending; the last (or first) `limit` of them,
+        each with its date (`StoredMessage.created_at`: when it was appended, or the date given
+        to `append`).
 
         `client_id`, on every session read (`summary_and_tail`, `transcript`, `last_seq`,
         `summary`, `usage`, `get_state` and their async twins), says whose run reads: a
@@ -332,12 +343,15 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
             session_id, checks.optional_client(client_id), checks.state_json(state), self._now()
         )
 
-    def purge(self, *, older_than: float) -> int:
-        """Delete sessions not written for `older_than` seconds; return how many."""
-        return self._purge(checks.cutoff(older_than, self._now()))
+    def purge(self, *, older_than: float | None = None) -> int:
+        """Delete the sessions not written for `older_than` seconds (None: no session) and
+        every expired fact (see `add_fact`); return how many sessions and facts it deleted."""
+        now = self._now()
+        return self._purge(checks.cutoff(older_than, now), now)
 
-    async def apurge(self, *, older_than: float) -> int:
-        return await self._apurge(checks.cutoff(older_than, self._now()))
+    async def apurge(self, *, older_than: float | None = None) -> int:
+        now = self._now()
+        return await self._apurge(checks.cutoff(older_than, now), now)
 
     # ------------------------------------------------------------------ privacy
 
@@ -366,6 +380,8 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
 
         Each session is read as the client's (`Reader`, owner checked in each read): a session
         erased and re-created by another client while the export runs is left out, never read.
+        Facts come with their `expires_at`; one that expired is still stored until `purge`, so
+        it is exported too (its expiry past), though no read of the memory shows it.
         """
         validate_id(client_id, kind="client_id")
         reader = Reader(client_id, exact=True)
@@ -381,7 +397,7 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
             if info is None or info.client_id != client_id:
                 continue
             sessions.append(session_export(info, summary, state, self._decode(rows)))
-        return client_export(client_id, self._list_facts(client_id), sessions, self._now())
+        return client_export(client_id, self._list_facts(client_id, -math.inf), sessions, self._now())
 
     async def aexport(self, client_id: str) -> dict[str, Any]:
         validate_id(client_id, kind="client_id")
@@ -398,4 +414,5 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
             if info is None or info.client_id != client_id:
                 continue
             sessions.append(session_export(info, summary, state, self._decode(rows)))
-        return client_export(client_id, await self._alist_facts(client_id), sessions, self._now())
+        facts = await self._alist_facts(client_id, -math.inf)
+        return client_export(client_id, facts, sessions, self._now())

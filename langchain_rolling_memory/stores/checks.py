@@ -9,6 +9,7 @@ these is `api.py`.
 from __future__ import annotations
 
 import json
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -96,10 +97,12 @@ def check_limit(limit: int | None) -> None:
         raise ValueError(msg)
 
 
-def cutoff(older_than: float, now: float) -> float:
-    """The time before which `purge` deletes a session."""
-    if older_than < 0:
-        msg = f"older_than must be a number of seconds >= 0, got {older_than!r}"
+def cutoff(older_than: float | None, now: float) -> float:
+    """The time before which `purge` deletes a session (None: none, ``-inf``)."""
+    if older_than is None:
+        return -math.inf
+    if not isinstance(older_than, (int, float)) or isinstance(older_than, bool) or not older_than >= 0:
+        msg = f"older_than must be a number of seconds >= 0 (or None: no session), got {older_than!r}"
         raise ConfigurationError(msg)
     return now - older_than
 

@@ -17,7 +17,9 @@ Data model, per backend:
   state) naming no client or another one is refused. `generation` is an opaque string set when
   the row is created and never reused by a later row of the same id (a random token or a
   counter that only grows), so every erase (clear, purge, forget, expiry) changes it.
-* facts: per client ``(id, text, key, source, created_at, updated_at, pinned)``.
+* facts: per client ``(id, text, key, source, created_at, updated_at, pinned, expires_at)``;
+  ``expires_at`` (schema 5; None: never) hides a fact from every read at the store's clock
+  (`_now`), in the statement or script that reads it, and `_purge` deletes it.
 * search index (schema 2): one entry per message and per fact, its `lexical_search.index_text`,
   erased with its row; `_search` ranks the entries of one scope. A message is found by any
   search that starts after its append returns: a backend may index it with the append or
@@ -55,11 +57,12 @@ from langchain_core.messages import BaseMessage
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version of the data layout; a store written by a newer version is refused.
 2: per-message dates, the search index, pinned facts. 3: SQLite indexes messages at the
 first search after their append (the other backends have nothing to convert). 4: every
-session row carries its erase generation (rows written before read as ``''``)."""
+session row carries its erase generation (rows written before read as ``''``). 5: a fact's
+expiry (facts written before never expire; Redis: their JSON lacks the field)."""
 
 
 def new_generation() -> str:
@@ -226,7 +229,8 @@ class StoreBackend(ABC):
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
     ) -> list[Row]:
         """Rows with seq > after_seq in ascending order: the last `limit` if `newest`,
-        else the first `limit` (all if limit is None)."""
+        else the first `limit` (all if limit is None); each with its stored date (`Row`), read
+        by the same statement or script (the turn's `_summary_and_tail` too)."""
 
     @abstractmethod
     def _last_seq(self, session_id: str, reader: Reader | None = None) -> int: ...
@@ -272,8 +276,11 @@ class StoreBackend(ABC):
         must not be erased by a run that is not the claimer's)."""
 
     @abstractmethod
-    def _list_facts(self, client_id: str) -> list[Fact]:
-        """Facts of the client, oldest first (by created_at, then id)."""
+    def _list_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
+        """The client's facts live at `at` (None: `_now()`), oldest first (by created_at, then
+        id): a fact whose `expires_at` is at or before it is left out by the statement or
+        script that reads them (so it is by `_search`, and from what `_change_facts` hands its
+        plan, at `_now()`). ``at=-inf``: every stored fact (the export's)."""
 
     @abstractmethod
     def _put_fact(self, fact: Fact) -> None:
@@ -288,8 +295,9 @@ class StoreBackend(ABC):
         in the erase itself: a session id now owned by another client is left alone)."""
 
     @abstractmethod
-    def _purge(self, cutoff: float) -> int:
-        """Delete sessions not updated since `cutoff`; return how many."""
+    def _purge(self, cutoff: float, now: float) -> int:
+        """Delete the sessions not updated since `cutoff` (``-inf``: none) and the facts expired
+        at `now` (``expires_at <= now``), every client's; return how many of both."""
 
     @abstractmethod
     def _change_facts(
@@ -370,8 +378,8 @@ class StoreBackend(ABC):
     async def _adelete_session(self, session_id: str, reader: Reader | None = None) -> None:
         await self._thread(self._delete_session, session_id, reader)
 
-    async def _alist_facts(self, client_id: str) -> list[Fact]:
-        return await self._thread(self._list_facts, client_id)
+    async def _alist_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
+        return await self._thread(self._list_facts, client_id, at)
 
     async def _aput_fact(self, fact: Fact) -> None:
         await self._thread(self._put_fact, fact)
@@ -382,8 +390,8 @@ class StoreBackend(ABC):
     async def _adelete_client(self, client_id: str) -> None:
         await self._thread(self._delete_client, client_id)
 
-    async def _apurge(self, cutoff: float) -> int:
-        return await self._thread(self._purge, cutoff)
+    async def _apurge(self, cutoff: float, now: float) -> int:
+        return await self._thread(self._purge, cutoff, now)
 
     @staticmethod
     def _now() -> float:

@@ -24,7 +24,13 @@ def session_export(
         "summary": asdict(summary) if summary else None,
         "state": json.loads(state) if state else {},
         "transcript": [
-            {"seq": m.seq, "tokens": m.tokens, "message": message_to_dict(m.message)} for m in messages
+            {
+                "seq": m.seq,
+                "created_at": m.created_at,
+                "tokens": m.tokens,
+                "message": message_to_dict(m.message),
+            }
+            for m in messages
         ],
     }
 

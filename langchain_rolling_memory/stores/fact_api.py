@@ -2,19 +2,25 @@
 
 Owns turning a call into a checked fact and a plan that a backend runs inside its atomic
 read-then-write step (`_change_facts`); the rules themselves (limits, duplicates, keys) are
-in `fact_rules.py`, the transcript, summary and session API in `api.py`. No I/O of its own.
+in `fact_rules.py`, when a fact expires in `retention.py`, the transcript, summary and
+session API in `api.py`. No I/O of its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
+from datetime import datetime
 
 import langchain_rolling_memory.core.fact_rules as fact_rules
 import langchain_rolling_memory.stores.checks as checks
 from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.records import Fact, FactFilter, FactPlan, SessionMark
+from langchain_rolling_memory.core.retention import Retention, retention
 from langchain_rolling_memory.stores.contract import StoreBackend
+
+ExpiresAt = float | datetime | None
+"""``expires_at=`` of a fact write: seconds since the epoch or a datetime (naive: UTC)."""
 
 
 class FactApi(StoreBackend):
@@ -23,6 +29,12 @@ class FactApi(StoreBackend):
     max_fact_chars: int
     max_facts: int
     fact_filter: FactFilter | None
+    fact_ttl: float | None
+
+    def _retention(self, ttl: float | None, expires_at: ExpiresAt) -> tuple[Retention, float]:
+        """The checked retention of a fact write, and the `now` it was computed at."""
+        now = self._now()
+        return retention(ttl, expires_at, now=now, default_ttl=self.fact_ttl), now
 
     def _check_fact(self, text: object, key: str | None, source: str) -> tuple[str, str | None] | None:
         """Validate and filter a fact; None if the filter refused it."""
@@ -31,12 +43,17 @@ class FactApi(StoreBackend):
         )
 
     def _plan_add(
-        self, client_id: str, text: str, key: str | None, source: str, pinned: bool = False
+        self,
+        client_id: str,
+        checked: tuple[str, str | None],
+        source: str,
+        pinned: bool,
+        keep: tuple[Retention, float],
     ) -> FactPlan:
         """A plan that writes the checked fact (new or replacing a keyed one), or nothing for a
         duplicate; its time and id are fixed here, so a backend may run it more than once.
         A pinned fact stays pinned; `pinned=True` pins a new, replaced or duplicate fact."""
-        now, new_id = self._now(), uuid.uuid4().hex
+        (text, key), (kept, now), new_id = checked, keep, uuid.uuid4().hex
 
         def plan(existing: list[Fact]) -> Fact | None:
             fact = plan_unpinned(existing)
@@ -56,6 +73,7 @@ class FactApi(StoreBackend):
                 max_facts=self.max_facts,
                 now=now,
                 new_id=new_id,
+                retention=kept,
             )
 
         return plan
@@ -69,6 +87,8 @@ class FactApi(StoreBackend):
         source: str = "code",
         pinned: bool = False,
         planned_from: SessionMark | None = None,
+        ttl: float | None = None,
+        expires_at: ExpiresAt = None,
     ) -> Fact | None:
         """Store a fact about the client and return it.
 
@@ -80,6 +100,12 @@ class FactApi(StoreBackend):
         conditional on that session still being the client's at the generation read:
         `StaleWriteError`, nothing written, once an erase overtook it.
 
+        Retention: `ttl` (seconds from now) or `expires_at` (a date) makes the fact expire
+        then, the store's `fact_ttl` when neither is given; an expired fact is invisible at
+        once (no listing, search, prompt or export shows it) and `purge` deletes it. A keyed
+        replacement renews the expiry (the one named, else `fact_ttl` from now, else it keeps
+        its own); so does a duplicate added with a `ttl` or `expires_at`.
+
         Example:
             >>> from langchain_rolling_memory import open_store
             >>> store = open_store("memory://")
@@ -87,10 +113,11 @@ class FactApi(StoreBackend):
             'Allergic to peanuts'
         """
         validate_id(client_id, kind="client_id")
+        keep = self._retention(ttl, expires_at)
         checked = self._check_fact(text, key, source)
         if checked is None:
             return None
-        plan = self._plan_add(client_id, *checked, source, checks.pinned_flag(pinned))
+        plan = self._plan_add(client_id, checked, source, checks.pinned_flag(pinned), keep)
         existing, fact = self._change_facts(client_id, plan, _mark(planned_from))
         return fact if fact is not None else fact_rules.find_fact(existing, *checked)
 
@@ -103,25 +130,28 @@ class FactApi(StoreBackend):
         source: str = "code",
         pinned: bool = False,
         planned_from: SessionMark | None = None,
+        ttl: float | None = None,
+        expires_at: ExpiresAt = None,
     ) -> Fact | None:
         validate_id(client_id, kind="client_id")
+        keep = self._retention(ttl, expires_at)
         checked = self._check_fact(text, key, source)
         if checked is None:
             return None
-        plan = self._plan_add(client_id, *checked, source, checks.pinned_flag(pinned))
+        plan = self._plan_add(client_id, checked, source, checks.pinned_flag(pinned), keep)
         existing, fact = await self._achange_facts(client_id, plan, _mark(planned_from))
         return fact if fact is not None else fact_rules.find_fact(existing, *checked)
 
     def facts(self, client_id: str) -> list[Fact]:
-        """The client's facts, oldest first."""
+        """The client's facts, oldest first (the expired ones left out)."""
         return self._list_facts(validate_id(client_id, kind="client_id"))
 
     async def afacts(self, client_id: str) -> list[Fact]:
         return await self._alist_facts(validate_id(client_id, kind="client_id"))
 
-    def _plan_update(self, fact_id: str, text: str) -> FactPlan:
+    def _plan_update(self, fact_id: str, text: str, keep: tuple[Retention, float]) -> FactPlan:
         """A plan that rewrites the text of fact `fact_id` (None: no such fact, or filtered)."""
-        now = self._now()
+        kept, now = keep
 
         def plan(existing: list[Fact]) -> Fact | None:
             return fact_rules.plan_update(
@@ -131,26 +161,43 @@ class FactApi(StoreBackend):
                 max_chars=self.max_fact_chars,
                 fact_filter=self.fact_filter,
                 now=now,
+                retention=kept,
             )
 
         return plan
 
     def update_fact(
-        self, client_id: str, fact_id: str, text: str, *, planned_from: SessionMark | None = None
+        self,
+        client_id: str,
+        fact_id: str,
+        text: str,
+        *,
+        planned_from: SessionMark | None = None,
+        ttl: float | None = None,
+        expires_at: ExpiresAt = None,
     ) -> Fact | None:
         """Replace the text of one fact; None if the client has no such fact (or the filter
-        refused the new text). Read and write are one step, as in `add_fact`, which also
-        says what `planned_from` does."""
+        refused the new text, or the fact expired). Read and write are one step, as in
+        `add_fact`, which also says what `planned_from`, `ttl` and `expires_at` do: an update
+        renews the fact's expiry as a keyed replacement does."""
         validate_id(client_id, kind="client_id")
         validate_id(fact_id, kind="fact_id")
-        return self._change_facts(client_id, self._plan_update(fact_id, text), _mark(planned_from))[1]
+        plan = self._plan_update(fact_id, text, self._retention(ttl, expires_at))
+        return self._change_facts(client_id, plan, _mark(planned_from))[1]
 
     async def aupdate_fact(
-        self, client_id: str, fact_id: str, text: str, *, planned_from: SessionMark | None = None
+        self,
+        client_id: str,
+        fact_id: str,
+        text: str,
+        *,
+        planned_from: SessionMark | None = None,
+        ttl: float | None = None,
+        expires_at: ExpiresAt = None,
     ) -> Fact | None:
         validate_id(client_id, kind="client_id")
         validate_id(fact_id, kind="fact_id")
-        plan = self._plan_update(fact_id, text)
+        plan = self._plan_update(fact_id, text, self._retention(ttl, expires_at))
         return (await self._achange_facts(client_id, plan, _mark(planned_from)))[1]
 
     def delete_fact(self, client_id: str, fact_id: str) -> bool:

@@ -9,10 +9,10 @@ text (`core/lexical_search.py` does).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 
+from langchain_rolling_memory.core.dates import MAX_DATE, seconds
 from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.lexical_search import SearchHit, query_terms
 from langchain_rolling_memory.core.records import SessionInfo
@@ -25,50 +25,12 @@ CreatedAt = float | datetime | Sequence[float | datetime] | None
 
 MAX_SEARCH_LIMIT = 1000
 
-MAX_CREATED_AT = datetime(9999, 1, 1, tzinfo=timezone.utc).timestamp()
-"""A message's date is before this (1 January 9999, in seconds). A date past the year 9999 (a
-date in milliseconds, `datetime.max`) cannot be a `datetime`: stored, it broke every recall
-that showed it. The year of margin keeps any time zone's rendering of a date in range."""
-
-_UNITS = ((1e3, "milliseconds"), (1e6, "microseconds"), (1e9, "nanoseconds"))
+MAX_CREATED_AT = MAX_DATE
+"""A message's date is before this (1 January 9999, in seconds): see `dates.MAX_DATE`."""
 
 
 def _seconds(value: object) -> float:
-    if isinstance(value, datetime):
-        # A naive datetime is read as UTC: recalled excerpts are dated in UTC too.
-        aware = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
-        try:
-            seconds = aware.timestamp()
-        except OverflowError:  # within a day of datetime.min or datetime.max
-            seconds = -math.inf if aware.year == 1 else math.inf
-        return _in_range(seconds, value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        if abs(value) >= 2**64:  # no float, and a repr that can be thousands of digits long
-            return _in_range(math.inf if value > 0 else -math.inf, f"an int of {value.bit_length()} bits")
-        return _in_range(float(value), value)
-    if isinstance(value, float) and math.isfinite(value):
-        return _in_range(value, value)
-    msg = (
-        "created_at must be seconds since the epoch (a finite number) or a datetime, "
-        f"got {value!r}; pass time.time()-style seconds or a datetime"
-    )
-    raise ConfigurationError(msg)
-
-
-def _in_range(seconds: float, value: object) -> float:
-    if 0 <= seconds < MAX_CREATED_AT:
-        return seconds
-    why = "before 1970" if seconds < 0 else "in the year 9999 or later"
-    unit = next(((scale, name) for scale, name in _UNITS if seconds / scale < MAX_CREATED_AT), None)
-    if seconds > 0 and unit is not None and isinstance(value, (int, float)):
-        fix = f"it looks like {unit[1]}: divide it by {unit[0]:,.0f}"
-    else:
-        fix = "pass time.time()-style seconds or a datetime"
-    msg = (
-        f"created_at must be seconds from 1970 to before the year 9999 (0 <= t < {MAX_CREATED_AT:.0f}), "
-        f"got {value if isinstance(value, str) else repr(value)}, {why}; {fix}"
-    )
-    raise ConfigurationError(msg)
+    return seconds(value, "created_at")
 
 
 def dates_of(count: int, created_at: CreatedAt, now: float) -> list[float] | None:

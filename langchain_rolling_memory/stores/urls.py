@@ -1,5 +1,5 @@
-"""Opening a store by URL (the scheme picks the backend, our ``prefix`` parameter is taken out),
-and refusing anything else handed to an adapter as its store.
+"""Opening a store by URL (the scheme picks the backend, our ``prefix`` and ``fact_ttl``
+parameters are taken out), and refusing anything else handed to an adapter as its store.
 
 Owns the URL forms in `stores/__init__.py`'s table and the import of the backend a URL names
 (only when used, so extras stay optional); the backends own what their URLs mean to the driver.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from typing import Any
-from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.stores.api import RollingStore
@@ -46,11 +46,10 @@ def open_store(url: str, **options: Any) -> RollingStore:
     if scheme not in BACKENDS:
         msg = f"unknown store URL scheme {parts.scheme!r} in {url!r}; use one of {sorted(BACKENDS)}"
         raise ConfigurationError(msg)
-    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     module_name, class_name = BACKENDS[scheme]
     cls = getattr(importlib.import_module(module_name), class_name)
     if scheme == "memory":
-        return cls(**options)  # type: ignore[no-any-return]
+        return cls(**url_options(url, options)[1])  # type: ignore[no-any-return]
     if scheme == "sqlite":
         path = parts.path[1:] if parts.path.startswith("/") else parts.path
         if parts.netloc:
@@ -59,21 +58,47 @@ def open_store(url: str, **options: Any) -> RollingStore:
         if not path:
             msg = f"a SQLite URL needs a path, got {url!r}"
             raise ConfigurationError(msg)
-        if "prefix" in query:
-            options.setdefault("table_prefix", query["prefix"])
-        return cls(path, **options)  # type: ignore[no-any-return]
-    # Server backends take the URL whole (minus our own `prefix` parameter).
+        return cls(path, **url_options(url, options, "table_prefix")[1])  # type: ignore[no-any-return]
+    # Server backends take the URL whole (minus our own parameters, see `url_options`).
     return cls.from_url(url, **options)  # type: ignore[no-any-return]
 
 
+_OURS = ("prefix", "fact_ttl")
+
+
 def split_prefix(url: str) -> tuple[str, str | None]:
-    """Take our own ``prefix`` query parameter out of a server URL: ``(url for the driver,
-    prefix or None)``. Drivers would reject or misread it."""
+    """Take our own query parameters (``prefix``, ``fact_ttl``) out of a URL: ``(url for the
+    driver, prefix or None)``. Drivers would reject or misread them."""
+    clean, ours = _split(url)
+    return clean, ours.get("prefix")
+
+
+def url_options(url: str, options: dict[str, Any], prefix_option: str = "") -> tuple[str, dict[str, Any]]:
+    """``(url for the driver, options)``: `options` completed by our own query parameters
+    (an option passed by name wins): ``prefix`` as `prefix_option` (``table_prefix``,
+    ``key_prefix``), ``fact_ttl`` as seconds (checked by the store)."""
+    clean, ours = _split(url)
+    if prefix_option and "prefix" in ours:
+        options.setdefault(prefix_option, ours["prefix"])
+    if "fact_ttl" in ours:
+        options.setdefault("fact_ttl", _number(ours["fact_ttl"]))
+    return clean, options
+
+
+def _split(url: str) -> tuple[str, dict[str, str]]:
     parts = urlsplit(url)
     pairs = parse_qsl(parts.query, keep_blank_values=True)
-    prefix = next((v for k, v in reversed(pairs) if k == "prefix"), None)
-    rest = urlencode([(k, v) for k, v in pairs if k != "prefix"])
-    return urlunsplit(parts._replace(query=rest)), prefix
+    ours = {k: v for k, v in pairs if k in _OURS}  # the last one given wins
+    rest = urlencode([(k, v) for k, v in pairs if k not in _OURS])
+    return urlunsplit(parts._replace(query=rest)), ours
+
+
+def _number(text: str) -> float | str:
+    """A URL's number as a float; anything else as it is, for the store to refuse by name."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def rolling_store(store: object, *, owner: str) -> RollingStore:

@@ -6,7 +6,9 @@ Search ranks with one `lexical_search.Bm25Index` per owner: a client's (its sess
 facts) or, for a session that is nobody's, that session's; so a score depends on its owner's
 text only. A session that a client comes to own moves its entries into the client's index.
 The indexes are caught up at the first search after writes (a message's words are read from
-its stored JSON then), so a turn without recall does not pay for indexing.
+its stored JSON then), so a turn without recall does not pay for indexing. A fact that expired
+is left out of its client's index at the next search (so no score counts it), and out of
+every listing at once; `purge` drops it.
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ class _Session:
     rows: list[Row] = field(default_factory=list)
     summary: SummaryRecord | None = None
     state: str | None = None
-    dates: list[float] = field(default_factory=list)
     generation: str = field(default_factory=new_generation)
 
 
@@ -129,7 +130,7 @@ class InMemoryRollingStore(RollingStore):
 
     def _adopt(self, session_id: str, session: _Session) -> None:
         """Move the entries of a session that was nobody's to its new owner's index."""
-        for seq, payload, _ in session.rows:
+        for seq, payload, _, _ in session.rows:
             doc = ("m", session_id, seq)
             if doc in self._where:
                 self._unindex(doc)
@@ -156,9 +157,9 @@ class InMemoryRollingStore(RollingStore):
             start = len(session.rows) + 1
             seqs = list(range(start, start + len(rows)))
             session.rows.extend(
-                (seq, payload, tokens) for seq, (payload, tokens) in zip(seqs, rows, strict=True)
+                (seq, payload, tokens, at)
+                for seq, (payload, tokens), at in zip(seqs, rows, batch.created_at(), strict=True)
             )
-            session.dates.extend(batch.created_at())
             for seq, (payload, _) in zip(seqs, rows, strict=True):
                 self._to_index(("m", session_id, seq), payload)
             session.updated_at = now
@@ -181,14 +182,17 @@ class InMemoryRollingStore(RollingStore):
                 scope = ("s", session_id)
             else:  # pragma: no cover - `search_scope` refuses a search without a scope
                 return []
+            if client_id is not None:
+                for fact in self._expired(client_id, self._now()):
+                    self._unindex(("f", client_id, fact.id))
             index = self._indexes.get(scope)
             out: list[SearchRow] = []
             for doc, score in index.search(terms, limit=max(len(index), 1)) if index else ():
                 kind, owner, item = cast("_Doc", doc)
                 if kind == "m" and owner in sessions:
                     session = self._sessions[owner]
-                    seq, payload, _ = session.rows[item - 1]
-                    out.append((score, owner, seq, payload, session.dates[item - 1], None))
+                    seq, payload, _, at = session.rows[item - 1]
+                    out.append((score, owner, seq, payload, at, None))
                 elif kind == "f" and client_id is not None and owner == client_id:
                     out.append((score, None, None, None, None, self._facts[owner][item]))
                 if len(out) >= limit:
@@ -301,11 +305,21 @@ class InMemoryRollingStore(RollingStore):
             self._forget_entries(session_id)
             self._sessions.pop(session_id, None)
 
-    def _list_facts(self, client_id: str) -> list[Fact]:
-        """Facts of the client, oldest first."""
+    def _list_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
+        """Facts of the client live at `at` (None: now), oldest first."""
         with self._lock:
-            facts = self._facts.get(client_id, {}).values()
+            now = self._now() if at is None else at
+            facts = [
+                f
+                for f in self._facts.get(client_id, {}).values()
+                if f.expires_at is None or f.expires_at > now
+            ]
             return sorted(facts, key=lambda f: (f.created_at, f.id))
+
+    def _expired(self, client_id: str, now: float) -> list[Fact]:
+        """The client's facts expired at `now` (call with the lock held)."""
+        facts = self._facts.get(client_id, {}).values()
+        return [f for f in facts if f.expires_at is not None and f.expires_at <= now]
 
     def _put_fact(self, fact: Fact) -> None:
         with self._lock:
@@ -339,10 +353,13 @@ class InMemoryRollingStore(RollingStore):
                 self._forget_entries(session_id)
                 del self._sessions[session_id]
 
-    def _purge(self, cutoff: float) -> int:
+    def _purge(self, cutoff: float, now: float) -> int:
         with self._lock:
             old = [sid for sid, s in self._sessions.items() if s.updated_at < cutoff]
             for sid in old:
                 self._forget_entries(sid)
                 del self._sessions[sid]
-            return len(old)
+            expired = [fact for client_id in list(self._facts) for fact in self._expired(client_id, now)]
+            for fact in expired:
+                self._delete_fact(fact.client_id, fact.id)
+            return len(old) + len(expired)

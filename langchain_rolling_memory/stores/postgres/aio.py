@@ -213,7 +213,9 @@ class AsyncPostgresPrimitives(StoreBackend):
     async def _asearch(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
-        sql, params = pgs.search_params(self.q, list(terms), client_id, session_id, limit, self.search_config)
+        sql, params = pgs.search_params(
+            self.q, list(terms), client_id, session_id, limit, self.search_config, self._now()
+        )
         return pgs.search_rows_of(await self._afetch("search", sql, params))
 
     async def _alast_seq(self, session_id: str, reader: Reader | None = None) -> int:
@@ -265,17 +267,19 @@ class AsyncPostgresPrimitives(StoreBackend):
                 ids = sorted(locked | set(plan.always))
                 for sql in self.q.erase_sessions if ids else ():
                     await conn.execute(sql, (ids,))
+                gone = len(locked)
                 for sql, params in plan.then:
-                    await conn.execute(sql, params)
-                return len(locked)
+                    gone += max(0, (await conn.execute(sql, params)).rowcount)
+                return gone
 
         return await self._arun(op, go)
 
     async def _adelete_session(self, session_id: str, reader: Reader | None = None) -> None:
         await self._aerase("delete", self.q.erase("session", session_id), reader)
 
-    async def _alist_facts(self, client_id: str) -> list[Fact]:
-        return [pg.fact_of(r) for r in await self._afetch("facts", self.q.list_facts, (client_id,))]
+    async def _alist_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
+        params = (client_id, self._now() if at is None else at)
+        return [pg.fact_of(r) for r in await self._afetch("facts", self.q.list_facts, params)]
 
     async def _achange_facts(
         self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
@@ -289,7 +293,7 @@ class AsyncPostgresPrimitives(StoreBackend):
                     cur = await conn.execute(q.session_mark, pg.mark_params(mark, client_id))
                     if not await cur.fetchall():
                         raise StaleWriteError.for_session(mark.session_id, "fact write")
-                cur = await conn.execute(q.list_facts, (client_id,))
+                cur = await conn.execute(q.list_facts, (client_id, self._now()))
                 existing = [pg.fact_of(r) for r in await cur.fetchall()]
                 fact = plan(existing)
                 if fact is not None:
@@ -307,5 +311,5 @@ class AsyncPostgresPrimitives(StoreBackend):
     async def _adelete_client(self, client_id: str) -> None:
         await self._aerase("forget", self.q.erase("client", client_id))
 
-    async def _apurge(self, cutoff: float) -> int:
-        return await self._aerase("purge", self.q.erase("purge", cutoff))
+    async def _apurge(self, cutoff: float, now: float) -> int:
+        return await self._aerase("purge", self.q.erase("purge", cutoff, now))

@@ -17,7 +17,7 @@ Ranking is BM25 computed in the statement, as SQLite's FTS5 and `lexical_search.
 the question's rare word; on LoCoMo it recalled 56.4% of the answers, BM25 60.5% (SQLite 61.0%).
 Every row matching a term is a candidate, so a term's document frequency is counted over the
 candidates exactly; N is the scope's message count (its sessions' ``last_seq``) plus the
-client's facts, so every statistic is the scope's own, never another client's text; a row's
+client's live facts (an expired one is neither a candidate nor counted), so every statistic is the scope's own, never another client's text; a row's
 length is its lexeme count; a term counts once per row (messages are short). Against `ts_rank_cd` on the same store it costs about the same (paired, p50: LoCoMo
 text 25.2 -> 25.4 ms at 10,000 messages of a client).
 
@@ -62,6 +62,10 @@ _SCOPES = {
 }
 
 
+# A fact not expired at the store's clock: an expired one is neither found nor counted.
+_LIVE = "(f.expires_at IS NULL OR f.expires_at > %(now)s)"
+
+
 @functools.cache
 def search_statement(p: str, scope: str) -> str:
     """The search of one scope (``session`` or ``client``) for table prefix `p` (validated by
@@ -81,13 +85,13 @@ def search_statement(p: str, scope: str) -> str:
             UNION ALL
             (SELECT NULL, NULL, f.id, length(f.tsv)::float8,
                     ARRAY(SELECT t.i FROM terms AS t WHERE f.tsv @@ t.tq)
-             FROM {p}facts AS f, q WHERE f.client_id = %(cid)s::text AND f.tsv @@ q.q)
+             FROM {p}facts AS f, q WHERE f.client_id = %(cid)s::text AND {_LIVE} AND f.tsv @@ q.q)
         ),
         hits AS (SELECT c.session_id, c.seq, c.fact_id, c.dl, unnest(c.present) AS i FROM cand AS c),
         df AS (SELECT i, count(*)::float8 AS df FROM hits GROUP BY i),
         stats AS (
             SELECT greatest(coalesce(({count}), 0)
-                            + (SELECT count(*) FROM {p}facts WHERE client_id = %(cid)s::text),
+                            + (SELECT count(*) FROM {p}facts AS f WHERE f.client_id = %(cid)s::text AND {_LIVE}),
                             count(*))::float8 AS n,
                    greatest(avg(dl), 1.0) AS avgdl
             FROM cand
@@ -110,9 +114,16 @@ def search_statement(p: str, scope: str) -> str:
 
 
 def search_params(
-    q: Queries, terms: list[str], client_id: str | None, session_id: str | None, limit: int, config: str
+    q: Queries,
+    terms: list[str],
+    client_id: str | None,
+    session_id: str | None,
+    limit: int,
+    config: str,
+    now: float,
 ) -> tuple[str, dict[str, Any]]:
-    """The statement and parameters of a search of `terms` (checked scope, at least one term)."""
+    """The statement and parameters of a search of `terms` (checked scope, at least one term)
+    at the store's clock `now` (for the facts' expiry)."""
     sql = search_statement(q.prefix, "client" if session_id is None else "session")
     params = {
         "cfg": config,
@@ -121,6 +132,7 @@ def search_params(
         "sid": session_id,
         "cid": client_id,
         "limit": limit,
+        "now": now,
     }
     return sql, params
 

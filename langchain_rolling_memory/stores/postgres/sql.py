@@ -39,7 +39,7 @@ from langchain_rolling_memory.stores.postgres.deadlines import Deadlines, Watch,
 
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
 _CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?")
-FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned"
+FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned, expires_at"
 
 # Append-only: migration N brings the schema from version N-1 to N. Never edit one that shipped.
 MIGRATIONS: tuple[str, ...] = (
@@ -104,6 +104,12 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE {p}sessions ADD COLUMN IF NOT EXISTS generation TEXT NOT NULL DEFAULT '';
     DELETE FROM {p}summaries AS s
         WHERE NOT EXISTS (SELECT 1 FROM {p}sessions AS t WHERE t.session_id = s.session_id)
+    """,
+    # 5 (issue 24): a fact's expiry (NULL: never, as every fact written before); `purge` finds
+    # the expired ones by the partial index.
+    """
+    ALTER TABLE {p}facts ADD COLUMN IF NOT EXISTS expires_at DOUBLE PRECISION;
+    CREATE INDEX IF NOT EXISTS {p}facts_expiry ON {p}facts (expires_at) WHERE expires_at IS NOT NULL
     """,
 )
 if len(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
@@ -184,7 +190,7 @@ class Queries:
         )
         self.find_batch = f"SELECT seq FROM {p}messages WHERE session_id = %s AND batch = %s ORDER BY seq"
         self.owner_of = f"SELECT client_id FROM {p}sessions WHERE session_id = %s"
-        base = f"SELECT seq, message, tokens FROM {p}messages WHERE session_id = %s AND seq > %s"
+        base = f"SELECT seq, message, tokens, created_at FROM {p}messages WHERE session_id = %s AND seq > %s"
         self.read_all = f"{base} ORDER BY seq"
         self.read_newest = f"{base} ORDER BY seq DESC LIMIT %s"
         self.read_oldest = f"{base} ORDER BY seq LIMIT %s"
@@ -194,6 +200,7 @@ class Queries:
         )
         # One statement, one snapshot: the tail starts right after the summary it comes with,
         # and the session row (kind 2: its owner and generation) is read at the same instant.
+        # A message (kind 1) carries its date in the column that holds the summary's.
         self.summary_and_tail = f"""
             WITH s AS (
                 SELECT text, covered_seq, version, meta, updated_at FROM {p}summaries
@@ -205,7 +212,7 @@ class Queries:
             UNION ALL
             (SELECT 0, version, text, covered_seq, meta, updated_at FROM s)
             UNION ALL
-            (SELECT 1, seq, message, tokens::bigint, NULL, NULL FROM {p}messages
+            (SELECT 1, seq, message, tokens::bigint, NULL, created_at FROM {p}messages
              WHERE session_id = %(sid)s AND seq > COALESCE((SELECT covered_seq FROM s), 0)
              ORDER BY seq DESC LIMIT %(limit)s)
         """
@@ -281,14 +288,19 @@ class Queries:
             f"DELETE FROM {p}{table} WHERE session_id = ANY(%s::text[])"
             for table in ("leases", "messages", "summaries", "sessions")
         )
-        self.list_facts = f"SELECT {FACT_COLUMNS} FROM {p}facts WHERE client_id = %s ORDER BY created_at, id"
+        # The live facts at the store's clock (the second parameter): an expired one is left out.
+        self.list_facts = (
+            f"SELECT {FACT_COLUMNS} FROM {p}facts WHERE client_id = %s "
+            "AND (expires_at IS NULL OR expires_at > %s) ORDER BY created_at, id"
+        )
+        self.delete_expired_facts = f"DELETE FROM {p}facts WHERE expires_at <= %s"
         self.delete_facts = f"DELETE FROM {p}facts WHERE client_id = %s"
         self.put_fact = (
             f"INSERT INTO {p}facts AS f ({FACT_COLUMNS}, tsv) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector(%s::regconfig, %s)) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, to_tsvector(%s::regconfig, %s)) "
             "ON CONFLICT (id) DO UPDATE SET text = excluded.text, key = excluded.key, "
             "source = excluded.source, updated_at = excluded.updated_at, pinned = excluded.pinned, "
-            "tsv = excluded.tsv WHERE f.client_id = excluded.client_id"
+            "expires_at = excluded.expires_at, tsv = excluded.tsv WHERE f.client_id = excluded.client_id"
         )
         self.check_config = "SELECT %s::regconfig"
         self.unindexed_messages = f"SELECT session_id, seq, message FROM {p}messages WHERE tsv IS NULL"
@@ -345,9 +357,9 @@ class Queries:
     def facts_lock(self, client_id: str) -> str:
         return f"{self.prefix}facts:{client_id}"
 
-    def erase(self, kind: str, arg: Any) -> Erase:
+    def erase(self, kind: str, arg: Any, now: float = 0.0) -> Erase:
         """The erase transaction of one `kind`: ``session`` (arg: its id), ``client`` (arg:
-        the client id) or ``purge`` (arg: the cutoff)."""
+        the client id) or ``purge`` (arg: the cutoff; with the facts expired at `now`)."""
         if kind == "session":
             # Its id is erased even without a session row (a lease or summary written alone);
             # the lock returns the row, or the placeholder nobody owns when there was none.
@@ -355,12 +367,13 @@ class Queries:
         if kind == "client":
             locks = (self.lock_client, (self.client_lock(arg), self.facts_lock(arg)))
             return Erase([locks], self.lock_client_sessions, (arg,), [], [(self.delete_facts, (arg,))])
-        return Erase([], self.lock_old_sessions, (arg,), [], [])
+        return Erase([], self.lock_old_sessions, (arg,), [], [(self.delete_expired_facts, (now,))])
 
 
 class Erase(NamedTuple):
     """One erase transaction: `first` statements, the `lock` select whose rows name the
-    sessions to erase (plus `always`), then `then` statements after the sessions are gone."""
+    sessions to erase (plus `always`), then `then` statements after the sessions are gone (the
+    rows they delete count in what the erase returns)."""
 
     first: list[tuple[str, tuple[Any, ...]]]
     lock: str
@@ -456,7 +469,7 @@ def append_params(q: Queries, batch: AppendBatch, config: str = "simple") -> dic
 
 
 def rows_of(records: list[tuple[Any, ...]], newest: bool, limit: int | None) -> list[Row]:
-    rows = [(int(s), str(m), None if t is None else int(t)) for s, m, t in records]
+    rows: list[Row] = [(int(s), str(m), None if t is None else int(t), float(at)) for s, m, t, at in records]
     # Ascending: a newest-first read comes reversed, and one wrapped by `reads.owned`
     # in no guaranteed order.
     rows.sort(key=lambda r: r[0])
@@ -484,7 +497,7 @@ def summary_and_tail_of(records: list[tuple[Any, ...]]) -> tuple[str | None, Tur
                 str(message), int(tokens), int(seq), json.loads(str(meta)), float(updated)
             )
         else:
-            rows.append((int(seq), str(message), None if tokens is None else int(tokens)))
+            rows.append((int(seq), str(message), None if tokens is None else int(tokens), float(updated)))
     rows.sort(key=lambda r: r[0])
     return owner, TurnRows(summary, rows, generation)
 
@@ -511,11 +524,13 @@ def fact_params(fact: Fact, config: str = "simple") -> tuple[Any, ...]:
         fact.created_at,
         fact.updated_at,
         fact.pinned,
+        fact.expires_at,
         config,
         index_text(fact.text),
     )
 
 
 def fact_of(record: tuple[Any, ...]) -> Fact:
-    fact_id, client_id, text, key, source, created_at, updated_at, pinned = record
-    return Fact(fact_id, client_id, text, key, source, created_at, updated_at, bool(pinned))
+    fact_id, client_id, text, key, source, created_at, updated_at, pinned, expires_at = record
+    expires = None if expires_at is None else float(expires_at)
+    return Fact(fact_id, client_id, text, key, source, created_at, updated_at, bool(pinned), expires)

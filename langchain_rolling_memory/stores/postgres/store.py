@@ -33,7 +33,7 @@ from langchain_rolling_memory.stores.postgres.conn import borrow, forked_error
 from langchain_rolling_memory.stores.postgres.setup import PostgresSetup
 from langchain_rolling_memory.stores.postgres.sql import Queries, check_config, check_prefix
 from langchain_rolling_memory.stores.postgres.sync import SyncPostgresPrimitives
-from langchain_rolling_memory.stores.urls import split_prefix
+from langchain_rolling_memory.stores.urls import url_options
 
 
 def _driver() -> Any:
@@ -164,13 +164,11 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Post
     @classmethod
     def from_url(cls, url: str, **options: Any) -> PostgresRollingStore:
         """Open a store from ``postgresql://...``; a ``prefix`` query parameter sets the table
-        prefix, the other parameters go to libpq."""
-        conninfo, prefix = split_prefix(url)
+        prefix, ``fact_ttl`` the facts' default retention, the other parameters go to libpq."""
+        conninfo, options = url_options(url, options, "table_prefix")
         scheme, rest = conninfo.split("://", 1) if "://" in conninfo else ("", conninfo)
         if "+" in scheme:  # SQLAlchemy-style "postgresql+psycopg://": libpq knows no driver part
             conninfo = f"{scheme.split('+', 1)[0]}://{rest}"
-        if prefix is not None:
-            options.setdefault("table_prefix", prefix)
         return cls(conninfo, **options)
 
     # ------------------------------------------------------------------ plumbing

@@ -131,7 +131,9 @@ class SyncPostgresPrimitives(StoreBackend):
     def _search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
-        sql, params = pgs.search_params(self.q, list(terms), client_id, session_id, limit, self.search_config)
+        sql, params = pgs.search_params(
+            self.q, list(terms), client_id, session_id, limit, self.search_config, self._now()
+        )
         return pgs.search_rows_of(self._fetch("search", sql, params))
 
     def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
@@ -187,17 +189,19 @@ class SyncPostgresPrimitives(StoreBackend):
                 ids = sorted(locked | set(plan.always))
                 for sql in self.q.erase_sessions if ids else ():
                     conn.execute(sql, (ids,))
+                gone = len(locked)
                 for sql, params in plan.then:
-                    conn.execute(sql, params)
-                return len(locked)
+                    gone += max(0, conn.execute(sql, params).rowcount)
+                return gone
 
         return self._run(op, go)
 
     def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         self._erase("delete", self.q.erase("session", session_id), reader)
 
-    def _list_facts(self, client_id: str) -> list[Fact]:
-        return [pg.fact_of(r) for r in self._fetch("facts", self.q.list_facts, (client_id,))]
+    def _list_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
+        params = (client_id, self._now() if at is None else at)
+        return [pg.fact_of(r) for r in self._fetch("facts", self.q.list_facts, params)]
 
     def _change_facts(
         self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
@@ -213,7 +217,8 @@ class SyncPostgresPrimitives(StoreBackend):
                     found = conn.execute(q.session_mark, pg.mark_params(mark, client_id)).fetchall()
                     if not found:
                         raise StaleWriteError.for_session(mark.session_id, "fact write")
-                existing = [pg.fact_of(r) for r in conn.execute(q.list_facts, (client_id,)).fetchall()]
+                live = conn.execute(q.list_facts, (client_id, self._now())).fetchall()
+                existing = [pg.fact_of(r) for r in live]
                 fact = plan(existing)
                 if fact is not None:
                     conn.execute(q.put_fact, pg.fact_params(fact, self.search_config))
@@ -231,5 +236,5 @@ class SyncPostgresPrimitives(StoreBackend):
     def _delete_client(self, client_id: str) -> None:
         self._erase("forget", self.q.erase("client", client_id))
 
-    def _purge(self, cutoff: float) -> int:
-        return self._erase("purge", self.q.erase("purge", cutoff))
+    def _purge(self, cutoff: float, now: float) -> int:
+        return self._erase("purge", self.q.erase("purge", cutoff, now))

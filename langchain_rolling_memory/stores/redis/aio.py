@@ -111,7 +111,7 @@ class AsyncRedisPrimitives(StoreBackend):
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
         scope = found.search_args(self.prefix, client_id, session_id)
-        seen = found.found_of(await self._arun("search", "search_scope", [], scope))
+        seen = found.found_of(await self._arun("search", "search_scope", [], scope), self._now())
         ranked = found.rank(terms, seen, limit)
         fetch = found.fetch_args(self.prefix, client_id, seen, ranked)
         payloads = [] if fetch is None else await self._arun("search", "search_fetch", [], fetch)
@@ -190,17 +190,18 @@ class AsyncRedisPrimitives(StoreBackend):
         args = erase.delete_args(self.prefix, session_id, reader)
         erase.deleted(await self._arun("delete", "delete_session", [], args), session_id, reader)
 
-    async def _alist_facts(self, client_id: str) -> list[Fact]:
+    async def _alist_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
         client = await self._aclient()
         key = self.keys.facts(client_id)
-        return lua.facts_of(await self._acall("facts", lambda: client.hgetall(key)))
+        raw = await self._acall("facts", lambda: client.hgetall(key))
+        return lua.facts_of(raw, self._now() if at is None else at)
 
     async def _achange_facts(
         self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
     ) -> tuple[list[Fact], Fact | None]:
         client = await self._aclient()
-        key = self.keys.facts(client_id)
-        info = self.keys.info(mark.session_id if mark else "")
+        keys = self.keys.put_fact(client_id, mark.session_id if mark else "")
+        key, info = keys[0], keys[1]
         script = self._ascripts["put_fact"]
 
         async def go() -> tuple[list[Fact], Fact | None]:
@@ -210,13 +211,11 @@ class AsyncRedisPrimitives(StoreBackend):
                         await pipe.watch(key)
                         if mark is not None:
                             lua.check_mark(await pipe.hmget(info, lua.MARK_FIELDS), client_id, mark)
-                        existing = lua.facts_of(await pipe.hgetall(key))
+                        existing = lua.facts_of(await pipe.hgetall(key), self._now())
                         fact = plan(existing)
                         if fact is not None:
                             pipe.multi()
-                            await script(
-                                keys=[key, info], args=lua.fact_args(fact, client_id, mark), client=pipe
-                            )
+                            await script(keys=keys, args=lua.fact_args(fact, client_id, mark), client=pipe)
                             lua.check_put((await pipe.execute())[0], mark)
                         return existing, fact
                     except self._redis.WatchError:
@@ -225,9 +224,8 @@ class AsyncRedisPrimitives(StoreBackend):
         return await self._acall("facts", go)
 
     async def _aput_fact(self, fact: Fact) -> None:
-        client = await self._aclient()
-        key, value = self.keys.facts(fact.client_id), lua.fact_json(fact)
-        await self._acall("facts", lambda: client.hset(key, fact.id, value))
+        keys, args = self.keys.put_fact(fact.client_id, ""), lua.fact_args(fact, fact.client_id, None)
+        await self._arun("facts", "put_fact", keys, args)
 
     async def _adelete_fact(self, client_id: str, fact_id: str) -> bool:
         client = await self._aclient()
@@ -237,12 +235,13 @@ class AsyncRedisPrimitives(StoreBackend):
     async def _adelete_client(self, client_id: str) -> None:
         await self._arun("forget", "delete_client", self.keys.client(client_id), [self.prefix, client_id])
 
-    async def _apurge(self, cutoff: float) -> int:
+    async def _apurge(self, cutoff: float, now: float) -> int:
         gone = 0
-        while True:
-            seen, deleted = await self._arun(
-                "purge", "purge", [self.keys.updated], [self.prefix, repr(cutoff), 500]
-            )
-            gone += int(deleted)
-            if int(seen) < 500:
-                return gone
+        for name, key, at in erase.purges(self.keys, cutoff, now):
+            while True:
+                args = [self.prefix, repr(at), erase.PURGE_BATCH]
+                seen, deleted = await self._arun("purge", name, [key], args)
+                gone += int(deleted)
+                if int(seen) < erase.PURGE_BATCH:
+                    break
+        return gone

@@ -12,7 +12,10 @@ Keys, for prefix ``p`` (default ``lrm:``)::
     p s:{<sid>}:idx          list of "<created_at or -> <search.index_text>"; index i is seq i+1
     p c:{<cid>}:sessions     set of the client's session ids (an id whose session expired or
                              changed owner is dropped by the next script that reads the set)
-    p c:{<cid>}:facts        hash fact id -> fact json
+    p c:{<cid>}:facts        hash fact id -> fact json (``expires_at`` from schema 5: a fact
+                             written before lacks it and never expires)
+    p expiring               zset client_id -> the earliest expiry of its facts, or earlier
+                             (schema 5: `purge` visits these clients; a visit sets it right)
 
 An id (`ids.py`: letters, digits and ``._:@-``) and a prefix (`check_prefix`) never hold a
 brace, so a key names its prefix, its id and its part in one way only: two stores whose
@@ -52,6 +55,7 @@ class Keys:
         self.prefix = prefix
         self.schema = f"{prefix}schema"
         self.updated = f"{prefix}updated"
+        self.expiring = f"{prefix}expiring"
 
     def part(self, sid: str, part: str) -> str:
         return f"{self.prefix}s:{{{sid}}}:{part}"
@@ -89,11 +93,12 @@ class Keys:
 
     def read(self, sid: str, checked: bool) -> list[str]:
         """KEYS of the read script (with the info key when the owner is checked)."""
-        return [self.msgs(sid), self.info(sid)] if checked else [self.msgs(sid)]
+        keys = [self.msgs(sid), self.idx(sid)]
+        return [*keys, self.info(sid)] if checked else keys
 
     def summary_and_tail(self, sid: str) -> list[str]:
         """KEYS of the summary-and-tail script."""
-        return [self.summary(sid), self.msgs(sid), self.info(sid)]
+        return [self.summary(sid), self.msgs(sid), self.info(sid), self.idx(sid)]
 
     def cas(self, sid: str) -> list[str]:
         """KEYS of the compare-and-swap script."""
@@ -111,7 +116,11 @@ class Keys:
 
     def client(self, cid: str) -> list[str]:
         """KEYS of the forget script."""
-        return [self.client_sessions(cid), self.facts(cid)]
+        return [self.client_sessions(cid), self.facts(cid), self.expiring]
+
+    def put_fact(self, cid: str, sid: str) -> list[str]:
+        """KEYS of the put-fact script (`sid`: the session its mark names, '' for none)."""
+        return [self.facts(cid), self.info(sid), self.expiring]
 
 
 # The same layout for the scripts that reach keys they learn as they run (a client's
@@ -258,8 +267,9 @@ def _legacy_msgs(prefix: str, key: Any) -> str | None:
 # Append-only, like the SQL migrations: step N brings the keys from version N-1 to N. Keys
 # are created on first use, so 1 has nothing to convert; 2 writes the search entries (in
 # Python: the indexed text is computed here); 3 is SQLite's alone; 4 delimits the ids (the
-# erase generation itself has nothing to convert).
-_STEPS = (None, "backfill", None, "relayout")
+# erase generation itself has nothing to convert); 5 neither: a fact without `expires_at`
+# never expires, and only a fact written with one needs its client in `expiring`.
+_STEPS = (None, "backfill", None, "relayout", None)
 if len(_STEPS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
     raise RuntimeError("one Redis migration per schema version is required")
 

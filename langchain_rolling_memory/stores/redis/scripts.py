@@ -55,8 +55,10 @@ local function own(p, info, csessions, updated, sid, cid, now, gen, ttl)
   redis.call('ZADD', updated, now, sid)
   return true
 end
--- Rows after `after` (seq = index + 1): the last `limit` if newest, else the first; -1: all.
-local function rows(msgs, after, limit, newest)
+-- Rows after `after` (seq = index + 1): the last `limit` if newest, else the first; -1: all;
+-- {first seq, item..., date...}: each item's date is the first word of its search entry
+-- (idx, one per message: '<created_at or -> <text>'), '-' for all if the list does not match.
+local function rows(msgs, idx, after, limit, newest)
   local total = redis.call('LLEN', msgs)
   local first, last = after, total - 1
   if limit >= 0 then
@@ -69,6 +71,13 @@ local function rows(msgs, after, limit, newest)
   if first > last then return {first + 1} end
   -- Negative indexes make Redis walk from the tail, so a turn's read is cheap however long the list.
   local out = redis.call('LRANGE', msgs, first - total, last - total)
+  local n = #out
+  if redis.call('LLEN', idx) == total then
+    local entries = redis.call('LRANGE', idx, first - total, last - total)
+    for i = 1, n do out[n + i] = string.match(entries[i], '^%S*') end
+  else
+    for i = 1, n do out[n + i] = '-' end
+  end
   table.insert(out, 1, first + 1)
   return out
 end
@@ -113,23 +122,24 @@ return {first, n}
 # the owner ('' for none) then comes first in the reply, read in the same atomic script.
 _OWNER = "if KEYS[{n}] then table.insert(out, 1, redis.call('HGET', KEYS[{n}], 'client_id') or '') end\n"
 
-# KEYS: msgs [info]; ARGV: after limit newest -> {[owner,] first seq, rows...}
+# KEYS: msgs idx [info]; ARGV: after limit newest -> {[owner,] first seq, rows..., dates...}
 READ = (
     _LIB
-    + "local out = rows(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))\n"
-    + _OWNER.format(n=2)
+    + "local out = rows(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))\n"
+    + _OWNER.format(n=3)
     + "return out"
 )
 
-# KEYS: sum msgs info; ARGV: limit
-# -> {generation (nil: no row), owner, text, covered, version, meta, updated, first seq, rows...}
+# KEYS: sum msgs info idx; ARGV: limit
+# -> {generation (nil: no row), owner, text, covered, version, meta, updated, first seq, rows...,
+#     dates...}
 SUMMARY_AND_TAIL = (
     _LIB
     + """
 local s = redis.call('HMGET', KEYS[1], 'text', 'covered_seq', 'version', 'meta', 'updated_at')
 local row = redis.call('HMGET', KEYS[3], 'created_at', 'client_id', 'generation')
 local covered = tonumber(s[2] or '0')
-local out = rows(KEYS[2], covered, tonumber(ARGV[1]), 1)
+local out = rows(KEYS[2], KEYS[4], covered, tonumber(ARGV[1]), 1)
 for i = 5, 1, -1 do table.insert(out, 1, s[i] or '') end
 table.insert(out, 1, row[2] or '')
 table.insert(out, 1, row[1] and (row[3] or '') or false)
@@ -190,14 +200,20 @@ return 1
 """
 )
 
-# KEYS: facts info; ARGV: fact_id fact_json cid generation check -> 1, or 0 (nothing written)
-# when checked ('1') and the session row is gone, not cid's, or of another generation
+# KEYS: facts info expiring; ARGV: fact_id fact_json cid generation check expires_at ('' none)
+# -> 1, or 0 (nothing written) when checked ('1') and the session row is gone, not cid's, or
+# of another generation. A fact that expires puts its client in `expiring`, at its expiry if
+# that is earlier than the client's score there.
 PUT_FACT = """
 if ARGV[5] == '1' then
   local row = redis.call('HMGET', KEYS[2], 'created_at', 'client_id', 'generation')
   if not row[1] or row[2] ~= ARGV[3] or (row[3] or '') ~= ARGV[4] then return 0 end
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if ARGV[6] ~= '' then
+  local due = redis.call('ZSCORE', KEYS[3], ARGV[3])
+  if not due or tonumber(due) > tonumber(ARGV[6]) then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[3]) end
+end
 return 1
 """
 
@@ -230,13 +246,21 @@ def encode_row(payload: str, tokens: int | None) -> str:
 
 
 def rows_of(reply: Sequence[Any]) -> list[Row]:
-    """``[first seq, item...]`` from the scripts -> rows."""
-    first = int(reply[0])
+    """``[first seq, item..., date...]`` from the scripts -> rows."""
+    first, n = int(reply[0]), (len(reply) - 1) // 2
     out: list[Row] = []
-    for offset, item in enumerate(reply[1:]):
+    for offset, (item, at) in enumerate(zip(reply[1 : 1 + n], reply[1 + n :], strict=True)):
         tokens, _, payload = str(item).partition(" ")
-        out.append((first + offset, payload, _stored_tokens(tokens)))
+        out.append((first + offset, payload, _stored_tokens(tokens), _stored_date(str(at))))
     return out
+
+
+def _stored_date(text: str) -> float | None:
+    # "-": a message stored before schema 2 (no date); anything else is the repr of a float.
+    try:
+        return None if text == "-" else float(text)
+    except ValueError:
+        return None
 
 
 def _stored_tokens(text: str) -> int | None:
@@ -318,10 +342,10 @@ def session_of(session_id: str, values: Sequence[Any]) -> SessionInfo | None:
     return SessionInfo(session_id, client, float(created), float(updated))
 
 
-def facts_of(raw: dict[str, str]) -> list[Fact]:
-    """The facts hash, oldest first (by created_at, then id)."""
-    facts = [Fact(**json.loads(v)) for v in raw.values()]
-    return sorted(facts, key=lambda f: (f.created_at, f.id))
+def facts_of(raw: dict[str, str], now: float) -> list[Fact]:
+    """The live facts of the facts hash (read by one command: one instant), oldest first (by
+    created_at, then id); a fact expired at the store's clock `now` is left out."""
+    return redis_search.live_facts(raw.values(), now)
 
 
 def failure(redis: Any, op: str, exc: BaseException, retried: bool) -> StoreError:
@@ -342,9 +366,10 @@ def fact_json(fact: Fact) -> str:
 
 def fact_args(fact: Fact, client_id: str, mark: SessionMark | None) -> list[Any]:
     """ARGV of the put-fact script (with the session check when there is a `mark`)."""
+    due = "" if fact.expires_at is None else repr(fact.expires_at)
     if mark is None:
-        return [fact.id, fact_json(fact), client_id, "", "0"]
-    return [fact.id, fact_json(fact), client_id, mark.generation, "1"]
+        return [fact.id, fact_json(fact), client_id, "", "0", due]
+    return [fact.id, fact_json(fact), client_id, mark.generation, "1", due]
 
 
 def check_mark(values: Sequence[Any], client_id: str, mark: SessionMark) -> None:

@@ -14,7 +14,7 @@ nothing. No connection, no driver.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from langchain_rolling_memory.core.records import Fact
@@ -81,11 +81,19 @@ def search_args(prefix: str, client_id: str | None, session_id: str | None) -> l
     return [prefix, client_id or "", session_id or ""]
 
 
-def found_of(reply: Sequence[Any]) -> Found:
+def live_facts(values: Iterable[Any], now: float) -> list[Fact]:
+    """The facts of these JSON values (a facts hash's) that are not expired at `now`, oldest
+    first (by created_at, then id); a fact written before schema 5 has no `expires_at`."""
+    facts = [Fact(**json.loads(v)) for v in values]
+    live = [f for f in facts if f.expires_at is None or f.expires_at > now]
+    return sorted(live, key=lambda f: (f.created_at, f.id))
+
+
+def found_of(reply: Sequence[Any], now: float) -> Found:
+    """What the scope script read, its facts expired at the store's clock `now` left out (so
+    they are neither found nor counted in the ranking's statistics)."""
     sessions = sorted((str(sid), str(gen), list(entries)) for sid, gen, entries in reply[0])
-    flat = list(reply[1])
-    facts = [Fact(**json.loads(value)) for value in flat[1::2]]
-    return Found(sessions, sorted(facts, key=lambda f: (f.created_at, f.id)))
+    return Found(sessions, live_facts(list(reply[1])[1::2], now))
 
 
 def idx_of(item: Any) -> tuple[float | None, str]:

@@ -45,7 +45,7 @@ from langchain_rolling_memory.stores.contract import SCHEMA_VERSION, newer_schem
 from langchain_rolling_memory.stores.lifecycle import close_now, not_set_up
 from langchain_rolling_memory.stores.redis.aio import AsyncRedisPrimitives
 from langchain_rolling_memory.stores.redis.sync import SyncRedisPrimitives
-from langchain_rolling_memory.stores.urls import split_prefix
+from langchain_rolling_memory.stores.urls import url_options
 
 
 def _where(url: str) -> str:
@@ -168,10 +168,9 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisRollingStore:
-        """Open a store from ``redis://...``; a ``prefix`` query parameter sets the key prefix."""
-        clean, prefix = split_prefix(url)
-        if prefix is not None:
-            options.setdefault("key_prefix", prefix)
+        """Open a store from ``redis://...``; a ``prefix`` query parameter sets the key prefix,
+        ``fact_ttl`` the facts' default retention."""
+        clean, options = url_options(url, options, "key_prefix")
         return cls(clean, **options)
 
     # ------------------------------------------------------------------ plumbing

@@ -80,7 +80,7 @@ class SyncRedisPrimitives(StoreBackend):
         # Two scripts, each checking the owner (and the second the generation) itself: see
         # `search`.
         scope = found.search_args(self.prefix, client_id, session_id)
-        seen = found.found_of(self._run("search", "search_scope", [], scope))
+        seen = found.found_of(self._run("search", "search_scope", [], scope), self._now())
         ranked = found.rank(terms, seen, limit)
         fetch = found.fetch_args(self.prefix, client_id, seen, ranked)
         payloads = [] if fetch is None else self._run("search", "search_fetch", [], fetch)
@@ -155,15 +155,16 @@ class SyncRedisPrimitives(StoreBackend):
         args = erase.delete_args(self.prefix, session_id, reader)
         erase.deleted(self._run("delete", "delete_session", [], args), session_id, reader)
 
-    def _list_facts(self, client_id: str) -> list[Fact]:
+    def _list_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
         key = self.keys.facts(client_id)
-        return lua.facts_of(self._call("facts", lambda: self._r.hgetall(key)))
+        raw = self._call("facts", lambda: self._r.hgetall(key))
+        return lua.facts_of(raw, self._now() if at is None else at)
 
     def _change_facts(
         self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
     ) -> tuple[list[Fact], Fact | None]:
-        key = self.keys.facts(client_id)
-        info = self.keys.info(mark.session_id if mark else "")
+        keys = self.keys.put_fact(client_id, mark.session_id if mark else "")
+        key, info = keys[0], keys[1]
         script = self._scripts["put_fact"]
 
         def go() -> tuple[list[Fact], Fact | None]:
@@ -173,12 +174,12 @@ class SyncRedisPrimitives(StoreBackend):
                         pipe.watch(key)
                         if mark is not None:
                             lua.check_mark(pipe.hmget(info, lua.MARK_FIELDS), client_id, mark)
-                        existing = lua.facts_of(pipe.hgetall(key))
+                        existing = lua.facts_of(pipe.hgetall(key), self._now())
                         fact = plan(existing)
                         if fact is not None:
                             pipe.multi()
                             # The script checks the mark again, in the write itself.
-                            script(keys=[key, info], args=lua.fact_args(fact, client_id, mark), client=pipe)
+                            script(keys=keys, args=lua.fact_args(fact, client_id, mark), client=pipe)
                             lua.check_put(pipe.execute()[0], mark)
                         return existing, fact
                     except self._redis.WatchError:
@@ -187,8 +188,8 @@ class SyncRedisPrimitives(StoreBackend):
         return self._call("facts", go)
 
     def _put_fact(self, fact: Fact) -> None:
-        key, value = self.keys.facts(fact.client_id), lua.fact_json(fact)
-        self._call("facts", lambda: self._r.hset(key, fact.id, value))
+        keys, args = self.keys.put_fact(fact.client_id, ""), lua.fact_args(fact, fact.client_id, None)
+        self._run("facts", "put_fact", keys, args)
 
     def _delete_fact(self, client_id: str, fact_id: str) -> bool:
         key = self.keys.facts(client_id)
@@ -197,10 +198,12 @@ class SyncRedisPrimitives(StoreBackend):
     def _delete_client(self, client_id: str) -> None:
         self._run("forget", "delete_client", self.keys.client(client_id), [self.prefix, client_id])
 
-    def _purge(self, cutoff: float) -> int:
+    def _purge(self, cutoff: float, now: float) -> int:
         gone = 0
-        while True:  # in chunks, so one script never blocks the server for long
-            seen, deleted = self._run("purge", "purge", [self.keys.updated], [self.prefix, repr(cutoff), 500])
-            gone += int(deleted)
-            if int(seen) < 500:
-                return gone
+        for name, key, at in erase.purges(self.keys, cutoff, now):
+            while True:  # in chunks, so one script never blocks the server for long
+                seen, deleted = self._run("purge", name, [key], [self.prefix, repr(at), erase.PURGE_BATCH])
+                gone += int(deleted)
+                if int(seen) < erase.PURGE_BATCH:
+                    break
+        return gone

@@ -19,7 +19,8 @@ the owner of the search, all read in the one statement (one snapshot) that retur
   of that session if it is nobody's. So the owner is checked by the statement that returns
   the rows, and a score depends on the owner's text only;
 * document count and total length: each session's `indexed_seq` (its indexed messages) and
-  `indexed_terms` (their summed lengths), plus the client's facts;
+  `indexed_terms` (their summed lengths), plus the client's live facts (an expired fact,
+  `expires_at <= :now`, is neither counted nor found: `gone` lists them);
 * an entry's length is its count of content words (`lexical_search.indexed_words`, what
   `Bm25Index` counts) in `terms`; a term's frequency is 1 unless the entry's `repeats`
   (`` word:count`` for each content word written more than once, NULL for most) says more;
@@ -149,14 +150,16 @@ def backfill_lengths(conn: Connection, q: Queries) -> None:
     conn.execute(q.sum_indexed_terms)
 
 
+# The client's expired facts (none for a search with no client).
+_GONE = "SELECT id FROM {p}facts WHERE client_id = :cid AND expires_at <= :now"
+_LIVE_FACTS = "client_id = :cid AND fact_id IS NOT NULL AND fact_id NOT IN (SELECT id FROM gone)"
 _STATS = {
-    # the owner's document count and total length: its sessions' indexed messages, its facts
-    "client": """
-        SELECT coalesce((SELECT sum(indexed_seq) FROM {p}sessions WHERE client_id = :cid), 0)
-               + (SELECT count(*) FROM {p}search_docs WHERE client_id = :cid AND fact_id IS NOT NULL) AS n,
-               coalesce((SELECT sum(indexed_terms) FROM {p}sessions WHERE client_id = :cid), 0)
-               + coalesce((SELECT sum(terms) FROM {p}search_docs
-                           WHERE client_id = :cid AND fact_id IS NOT NULL), 0) AS total
+    # the owner's document count and total length: its sessions' indexed messages, its live facts
+    "client": f"""
+        SELECT coalesce((SELECT sum(indexed_seq) FROM {{p}}sessions WHERE client_id = :cid), 0)
+               + (SELECT count(*) FROM {{p}}search_docs WHERE {_LIVE_FACTS}) AS n,
+               coalesce((SELECT sum(indexed_terms) FROM {{p}}sessions WHERE client_id = :cid), 0)
+               + coalesce((SELECT sum(terms) FROM {{p}}search_docs WHERE {_LIVE_FACTS}), 0) AS total
     """,
     "session": """
         SELECT coalesce(max(indexed_seq), 0) AS n, coalesce(max(indexed_terms), 0) AS total
@@ -164,7 +167,7 @@ _STATS = {
     """,
 }
 _OWNED = {
-    "client": "d.client_id = :cid",
+    "client": "d.client_id = :cid AND (d.fact_id IS NULL OR d.fact_id NOT IN (SELECT id FROM gone))",
     "session": "d.client_id IS NULL AND d.fact_id IS NULL AND d.session_id = :sid",
 }
 # A term's frequency in an entry: 1, unless `repeats` lists it (" word:count").
@@ -192,7 +195,8 @@ def search_statement(p: str, owner: str, one_session: bool, n_terms: int) -> str
         for i in range(n_terms)
     )
     return f"""
-        WITH stats AS (
+        WITH gone AS ({_GONE.format(p=p)}),
+        stats AS (
             SELECT n, CASE WHEN total = 0 THEN 1.0 ELSE CAST(total AS REAL) / n END AS mean
             FROM ({_STATS[owner].format(p=p)})
         ),
@@ -208,7 +212,8 @@ def search_statement(p: str, owner: str, one_session: bool, n_terms: int) -> str
             ORDER BY score DESC, doc LIMIT :limit
         )
         SELECT top.score, d.session_id, d.seq, m.message, m.created_at,
-               f.id, f.client_id, f.text, f.key, f.source, f.created_at, f.updated_at, f.pinned
+               f.id, f.client_id, f.text, f.key, f.source, f.created_at, f.updated_at, f.pinned,
+               f.expires_at
         FROM top JOIN {p}search_docs AS d ON d.doc = top.doc
         LEFT JOIN {p}messages AS m ON d.fact_id IS NULL AND m.session_id = d.session_id AND m.seq = d.seq
         LEFT JOIN {p}facts AS f ON f.id = d.fact_id
@@ -217,10 +222,11 @@ def search_statement(p: str, owner: str, one_session: bool, n_terms: int) -> str
 
 
 def search(
-    q: Queries, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    q: Queries, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float
 ) -> tuple[str, dict[str, Any]] | None:
-    """The statement and parameters of a search (a checked scope), None if no term is a
-    content word as `Bm25Index` reads them (a folded word, not a stop word)."""
+    """The statement and parameters of a search (a checked scope) at the store's clock `now`
+    (for the facts' expiry), None if no term is a content word as `Bm25Index` reads them (a
+    folded word, not a stop word)."""
     unique = [t for t in dict.fromkeys(terms) if content_words(t) == [t]]
     if not unique:
         return None
@@ -228,7 +234,7 @@ def search(
     statement = search_statement(
         q.prefix, owner, client_id is not None and session_id is not None, len(unique)
     )
-    params: dict[str, Any] = {"cid": client_id, "sid": session_id, "limit": limit}
+    params: dict[str, Any] = {"cid": client_id, "sid": session_id, "limit": limit, "now": now}
     params |= {"k1": _K1, "k1p1": _K1 + 1, "b": _B, "omb": 1 - _B}
     for i, term in enumerate(unique):
         params[f"t{i}"] = term

@@ -37,7 +37,7 @@ from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.stores.contract import SCHEMA_VERSION
 
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
-_FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned"
+_FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned, expires_at"
 # What an erase deletes by session id, in this order (the sessions row last).
 _SESSION_TABLES = ("messages", "summaries", "leases", "sessions")
 
@@ -144,6 +144,12 @@ MIGRATIONS: tuple[str, ...] = (
         UPDATE {p}search_docs SET client_id = new.client_id WHERE session_id = new.session_id AND fact_id IS NULL;
     END;
     """,
+    # 5 (issue 24): a fact's expiry (NULL: never, as every fact written before); `purge` finds
+    # the expired ones by the partial index.
+    """
+    ALTER TABLE {p}facts ADD COLUMN expires_at REAL;
+    CREATE INDEX IF NOT EXISTS {p}facts_expiry ON {p}facts (expires_at) WHERE expires_at IS NOT NULL;
+    """,
 )
 if len(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
     raise RuntimeError("one SQLite migration per schema version is required")
@@ -213,7 +219,9 @@ class Queries:
         self.insert_messages = (
             f"INSERT INTO {p}messages (session_id, seq, message, tokens, created_at) VALUES (?, ?, ?, ?, ?)"
         )
-        self._read = f"SELECT seq, message, tokens FROM {p}messages WHERE session_id = ? AND seq > ?"
+        self._read = (
+            f"SELECT seq, message, tokens, created_at FROM {p}messages WHERE session_id = ? AND seq > ?"
+        )
         self.last_seq = f"SELECT last_seq FROM {p}sessions WHERE session_id = ?"
         self.get_summary = (
             f"SELECT text, covered_seq, version, meta, updated_at FROM {p}summaries WHERE session_id = ?"
@@ -254,13 +262,19 @@ class Queries:
         self.client_sessions = f"SELECT session_id FROM {p}sessions WHERE client_id = ?"
         self.old_sessions = f"SELECT session_id FROM {p}sessions WHERE updated_at < ?"
         self.delete_session = tuple(f"DELETE FROM {p}{t} WHERE session_id = ?" for t in _SESSION_TABLES)
-        self.list_facts = f"SELECT {_FACT_COLUMNS} FROM {p}facts WHERE client_id = ? ORDER BY created_at, id"
+        # The live facts at the store's clock (the second parameter): an expired one is left out.
+        self.list_facts = (
+            f"SELECT {_FACT_COLUMNS} FROM {p}facts WHERE client_id = ? "
+            "AND (expires_at IS NULL OR expires_at > ?) ORDER BY created_at, id"
+        )
         self.upsert_fact = (
             f"INSERT INTO {p}facts ({_FACT_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET text = excluded.text, "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET text = excluded.text, "
             "key = excluded.key, source = excluded.source, updated_at = excluded.updated_at, "
-            f"pinned = excluded.pinned WHERE {p}facts.client_id = excluded.client_id"
+            "pinned = excluded.pinned, expires_at = excluded.expires_at "
+            f"WHERE {p}facts.client_id = excluded.client_id"
         )
+        self.delete_expired_facts = f"DELETE FROM {p}facts WHERE expires_at <= ?"
         self.delete_fact = f"DELETE FROM {p}facts WHERE client_id = ? AND id = ?"
         self.delete_facts = f"DELETE FROM {p}facts WHERE client_id = ?"
         # FTS5 deletes are markers until segments merge: merging moves erased words off the pages.
@@ -279,7 +293,7 @@ class Queries:
 
 def rows_of(records: list[tuple[Any, ...]], newest: bool, limit: int | None) -> list[Row]:
     """Transcript rows in ascending order, from the rows of `Queries.read`."""
-    rows = [(int(s), str(m), None if t is None else int(t)) for s, m, t in records]
+    rows: list[Row] = [(int(s), str(m), None if t is None else int(t), float(at)) for s, m, t, at in records]
     if newest and limit is not None:
         rows.reverse()
     return rows
@@ -300,8 +314,9 @@ def session_of(session_id: str, record: Sequence[Any] | None) -> SessionInfo | N
 
 
 def fact_of(row: Sequence[Any]) -> Fact:
-    fact_id, client_id, text, key, source, created_at, updated_at, pinned = row
-    return Fact(fact_id, client_id, text, key, source, created_at, updated_at, bool(pinned))
+    fact_id, client_id, text, key, source, created_at, updated_at, pinned, expires_at = row
+    expires = None if expires_at is None else float(expires_at)
+    return Fact(fact_id, client_id, text, key, source, created_at, updated_at, bool(pinned), expires)
 
 
 def fact_params(fact: Fact) -> tuple[Any, ...]:
@@ -315,4 +330,5 @@ def fact_params(fact: Fact) -> tuple[Any, ...]:
         fact.created_at,
         fact.updated_at,
         int(fact.pinned),
+        fact.expires_at,
     )

@@ -352,7 +352,7 @@ class SQLiteRollingStore(RollingStore):
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
         # One statement (one snapshot): the owner filter, the owner's statistics and the rows.
-        statement = search.search(self.q, terms, client_id, session_id, limit)
+        statement = search.search(self.q, terms, client_id, session_id, limit, self._now())
         if statement is None:
             return []
         self._catch_up()
@@ -455,8 +455,9 @@ class SQLiteRollingStore(RollingStore):
                 conn.execute(statement, (session_id,))
         self._checkpoint()
 
-    def _list_facts(self, client_id: str) -> list[Fact]:
-        return [sql.fact_of(row) for row in self._query(self.q.list_facts, (client_id,))]
+    def _list_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
+        live_at = self._now() if at is None else at
+        return [sql.fact_of(row) for row in self._query(self.q.list_facts, (client_id, live_at))]
 
     def _change_facts(
         self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
@@ -499,9 +500,10 @@ class SQLiteRollingStore(RollingStore):
             conn.execute(q.optimize_search)
         self._checkpoint()
 
-    def _purge(self, cutoff: float) -> int:
+    def _purge(self, cutoff: float, now: float) -> int:
         with self._write() as conn:
             count = self._delete_sessions(conn, self.q.old_sessions, (cutoff,))
+            count += conn.execute(self.q.delete_expired_facts, (now,)).rowcount
         if count:
             self._checkpoint()
         return count
