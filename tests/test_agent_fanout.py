@@ -16,6 +16,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_rolling_memory import open_store
 from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
+from langchain_rolling_memory.core.cuts import FoldPolicy
+from langchain_rolling_memory.engine.compaction import Compactor
+from langchain_rolling_memory.stores import InMemoryRollingStore
 
 
 @tool
@@ -73,3 +76,29 @@ def test_wide_parallel_tool_calls_keep_folding(options: dict[str, Any], width: i
     assert max(sizes) <= cap + width + 3, sizes  # one turn beyond the cap at most: bounded
     stored = memory.store.read("t", after_seq=0, limit=10_000, newest=False)
     assert sum(isinstance(m.message, ToolMessage) for m in stored) == turns * width  # nothing lost
+
+
+def wide_backlog(width: int) -> list[BaseMessage]:
+    results = [ToolMessage("sunny", tool_call_id=f"w0-{k}") for k in range(width)]
+    return [fan_out(0, width), *results, AIMessage("final"), HumanMessage("question 1"), AIMessage("ok")]
+
+
+def test_a_store_backlog_starting_with_a_group_wider_than_the_cap_folds_it_whole() -> None:
+    store = InMemoryRollingStore()
+    engine = Compactor(
+        store, Compactor.build(store, summarize).summarizer, FoldPolicy(max_turns=4, keep_last=2)
+    )
+    store.append("s", wide_backlog(20))  # 24 messages, cap 12: the oldest chunk ends inside the group
+    done = engine.compact("s")
+    assert done is not None and done.covered_seq >= 21  # the call and its 20 results at once
+    assert tool_pairs_intact(engine.view(engine.load("s"))[1:])
+
+
+async def test_a_store_backlog_starting_with_a_wide_group_folds_it_whole_async() -> None:
+    store = InMemoryRollingStore()
+    engine = Compactor(
+        store, Compactor.build(store, summarize).summarizer, FoldPolicy(max_turns=4, keep_last=2)
+    )
+    await store.aappend("s", wide_backlog(20))
+    done = await engine.acompact("s")
+    assert done is not None and done.covered_seq >= 21
