@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langchain_rolling_memory.core.cuts import FoldPolicy
 from langchain_rolling_memory.core.planner import Planner
@@ -76,3 +76,35 @@ def test_the_plan_folds_all_but_keep_last_and_updates_the_current_summary() -> N
 def test_max_topic_sections_must_be_positive() -> None:
     with pytest.raises(ConfigurationError, match="max_topic_sections must be at least 1"):
         Planner(FoldPolicy(), max_topic_sections=0)
+
+
+def fan_out(calls: int, answered: int, first: int = 1) -> list[StoredMessage]:
+    """An AIMessage with `calls` parallel tool calls at seq `first`, then `answered` results."""
+    ids = [f"c{k}" for k in range(calls)]
+    ai = AIMessage("", tool_calls=[{"name": "t", "args": {}, "id": i, "type": "tool_call"} for i in ids])
+    results = [ToolMessage("r", tool_call_id=i) for i in ids[:answered]]
+    return [StoredMessage(first + k, m) for k, m in enumerate([ai, *results])]
+
+
+SMALL = Planner(FoldPolicy(max_turns=3, keep_last=1, hard_cap=4))
+
+
+@pytest.mark.parametrize(
+    ("planner", "oldest", "folded"),
+    [
+        (SMALL, fan_out(3, 3), 4),  # the group fills the chunk: folded whole
+        (SMALL, [*fan_out(3, 3), StoredMessage(5, HumanMessage("q"))], 4),
+        (SMALL, fan_out(5, 3), 0),  # the chunk ends inside the group: never split
+        (SMALL, fan_out(5, 5), 6),  # a chunk read to the group's end
+        (PLANNER, fan_out(7, 7), 8),  # fan-out larger than cap - keep_last
+        (Planner(FoldPolicy()), fan_out(40, 40), 41),  # the default policy (cap 36)
+    ],
+    ids=["fills-chunk", "then-user", "split-chunk", "extended-chunk", "beyond-keep", "default-40"],
+)
+def test_a_backlog_starting_with_a_tool_group_folds_the_whole_group(
+    planner: Planner, oldest: list[StoredMessage], folded: int
+) -> None:
+    state = planner.state(None, [*oldest, *rows(len(oldest) + 1, len(oldest) + planner.policy.cap)])
+    assert state.truncated
+    plan = planner.plan(state, oldest, force=False)
+    assert (len(plan.batch) if plan else 0) == folded

@@ -141,6 +141,8 @@ def conversation(
     oldest = None
     if state.truncated:
         oldest = rows[: planner.policy.cap]
+        while len(oldest) < len(rows) and planner.group_rest(oldest) is not None:
+            oldest = rows[: len(oldest) + planner.policy.cap]  # to the end of its tool group
         if planner.lacks_question(state):  # the question is in the messages past the cap
             index = latest_human(rest)
             state = planner.with_found(state, None if index is None else rows[index])

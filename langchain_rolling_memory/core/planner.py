@@ -39,7 +39,7 @@ from langchain_rolling_memory.core.records import (
 from langchain_rolling_memory.core.serde import dumps_message, loads_message
 from langchain_rolling_memory.core.structured_summary import StructuredSummary, parse_structured_summary
 from langchain_rolling_memory.core.summary_result import SummaryResult
-from langchain_rolling_memory.core.tool_pairs import tool_safe_cut
+from langchain_rolling_memory.core.tool_pairs import pending_calls, tool_safe_cut
 from langchain_rolling_memory.core.topics import (
     META_SECTIONS,
     TopicDetector,
@@ -334,12 +334,30 @@ class Planner:
         if force:
             batch = state.tail
         elif oldest is not None:
-            msgs = [m.message for m in oldest]
-            keep = self.policy.keep_last
-            batch = oldest[: tool_safe_cut(msgs, max(1, len(msgs) - keep), keep_more=True)]
+            batch = oldest[: self._backlog_cut([m.message for m in oldest])]
         else:
             batch = state.tail[: self.due(state)]
         return FoldPlan(batch, self.previous(state)) if batch else None
+
+    def _backlog_cut(self, msgs: list[BaseMessage]) -> int:
+        """How many of a backlog's oldest chunk to fold: all but `keep_last`, moved back to a
+        tool-safe cut; when that leaves nothing (the chunk starts with a tool group reaching
+        past it), forward to the group's end, provided the chunk holds every result of it (a
+        chunk ending inside the group folds nothing: the caller reads it to the group's end,
+        `group_rest`)."""
+        cut = tool_safe_cut(msgs, max(1, len(msgs) - self.policy.keep_last), keep_more=True)
+        if cut:
+            return cut
+        cut = tool_safe_cut(msgs, 1, keep_more=False)
+        return cut if cut < len(msgs) or pending_calls(msgs) == len(msgs) else 0
+
+    def group_rest(self, oldest: Sequence[StoredMessage]) -> dict[str, Any] | None:
+        """`read`'s keywords for the rest of a tool group that starts a backlog's oldest chunk
+        and reaches past it (None: the chunk holds a whole group or starts with none)."""
+        msgs = [m.message for m in oldest]
+        if not oldest or self._backlog_cut(msgs) or tool_safe_cut(msgs, 1, keep_more=False) < len(msgs):
+            return None
+        return {"after_seq": oldest[-1].seq, "limit": self.policy.cap, "newest": False}
 
     def clean(self, result: SummaryResult) -> SummaryResult:
         cleaned = clean_summary(

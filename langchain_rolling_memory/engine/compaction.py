@@ -360,6 +360,27 @@ class Compactor:
 
     # ------------------------------------------------------------------ compaction: the twins
 
+    def _read_backlog(self, session_id: str, state: SessionState) -> list[StoredMessage]:
+        """The oldest chunk of a backlog, read on to the end of a tool group that starts it
+        and reaches past it (folded whole, never split)."""
+        oldest = self.store.read(session_id, **self.planner.backlog(state))
+        while (more := self.planner.group_rest(oldest)) is not None:
+            rows = self.store.read(session_id, **more)
+            if not rows:
+                break
+            oldest = [*oldest, *rows]
+        return oldest
+
+    async def _aread_backlog(self, session_id: str, state: SessionState) -> list[StoredMessage]:
+        """`_read_backlog`'s twin."""
+        oldest = await self.store.aread(session_id, **self.planner.backlog(state))
+        while (more := self.planner.group_rest(oldest)) is not None:
+            rows = await self.store.aread(session_id, **more)
+            if not rows:
+                break
+            oldest = [*oldest, *rows]
+        return oldest
+
     def compact(
         self, session_id: str, state: SessionState | None = None, *, force: bool = False
     ) -> CompactionResult | None:
@@ -387,7 +408,7 @@ class Compactor:
             if fresh.generation != state.generation:
                 return None
             state = fresh
-            oldest = self.store.read(session_id, **self.planner.backlog(state)) if state.truncated else None
+            oldest = self._read_backlog(session_id, state) if state.truncated else None
             if (
                 oldest is not None
                 and self.store.read_turn(session_id, limit=0).generation != state.generation
@@ -432,9 +453,7 @@ class Compactor:
             if fresh.generation != state.generation:
                 return None
             state = fresh
-            oldest = (
-                await self.store.aread(session_id, **self.planner.backlog(state)) if state.truncated else None
-            )
+            oldest = await self._aread_backlog(session_id, state) if state.truncated else None
             if (
                 oldest is not None
                 and (await self.store.aread_turn(session_id, limit=0)).generation != state.generation
