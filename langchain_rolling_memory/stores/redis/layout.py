@@ -26,6 +26,10 @@ install left after an erase), and refuses, writing nothing, when another store o
 layout nests with this one, as whose each key is can then not be told. The erase generation
 of schema 4 needs no step: an info hash without one reads as ''.
 
+A session is its info hash: its other keys are read only while the hash lives, expire with it
+(a write with no ttl gives a key the hash's remaining expiry), and a new hash deletes any key
+left under its id.
+
 Does not run the session scripts (`scripts.py`) nor own the clients (`store.py`).
 """
 
