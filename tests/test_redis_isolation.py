@@ -24,6 +24,7 @@ from langchain_rolling_memory.errors import StoreError
 from langchain_rolling_memory.stores.contract import SCHEMA_VERSION
 from langchain_rolling_memory.stores.redis import RedisRollingStore
 from langchain_rolling_memory.stores.redis.layout import Keys, check_prefix, legacy_target
+from langchain_rolling_memory.stores.redis.scripts import encode_row
 
 
 @pytest.fixture
@@ -113,6 +114,53 @@ class TestExpiry:
         _wait_expired(store, "gone-1", "gone-2")
         store.append("later", [HumanMessage("a write after the expiry")], client_id="other")
         assert _mentions(store, "gone-") == []
+
+    def test_a_summary_a_store_without_ttl_installs_expires_with_the_session(
+        self, prefix: str, opened: list[RedisRollingStore]
+    ) -> None:
+        app = _open(opened, prefix, ttl=0.5)  # sessions expire
+        worker = _open(opened, prefix)  # the same prefix, no ttl
+        app.append("s1", [HumanMessage("my passport is X099"), AIMessage("noted")], client_id="alice")
+        generation = worker.read_turn("s1", limit=10).generation
+        assert worker.install_summary(
+            "s1", "Alice's passport is X099", covered_seq=2, expected_version=0, generation=generation
+        )
+        with redis.Redis.from_url(REDIS_URL) as r:
+            assert r.pttl(app.keys.client_sessions("alice")) > 0  # not made to last for good
+        _wait_expired(app, "s1")
+        assert _mentions(app, "X099", "alice") == []
+        app.append("s1", [HumanMessage("hello, I am Bob")], client_id="bob")
+        assert app.read_turn("s1", limit=10, client_id="bob").record is None
+
+    async def test_keys_of_a_session_without_its_info_hash_are_never_read(
+        self, prefix: str, opened: list[RedisRollingStore]
+    ) -> None:
+        store = _open(opened, prefix)
+        keys = store.keys
+        with redis.Redis.from_url(REDIS_URL) as r:  # what an older release could leave behind
+            r.hset(
+                keys.summary("s1"),
+                mapping={
+                    "text": "old secret",
+                    "covered_seq": 1,
+                    "version": 1,
+                    "meta": "{}",
+                    "updated_at": 1.0,
+                },
+            )
+            r.rpush(keys.msgs("s1"), encode_row(dumps_message(HumanMessage("old msg")), 2))
+            r.rpush(keys.idx("s1"), "- old msg")
+        assert store.read_turn("s1", limit=10).record is None
+        assert store.read_turn("s1", limit=10).messages == []
+        assert store.summary("s1") is None and await store.asummary("s1") is None
+        assert store.transcript("s1") == [] and await store.atranscript("s1") == []
+        assert store.last_seq("s1") == 0 and await store.alast_seq("s1") == 0
+        assert (await store.aread_turn("s1", limit=10)).record is None
+        assert store.append("s1", [HumanMessage("new")], client_id="bob") == [1]
+        assert store.read_turn("s1", limit=10).record is None
+        assert [m.content for m in store.transcript("s1")] == ["new"]
+        assert _mentions(store, "old") == []
+        await store.aclose()
 
     @pytest.mark.parametrize("reach", ["sessions", "search", "forget"])
     def test_a_client_reaching_its_expired_sessions_leaves_no_id_of_them(

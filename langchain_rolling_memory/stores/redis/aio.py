@@ -118,29 +118,28 @@ class AsyncRedisPrimitives(StoreBackend):
         return found.search_rows(ranked, payloads)
 
     async def _asession_get(
-        self, session_id: str, reader: Reader | None, command: Callable[[Any], Any]
+        self, session_id: str, reader: Reader | None, command: Callable[[Any], Any], empty: Any
     ) -> Any:
-        """Async twin of `_session_get`: `command(client)` (a coroutine on the client, a queued
-        command on the MULTI/EXEC pipeline that checks the owner)."""
+        """Async twin of `_session_get`: `command(pipe)` queued on the MULTI/EXEC pipeline that
+        reads the session's info hash (`empty` when it is gone) and checks the owner."""
         client = await self._aclient()
-        if reader is None:
-            return await self._acall("read", lambda: command(client))
 
         async def go() -> Any:
             async with client.pipeline(transaction=True) as pipe:
-                pipe.hget(self.keys.info(session_id), "client_id")
+                pipe.hmget(self.keys.info(session_id), "created_at", "client_id")
                 command(pipe)
-                owner, value = await pipe.execute()
-            reader.check(session_id, owner)
-            return value
+                (created, owner), value = await pipe.execute()
+            if reader is not None:
+                reader.check(session_id, owner)
+            return empty if created is None else value
 
         return await self._acall("read", go)
 
     async def _aread(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
     ) -> list[Row]:
-        args = lua.read_args(after_seq, limit, newest)
-        reply = await self._arun("read", "read", self.keys.read(session_id, reader is not None), args)
+        args = lua.read_args(after_seq, limit, newest, reader is not None)
+        reply = await self._arun("read", "read", self.keys.read(session_id), args)
         return lua.rows_of(lua.checked(reply, session_id, reader))
 
     async def _asummary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
@@ -148,11 +147,15 @@ class AsyncRedisPrimitives(StoreBackend):
         return lua.turn_of(await self._arun("read", "summary_and_tail", keys, [limit]), session_id, reader)
 
     async def _alast_seq(self, session_id: str, reader: Reader | None = None) -> int:
-        return int(await self._asession_get(session_id, reader, lambda r: r.llen(self.keys.msgs(session_id))))
+        return int(
+            await self._asession_get(session_id, reader, lambda r: r.llen(self.keys.msgs(session_id)), 0)
+        )
 
     async def _aget_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
         key = self.keys.summary(session_id)
-        values = await self._asession_get(session_id, reader, lambda r: r.hmget(key, lua.SUMMARY_FIELDS))
+        values = await self._asession_get(
+            session_id, reader, lambda r: r.hmget(key, lua.SUMMARY_FIELDS), lua.NO_SUMMARY
+        )
         return lua.summary_of(*values)
 
     async def _acas_summary(self, write: SummaryWrite) -> bool:
@@ -178,7 +181,7 @@ class AsyncRedisPrimitives(StoreBackend):
 
     async def _aget_state(self, session_id: str, reader: Reader | None = None) -> str | None:
         info = self.keys.info(session_id)
-        value = await self._asession_get(session_id, reader, lambda r: r.hget(info, "state"))
+        value = await self._asession_get(session_id, reader, lambda r: r.hget(info, "state"), None)
         return None if value is None else str(value)
 
     async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:

@@ -26,6 +26,10 @@ install left after an erase), and refuses, writing nothing, when another store o
 layout nests with this one, as whose each key is can then not be told. The erase generation
 of schema 4 needs no step: an info hash without one reads as ''.
 
+A session is its info hash: its other keys are read only while the hash lives, expire with it
+(a write with no ttl gives a key the hash's remaining expiry), and a new hash deletes any key
+left under its id.
+
 Does not run the session scripts (`scripts.py`) nor own the clients (`store.py`).
 """
 
@@ -91,10 +95,9 @@ class Keys:
         """KEYS of the append script."""
         return [*self.session(sid), self.client_sessions(cid), self.updated, self.idx(sid)]
 
-    def read(self, sid: str, checked: bool) -> list[str]:
-        """KEYS of the read script (with the info key when the owner is checked)."""
-        keys = [self.msgs(sid), self.idx(sid)]
-        return [*keys, self.info(sid)] if checked else keys
+    def read(self, sid: str) -> list[str]:
+        """KEYS of the read script."""
+        return [self.msgs(sid), self.idx(sid), self.info(sid)]
 
     def summary_and_tail(self, sid: str) -> list[str]:
         """KEYS of the summary-and-tail script."""
@@ -139,20 +142,37 @@ local function drop_session(p, sid)
   redis.call('ZREM', p..'updated', sid)
   if owner then redis.call('SREM', ckey(p, owner, 'sessions'), sid) end
 end
-local function touch(keys, ttl)
-  if ttl > 0 then
-    for i = 1, #keys do redis.call('PEXPIRE', keys[i], ttl) end
+-- The expiry (ms) a write gives a session's keys: the store's ttl, or with none the info key's
+-- remaining one, so one session's keys expire together; -1: the session never expires.
+local function span(info, ttl)
+  if ttl > 0 then return ttl end
+  local left = redis.call('PTTL', info)
+  if left > 0 then return left end
+  return -1
+end
+local function touch(info, keys, ttl)
+  local ms = span(info, ttl)
+  if ms > 0 then
+    for i = 1, #keys do redis.call('PEXPIRE', keys[i], ms) end
   end
 end
--- A client's session set lives as long as its newest session: with a ttl it expires with
--- them (`fresh`: the set was just created); a write with no ttl keeps it for good, so it
--- never expires under a session that does not.
-local function keep_client(csessions, ttl, fresh)
-  if ttl > 0 then
-    if fresh or redis.call('PTTL', csessions) >= 0 then redis.call('PEXPIRE', csessions, ttl) end
+-- A client's session set lives as long as its newest session: with an expiry it lives at
+-- least as long as this one (`fresh`: the set was just created); a session that never
+-- expires keeps it for good.
+local function keep_client(csessions, info, ttl, fresh)
+  local ms = span(info, ttl)
+  if ms > 0 then
+    local left = redis.call('PTTL', csessions)
+    if fresh or (left >= 0 and left < ms) then redis.call('PEXPIRE', csessions, ms) end
   else
     redis.call('PERSIST', csessions)
   end
+end
+-- A new info hash (`created`): any key of that id left without one (an install racing an
+-- erase, an older release) goes first, so the new session never shows it.
+local function clear_leftovers(p, sid)
+  redis.call('DEL', skey(p, sid, 'msgs'), skey(p, sid, 'sum'), skey(p, sid, 'lease'),
+             skey(p, sid, 'batches'), skey(p, sid, 'idx'))
 end
 -- An id in a client's set whose session expired or changed owner: out of the set, and out
 -- of `updated` too if the session is gone.

@@ -29,6 +29,8 @@ from langchain_rolling_memory.stores.contract import AppendBatch, Reader, Summar
 from langchain_rolling_memory.stores.redis.layout import LUA
 
 SUMMARY_FIELDS = ("text", "covered_seq", "version", "meta", "updated_at")
+NO_SUMMARY = [None] * len(SUMMARY_FIELDS)
+"""What a summary read returns for a session whose info hash is gone."""
 SESSION_FIELDS = ("client_id", "created_at", "updated_at")
 MARK_FIELDS = ("created_at", "client_id", "generation")
 RECENT_BATCHES = 64
@@ -43,13 +45,16 @@ _LIB = (
 local function own(p, info, csessions, updated, sid, cid, now, gen, ttl)
   local owner = redis.call('HGET', info, 'client_id')
   if owner and owner ~= cid then return false end
-  if redis.call('HSETNX', info, 'created_at', now) == 1 then redis.call('HSET', info, 'generation', gen) end
+  if redis.call('HSETNX', info, 'created_at', now) == 1 then
+    redis.call('HSET', info, 'generation', gen)
+    clear_leftovers(p, sid)
+  end
   redis.call('HSET', info, 'updated_at', now)
   if cid ~= '' then
     local fresh = redis.call('EXISTS', csessions) == 0
     if not owner then redis.call('HSET', info, 'client_id', cid) end
     redis.call('SADD', csessions, sid)
-    keep_client(csessions, ttl, fresh)
+    keep_client(csessions, info, ttl, fresh)
   end
   sweep(p, updated)
   redis.call('ZADD', updated, now, sid)
@@ -93,7 +98,7 @@ local p, sid, cid, now, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[
 local check, batch = ARGV[6], ARGV[7]
 local owner = redis.call('HGET', KEYS[1], 'client_id')
 if owner and owner ~= cid then return {-1, 0} end
-if check == '1' then
+if check == '1' and redis.call('EXISTS', KEYS[1]) == 1 then
   for _, entry in ipairs(redis.call('LRANGE', KEYS[5], 0, -1)) do
     local b, first, n = string.match(entry, '^(%S+) (%d+) (%d+)$')
     if b == batch then return {tonumber(first), tonumber(n)} end
@@ -113,21 +118,26 @@ redis.call('LPUSH', KEYS[5], batch..' '..first..' '..n)
 redis.call('LTRIM', KEYS[5], 0, """
     + str(RECENT_BATCHES - 1)
     + """)
-touch({KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[8]}, ttl)
+touch(KEYS[1], {KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[8]}, ttl)
 return {first, n}
 """
 )
 
-# The session reads take the session's info key last when the read is checked (a `Reader`):
-# the owner ('' for none) then comes first in the reply, read in the same atomic script.
-_OWNER = "if KEYS[{n}] then table.insert(out, 1, redis.call('HGET', KEYS[{n}], 'client_id') or '') end\n"
+# The session reads return nothing of a session whose info hash is gone (a key of that id
+# left without one is never shown); checked (a `Reader`), the owner ('' for none) comes first
+# in the reply, read in the same atomic script.
 
-# KEYS: msgs idx [info]; ARGV: after limit newest -> {[owner,] first seq, rows..., dates...}
+# KEYS: msgs idx info; ARGV: after limit newest checked -> {[owner,] first seq, rows..., dates...}
 READ = (
     _LIB
-    + "local out = rows(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))\n"
-    + _OWNER.format(n=3)
-    + "return out"
+    + """
+local out = {tonumber(ARGV[1]) + 1}
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  out = rows(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
+end
+if ARGV[4] == '1' then table.insert(out, 1, redis.call('HGET', KEYS[3], 'client_id') or '') end
+return out
+"""
 )
 
 # KEYS: sum msgs info idx; ARGV: limit
@@ -136,13 +146,14 @@ READ = (
 SUMMARY_AND_TAIL = (
     _LIB
     + """
-local s = redis.call('HMGET', KEYS[1], 'text', 'covered_seq', 'version', 'meta', 'updated_at')
 local row = redis.call('HMGET', KEYS[3], 'created_at', 'client_id', 'generation')
+if not row[1] then return {false, '', '', '', '', '', '', 1} end
+local s = redis.call('HMGET', KEYS[1], 'text', 'covered_seq', 'version', 'meta', 'updated_at')
 local covered = tonumber(s[2] or '0')
 local out = rows(KEYS[2], KEYS[4], covered, tonumber(ARGV[1]), 1)
 for i = 5, 1, -1 do table.insert(out, 1, s[i] or '') end
 table.insert(out, 1, row[2] or '')
-table.insert(out, 1, row[1] and (row[3] or '') or false)
+table.insert(out, 1, row[3] or '')
 return out
 """
 )
@@ -163,8 +174,8 @@ if version ~= tonumber(ARGV[1]) then return 0 end
 redis.call('HSET', KEYS[1], 'text', ARGV[2], 'covered_seq', ARGV[3], 'version', version + 1,
            'meta', ARGV[4], 'updated_at', ARGV[5])
 local ttl = tonumber(ARGV[6])
-touch({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]}, ttl)
-if row[2] then keep_client(ckey(ARGV[10], row[2], 'sessions'), ttl, false) end
+touch(KEYS[2], {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]}, ttl)
+if row[2] then keep_client(ckey(ARGV[10], row[2], 'sessions'), KEYS[2], ttl, false) end
 return 1
 """
 )
@@ -195,7 +206,7 @@ SET_STATE = (
 local ttl = tonumber(ARGV[5])
 if not own(ARGV[7], KEYS[1], KEYS[5], KEYS[6], ARGV[1], ARGV[2], ARGV[3], ARGV[6], ttl) then return 0 end
 redis.call('HSET', KEYS[1], 'state', ARGV[4])
-touch({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]}, ttl)
+touch(KEYS[1], {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]}, ttl)
 return 1
 """
 )
@@ -309,8 +320,8 @@ def seqs_of(reply: Sequence[Any], session_id: str, client_id: str | None) -> lis
     return list(range(first, first + n))
 
 
-def read_args(after_seq: int, limit: int | None, newest: bool) -> list[Any]:
-    return [after_seq, -1 if limit is None else limit, 1 if newest else 0]
+def read_args(after_seq: int, limit: int | None, newest: bool, checked: bool) -> list[Any]:
+    return [after_seq, -1 if limit is None else limit, 1 if newest else 0, 1 if checked else 0]
 
 
 def claim_args(owner: str, ttl: float, now: float) -> list[Any]:

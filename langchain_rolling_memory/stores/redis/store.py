@@ -96,7 +96,10 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
             naming `setup()` if it is missing or old.
         key_prefix: prefix of every key, so several apps can share one server.
         ttl: optional seconds a session lives after its last write (transcript, summary,
-            state); None keeps sessions until `forget`, `clear_session` or `purge`.
+            state); None keeps sessions until `forget`, `clear_session` or `purge`, except
+            one that another store on the prefix gave a ttl: what this store writes to it
+            expires with it (a session's keys expire together and are read only while its
+            info hash lives).
         client_kwargs: extra keyword arguments for the redis-py clients the store opens.
         connect_timeout: seconds the first connection of a store opened from a URL may take; a
             refused port, an unknown host or a wrong password fails at once with the

@@ -86,27 +86,28 @@ class SyncRedisPrimitives(StoreBackend):
         payloads = [] if fetch is None else self._run("search", "search_fetch", [], fetch)
         return found.search_rows(ranked, payloads)
 
-    def _session_get(self, session_id: str, reader: Reader | None, command: Callable[[Any], Any]) -> Any:
-        """`command(client)`; with a `reader`, in one MULTI/EXEC with the owner's HGET (one
-        round trip, one instant), and the owner checked."""
-        if reader is None:
-            return self._call("read", lambda: command(self._r))
+    def _session_get(
+        self, session_id: str, reader: Reader | None, command: Callable[[Any], Any], empty: Any
+    ) -> Any:
+        """`command(client)` in one MULTI/EXEC with the session's info hash (one round trip, one
+        instant): `empty` when the hash is gone, and with a `reader` the owner checked."""
 
         def go() -> Any:
             with self._r.pipeline(transaction=True) as pipe:
-                pipe.hget(self.keys.info(session_id), "client_id")
+                pipe.hmget(self.keys.info(session_id), "created_at", "client_id")
                 command(pipe)
-                owner, value = pipe.execute()
-            reader.check(session_id, owner)
-            return value
+                (created, owner), value = pipe.execute()
+            if reader is not None:
+                reader.check(session_id, owner)
+            return empty if created is None else value
 
         return self._call("read", go)
 
     def _read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
     ) -> list[Row]:
-        args = lua.read_args(after_seq, limit, newest)
-        reply = self._run("read", "read", self.keys.read(session_id, reader is not None), args)
+        args = lua.read_args(after_seq, limit, newest, reader is not None)
+        reply = self._run("read", "read", self.keys.read(session_id), args)
         return lua.rows_of(lua.checked(reply, session_id, reader))
 
     def _summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
@@ -114,12 +115,12 @@ class SyncRedisPrimitives(StoreBackend):
         return lua.turn_of(self._run("read", "summary_and_tail", keys, [limit]), session_id, reader)
 
     def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
-        return int(self._session_get(session_id, reader, lambda r: r.llen(self.keys.msgs(session_id))))
+        return int(self._session_get(session_id, reader, lambda r: r.llen(self.keys.msgs(session_id)), 0))
 
     def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
         key = self.keys.summary(session_id)
         return lua.summary_of(
-            *self._session_get(session_id, reader, lambda r: r.hmget(key, lua.SUMMARY_FIELDS))
+            *self._session_get(session_id, reader, lambda r: r.hmget(key, lua.SUMMARY_FIELDS), lua.NO_SUMMARY)
         )
 
     def _cas_summary(self, write: SummaryWrite) -> bool:
@@ -143,7 +144,7 @@ class SyncRedisPrimitives(StoreBackend):
 
     def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
         info = self.keys.info(session_id)
-        value = self._session_get(session_id, reader, lambda r: r.hget(info, "state"))
+        value = self._session_get(session_id, reader, lambda r: r.hget(info, "state"), None)
         return None if value is None else str(value)
 
     def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
