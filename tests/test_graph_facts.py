@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from agent_models import ScriptedChatModel, tool_call
+from agent_models import ScriptedChatModel, text_of, tool_call
 from langchain.agents import create_agent
 from langchain.tools import ToolRuntime
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -304,3 +304,29 @@ async def test_aforget_user_erases_the_same_and_leaves_others() -> None:
     assert await store.afacts("ana") == [] and await inner.asearch(("ana",)) == []
     assert _thread(saver, "ana-1") is None and _thread(saver, "bob-1") is not None
     assert inner.get(("memories", "ana"), "m1") is not None  # a namespace it was not told of
+
+
+def test_a_turn_racing_forget_user_cannot_seed_its_deleted_thread_from_the_transcript() -> None:
+    # A turn that lands while forget_user runs finds a deleted thread to be new and seeds it
+    # from our store: our transcript must already be gone by then.
+    store = open_store("memory://")
+    saver = InMemorySaver()
+    model = ScriptedChatModel()
+    middleware = RollingMemoryMiddleware(
+        store=store, summarizer=lambda p, m: "S", memory_tools=(), max_turns=4, keep_last=2
+    )
+    agent = create_agent(model, [], middleware=[middleware], checkpointer=saver)
+    config = {"configurable": {"thread_id": "t", "client_id": "ana"}}
+    agent.invoke({"messages": [HumanMessage("my passport is X099")]}, config)
+    real_delete = saver.delete_thread
+
+    def delete_then_race(thread_id: str) -> None:
+        real_delete(thread_id)
+        agent.invoke({"messages": [HumanMessage("a turn in between")]}, config)
+
+    saver.delete_thread = delete_then_race  # type: ignore[method-assign]
+    forget_user("ana", store=store, checkpointer=saver)
+    assert "X099" not in text_of(model.requests[-1])
+    state = agent.get_state(config).values.get("messages") or []
+    assert "X099" not in text_of(state)
+    assert store.transcript("t") == []
