@@ -7,7 +7,6 @@ not as a fact, not in the view of a client that later reuses the session id.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -191,7 +190,6 @@ async def test_a_stale_fact_write_raises_and_writes_nothing(store: RollingStore)
     bob_mark = SessionMark("s", store.read_turn("s", limit=1, client_id="bob").generation or "")
     with pytest.raises(StaleWriteError):
         store.add_fact("alice", "Holds passport X099", planned_from=bob_mark)
-    await asyncio.sleep(0)
 
 
 class _Spy(GenericFakeChatModel):

@@ -136,18 +136,17 @@ class InMemoryRollingStore(RollingStore):
                 self._unindex(doc)
                 self._to_index(doc, payload)
 
-    def _session(self, session_id: str, client_id: str | None, now: float, *, owned: bool = True) -> _Session:
-        """The session, created if missing; with `owned` (a write on a client's behalf, or an
-        anonymous one) refused unless it is `client_id`'s or nobody's, and claimed if nobody's."""
+    def _session(self, session_id: str, client_id: str | None, now: float) -> _Session:
+        """The session a write on `client_id`'s behalf (None: an anonymous one) goes to, created
+        if missing: refused unless it is `client_id`'s or nobody's, and claimed if nobody's."""
         session = self._sessions.get(session_id)
         if session is None:
-            session = self._sessions[session_id] = _Session(client_id if owned else None, now, now)
-        elif owned:
-            if session.client_id is not None and session.client_id != client_id:
-                raise OwnershipError.for_session(session_id, client_id)
-            if session.client_id is None and client_id is not None:
-                session.client_id = client_id
-                self._adopt(session_id, session)
+            session = self._sessions[session_id] = _Session(client_id, now, now)
+        elif session.client_id is not None and session.client_id != client_id:
+            raise OwnershipError.for_session(session_id, client_id)
+        elif session.client_id is None and client_id is not None:
+            session.client_id = client_id
+            self._adopt(session_id, session)
         return session
 
     def _append(self, batch: AppendBatch) -> list[int]:
