@@ -26,6 +26,7 @@ from langchain_rolling_memory.core.trigger_keep import (
 )
 from langchain_rolling_memory.core.usage import SummaryUsage
 from langchain_rolling_memory.engine.compaction import Compactor, ErrorCallback
+from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.runtime.tracing import unstreamed
 from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
@@ -267,7 +268,7 @@ class RollingSummaryChatMessageHistory(StoredHistory):
             )
         elif compactor.store is not self.store and store is not None:
             msg = "compactor.store and store= must be the same store"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         else:
             self.store = compactor.store
         self.compactor = compactor

@@ -210,7 +210,7 @@ class FactExtractor:
             return FactChanges.model_validate(parse_json_markdown(text, parser=json.loads))
         except (json.JSONDecodeError, ValidationError) as exc:
             msg = f"the extractor reply is not a valid fact change object: {exc}"
-            raise ValueError(msg) from None
+            raise FactError(msg) from None
 
     def _ask(self, request: list[BaseMessage]) -> BaseMessage | dict[str, Any]:
         if self._structured is not None:

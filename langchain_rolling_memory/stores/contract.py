@@ -55,7 +55,7 @@ from typing import Any, Final, Literal, NamedTuple, TypeVar
 from langchain_core.messages import BaseMessage
 
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
-from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
+from langchain_rolling_memory.errors import InvalidArgumentError, OwnershipError, SchemaVersionError
 
 SCHEMA_VERSION = 5
 """Version of the data layout; a store written by a newer version is refused.
@@ -173,7 +173,7 @@ class AppendBatch:
             return [self.now] * len(self.rows)
         if len(self.dates) != len(self.rows):  # pragma: no cover - a caller's mistake, not a user's
             msg = f"one date per row is needed, got {len(self.dates)} for {len(self.rows)}"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg)
         return list(self.dates)
 
     def entries(self) -> list[IndexedRow]:
