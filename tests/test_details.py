@@ -19,6 +19,7 @@ from langchain_rolling_memory.lab.details import detail_retention, fold, named_d
             id="names-not-at-sentence-start",
         ),
         pytest.param("Lyon is nice. Paris too.", [], id="a-sentence-start-is-no-name"),
+        pytest.param("Client: Ana Lopez", [("name", "Ana Lopez")], id="a-name-after-a-colon"),
         pytest.param("We ship with DHL, OK?", [("name", "DHL")], id="acronym-not-courtesy"),
         pytest.param(
             "Order REF-1234 and #4521, also ORD-2024-001.",

@@ -95,11 +95,11 @@ def _replay_command(tmp_path: Path, capsys: pytest.CaptureFixture[str], n: int, 
 def test_the_replay_command_prints_the_compactions_and_their_mean(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = _replay_command(tmp_path, capsys, 200)
+    out = _replay_command(tmp_path, capsys, 300)
     assert "summary: named details (names, numbers, dates, codes) kept by each summary" in out
     assert "retention" in out
-    assert "summary: 33 compactions, named details kept: mean" in out
-    assert "3 more" in out  # 30 rows listed, the middle ones counted
+    assert "summary: 49 compactions, named details kept: mean" in out
+    assert "19 more" in out  # past 40, the first and last 15 are listed, the others counted
     assert "summary+facts: the same compactions as summary (mean" in out
 
 

@@ -184,8 +184,9 @@ def render_replay(console: Any, report: ReplayReport, *, source: str, summarizer
     _render_detail_retention(console, report)
 
 
-_SHOWN_COMPACTIONS = 30
-"""Compactions listed in full; past this, the first and last halves with a gap between."""
+_LISTED_IN_FULL = 40
+"""Compactions listed one by one; past this, the first and last `_LISTED_AT_EACH_END`."""
+_LISTED_AT_EACH_END = 15
 
 
 def _render_detail_retention(console: Any, report: ReplayReport) -> None:
@@ -214,9 +215,9 @@ def _render_detail_retention(console: Any, report: ReplayReport) -> None:
         )
         for h in ("#", "session", "at msg", "folded", "details", "kept", "retention", "lost"):
             table.add_column(h, justify="left" if h in ("session", "lost") else "right", overflow="fold")
-        half = _SHOWN_COMPACTIONS // 2
+        half = _LISTED_AT_EACH_END
         listed: list[tuple[int, CompactionDetails | None]] = list(enumerate(result.compactions, 1))
-        if len(listed) > _SHOWN_COMPACTIONS:
+        if len(listed) > _LISTED_IN_FULL:
             listed = [*listed[:half], (0, None), *listed[-half:]]
         for number, c in listed:
             if c is None:

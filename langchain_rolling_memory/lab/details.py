@@ -116,7 +116,7 @@ _NUMBER = re.compile(
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
-_SENTENCE_START = re.compile(r"(?:^|[.!?…:;]\s*|\n\s*|[\"«“(\[-]\s*)$")
+_SENTENCE_START = re.compile(r"(?:^|[.!?…]\s*|\n\s*|[\"«“(\[-]\s*)$")
 _NOT_NAMES = {
     "i",
     "i'm",
