@@ -22,25 +22,27 @@ from typing import Literal
 
 DetailKind = Literal["code", "date", "number", "name"]
 
-_MONTHS: dict[str, int] = {}
-for _number, _names in enumerate(
-    (
-        ("january", "jan", "janvier", "janv"),
-        ("february", "feb", "fevrier", "fevr"),
-        ("march", "mar", "mars"),
-        ("april", "apr", "avril", "avr"),
-        ("may", "mai"),
-        ("june", "jun", "juin"),
-        ("july", "jul", "juillet", "juil"),
-        ("august", "aug", "aout"),
-        ("september", "sep", "sept", "septembre"),
-        ("october", "oct", "octobre"),
-        ("november", "nov", "novembre"),
-        ("december", "dec", "decembre"),
-    ),
-    start=1,
-):
-    _MONTHS.update(dict.fromkeys(_names, _number))
+_MONTHS = {
+    name: month
+    for month, names in enumerate(
+        (
+            ("january", "jan", "janvier", "janv"),
+            ("february", "feb", "fevrier", "fevr"),
+            ("march", "mar", "mars"),
+            ("april", "apr", "avril", "avr"),
+            ("may", "mai"),
+            ("june", "jun", "juin"),
+            ("july", "jul", "juillet", "juil"),
+            ("august", "aug", "aout"),
+            ("september", "sep", "sept", "septembre"),
+            ("october", "oct", "octobre"),
+            ("november", "nov", "novembre"),
+            ("december", "dec", "decembre"),
+        ),
+        start=1,
+    )
+    for name in names
+}
 _WEEKDAYS = {
     name: day
     for day, names in enumerate(
@@ -179,7 +181,7 @@ def _date_key(match: re.Match[str]) -> str:
     if g["wd"]:
         return f"weekday-{_WEEKDAYS[fold(g['wd'])]}"
     month_text = g["dm_m"] or g["md_m"] or g["my_m"]
-    month = _MONTHS[fold(month_text).rstrip(".")]
+    month = _MONTHS[fold(month_text)]
     day = g["dm_d"] or g["md_d"]
     year = g["dm_y"] or g["md_y"] or g["my_y"]
     day_part = f"-{int(_digits(day)):02d}" if day else ""
@@ -244,7 +246,7 @@ def _is_name_word(text: str, word: re.Match[str]) -> bool:
 
 
 def named_details(text: str) -> list[Detail]:
-    """The details of `text`, each once (by key), in order of first appearance.
+    """The details of `text`, each once (a date: once per day), in order of first appearance.
 
     Codes first (``REF-1234``, ``#4521``), then dates (``12 March 2024``, ``le 3 mars``,
     ``2024-03-12``, ``12/03``, week days), then numbers with their unit (``12 euros``,
