@@ -14,10 +14,13 @@ suite's per-test timeout): under machine load a slow block fails alone, never th
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from doc_runs import (
     CLI_WANTED,
     README,
+    ROOT,
     PageRuns,
     Step,
     blocks,
@@ -43,6 +46,23 @@ def test_readme_has_python_examples_and_the_cli_commands() -> None:
     commands = cli_commands(README)
     for wanted in CLI_WANTED:
         assert any(c.startswith(wanted) for c in commands), f"no `{wanted}` example in the CLI section"
+
+
+REPOSITORY = "https://github.com/langchain-rolling-memory/langchain-rolling-memory/blob/main/"
+
+
+def test_the_readme_is_short_starts_with_install_and_links_into_the_docs() -> None:
+    """A package index shows the README alone: short, Install first, every link absolute."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250, "the README grows past 250 lines: move the detail to docs/"
+    assert re.findall(r"^## (.+)$", text, re.MULTILINE)[0] == "Install"
+    targets = re.findall(r"\]\(([^)]+)\)", text)
+    assert targets and all(t.startswith("https://") for t in targets), (
+        "a relative link breaks on an index page"
+    )
+    files = [t.removeprefix(REPOSITORY) for t in targets if t.startswith(REPOSITORY)]
+    assert any(f.startswith("docs/") for f in files)
+    assert [f for f in files if not (ROOT / f).is_file()] == [], "a README link to a file that does not exist"
 
 
 @pytest.mark.parametrize("step", STEPS, ids=lambda step: step.id)
