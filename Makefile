@@ -33,7 +33,7 @@ test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest
 
 docs: $(VENV)/.installed-docs
-	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict  # the variable silences Material's end-of-life banner
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/python -m ruff check langchain_rolling_memory tests benchmarks scripts examples
