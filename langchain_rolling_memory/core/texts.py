@@ -198,7 +198,7 @@ FRENCH = MemoryTexts(
         "Tu tiens le résumé courant d'une conversation entre un utilisateur et un assistant.\n"
         "Règles :\n"
         "- Écris à la troisième personne (« L'utilisateur... », « L'assistant... »), jamais "
-        "« je » ni « tu » ou « vous ».\n"
+        "« je », « tu » ni « vous ».\n"
         "- Garde les décisions, les demandes et questions en cours, et ce que l'utilisateur a "
         "dit de lui-même (nom, rôle, préférences, contraintes, dates, montants).\n"
         "- Garde les problèmes déjà résolus, indiqués comme résolus, pour que personne ne les rouvre.\n"
