@@ -1,10 +1,11 @@
 """The summarizer contract: anything that turns (previous summary, messages) into summary text.
 
-Owns the interface (sync and async twins), how a summarizer takes the memory's language
-(`in_memory_language`) and when an answer is long enough to keep (`usable_summary`, lesson 2's
-validation, shared by every summarizer that retries); what a summary result is (`SummaryResult`, re-exported here) is the
-pure `core.summary_result`, turning functions and chat models into it is `coerce`. Does not
-decide when to summarize (engine) nor where to store (stores).
+Owns the interface (sync and async twins), how a summarizer takes the memory's language and
+token cap (`in_memory_language`, `in_memory`) and when an answer is good enough to keep
+(`usable_summary`, lesson 2's validation, shared by the summarizers that ask again); what a
+summary result is (`SummaryResult`, re-exported here) is the pure `core.summary_result`,
+turning functions and chat models into it is `coerce`. Does not decide when to summarize
+(engine) nor where to store (stores).
 """
 
 from __future__ import annotations
