@@ -49,7 +49,7 @@ from langchain_rolling_memory.core.framing import (
     render_facts,
     render_state,
 )
-from langchain_rolling_memory.core.presets import PRESETS, preset
+from langchain_rolling_memory.core.presets import PRESETS, preset, preset_prompt
 from langchain_rolling_memory.core.prompts import SummaryPrompt
 from langchain_rolling_memory.core.topics import keyword_topic_shift
 from langchain_rolling_memory.core.usage import SummaryUsage
@@ -143,6 +143,7 @@ __all__ = [
     "open_store",
     "openai_summarizer",
     "preset",
+    "preset_prompt",
     "remember_tool",
     "render_facts",
     "render_state",

@@ -224,7 +224,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
                 timeout=timeout,
                 on_error=on_error,
                 on_compaction=compaction_listener(
-                    extractor, store, compactor_options.pop("on_compaction", None)
+                    extractor, store, compactor_options.pop("on_compaction", None), language
                 ),
                 **compactor_options,
             )

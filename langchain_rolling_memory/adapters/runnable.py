@@ -118,7 +118,9 @@ def session_history_factory(
     """
     store = rolling_store(store, owner="session_history_factory")
     options = dict(history_options)
-    listener = compaction_listener(extractor, store, options.pop("on_compaction", None))
+    listener = compaction_listener(
+        extractor, store, options.pop("on_compaction", None), options.get("language", "en")
+    )
     if listener is not None:
         options["on_compaction"] = listener
     # Built once (a model string is a client), not at every turn's history.

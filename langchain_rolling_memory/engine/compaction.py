@@ -43,7 +43,7 @@ from langchain_rolling_memory.engine.shutdown import Drained
 from langchain_rolling_memory.runtime.background import call_with_timeout, jobs_of, run_coroutine_sync
 from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.stores.contract import OPERATOR, ReadAs
-from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike, in_memory_language
+from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike, in_memory
 from langchain_rolling_memory.summarizers.coerce import as_summarizer, context_window
 from langchain_rolling_memory.summarizers.failures import describe_error, is_permanent_error
 
@@ -121,7 +121,8 @@ class Compactor:
         max_topic_sections: finished sections kept; beyond, the two oldest are joined.
         max_summary_chars: character cap applied to every summary with `max_words`.
         max_summary_tokens: token cap applied to every summary after `max_words`, counted
-            with `token_counter` (None: no token cap).
+            with `token_counter` (None: no token cap); also stated in the prompt of a
+            summarizer built without a token cap of its own (`base.in_memory`).
         language: the memory's language (``"en"``, ``"fr"``; anything else is refused): the
             frame the summary is sent under, the default section labels, and the summarizer's
             texts when it was built without a language of its own (`in_memory_language`).
@@ -163,7 +164,7 @@ class Compactor:
     ) -> None:
         self.store = store
         self.language = check_language(language)
-        self.summarizer = in_memory_language(summarizer, language)
+        self.summarizer = in_memory(summarizer, language, max_summary_tokens)
         self.planner = Planner(
             policy,
             token_counter=token_counter,
