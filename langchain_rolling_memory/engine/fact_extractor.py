@@ -27,6 +27,7 @@ from langchain_rolling_memory.core.prompts import render_transcript
 from langchain_rolling_memory.core.quoting import quote_text
 from langchain_rolling_memory.core.records import CompactionResult, Fact, SessionMark
 from langchain_rolling_memory.core.retention import check_ttl
+from langchain_rolling_memory.core.settings import CompactionCallback, CompactionListener
 from langchain_rolling_memory.errors import (
     ConfigurationError,
     FactError,
@@ -373,9 +374,13 @@ async def aextract_facts(
     return await FactExtractor(model).aextract(store, client_id, messages)
 
 
+Listener = CompactionListener | CompactionCallback
+"""What a compactor's ``on_compaction`` takes."""
+
+
 def compaction_listener(
-    extractor: FactExtractor | BaseChatModel | None, store: RollingStore, given: object
-) -> object:
+    extractor: FactExtractor | BaseChatModel | None, store: RollingStore, given: Listener | None
+) -> Listener | None:
     """What an adapter's ``extractor=`` becomes: the compactor's `on_compaction` listener.
 
     A `FactExtractor` (or a chat model, to build one) is bound to `store`; without one the
