@@ -106,10 +106,11 @@ def test_a_module_imports_only_the_layers_its_folder_allows(module: str) -> None
 # socket, time, threading, asyncio, logging, random, uuid.
 CORE_STDLIB = {
     "__future__", "abc", "bisect", "collections", "dataclasses", "datetime", "enum", "functools",
-    "hashlib", "heapq", "itertools", "json", "math", "numbers", "operator", "re", "string", "types",
-    "typing", "unicodedata",
+    "difflib", "hashlib", "heapq", "itertools", "json", "math", "numbers", "operator", "re", "string",
+    "types", "typing", "unicodedata",
 }  # fmt: skip
-# hashlib: digests are pure functions of their input (graph_state fingerprints messages).
+# hashlib: digests are pure functions of their input (graph_state fingerprints messages);
+# difflib: string matching only (settings name the closest option to a misspelt one).
 CORE_THIRD_PARTY = {"langchain_core", "pydantic"}
 CLOCK_CALLS = {
     "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today", "datetime.date.today",

@@ -99,21 +99,39 @@ def test_a_misspelt_option_is_refused_even_beside_a_settings_object(entry: str) 
 
 def test_an_option_of_another_entry_point_is_named_as_such() -> None:
     store = langchain_rolling_memory.open_store("memory://")
-    with pytest.raises(ConfigurationError, match="'recall_tokens' is not one of RollingSummaryChatMessageHistory's"):
+    with pytest.raises(
+        ConfigurationError, match="'recall_tokens' is not one of RollingSummaryChatMessageHistory's"
+    ):
         _history(store, recall_tokens=200)
 
 
 @pytest.mark.parametrize(
     ("bad", "message"),
     [
-        ({"max_turns": 4, "keep_last": 4}, "keep_last must be at least 1 and smaller than max_turns, got keep_last=4, max_turns=4"),
-        ({"language": "de"}, "language must be one of 'en', 'fr' (the languages the memory writes in), got 'de'"),
+        (
+            {"max_turns": 4, "keep_last": 4},
+            "keep_last must be at least 1 and smaller than max_turns, got keep_last=4, max_turns=4",
+        ),
+        (
+            {"language": "de"},
+            "language must be one of 'en', 'fr' (the languages the memory writes in), got 'de'",
+        ),
         ({"max_words": 0}, "max_words must be positive, got max_words=0"),
         ({"timeout": -1}, "timeout must be positive (or None), got timeout=-1"),
         ({"max_summary_chars": 10}, "max_summary_chars must be at least 100, got max_summary_chars=10"),
-        ({"hard_cap": 5, "max_turns": 8, "keep_last": 2}, "hard_cap must be larger than max_turns, got hard_cap=5, max_turns=8"),
+        (
+            {"hard_cap": 5, "max_turns": 8, "keep_last": 2},
+            "hard_cap must be larger than max_turns, got hard_cap=5, max_turns=8",
+        ),
     ],
-    ids=["keep_last-not-below-max_turns", "language", "max_words", "timeout", "max_summary_chars", "hard_cap"],
+    ids=[
+        "keep_last-not-below-max_turns",
+        "language",
+        "max_words",
+        "timeout",
+        "max_summary_chars",
+        "hard_cap",
+    ],
 )
 def test_an_invalid_value_is_refused_with_the_same_line_everywhere(bad: dict[str, Any], message: str) -> None:
     store = langchain_rolling_memory.open_store("memory://")
@@ -132,7 +150,9 @@ def test_an_invalid_value_is_refused_with_the_same_line_everywhere(bad: dict[str
 def test_settings_plus_options_is_the_settings_with_those_replaced() -> None:
     store = langchain_rolling_memory.open_store("memory://")
     shared = MemorySettings(max_turns=12, keep_last=4, language="fr")
-    history = RollingSummaryChatMessageHistory("s1", store=store, summarizer=summarize, settings=shared, keep_last=2)
+    history = RollingSummaryChatMessageHistory(
+        "s1", store=store, summarizer=summarize, settings=shared, keep_last=2
+    )
     assert history.settings == dataclasses.replace(shared, keep_last=2)
     assert history.compactor.policy.keep_last == 2
     assert history.compactor.policy.max_turns == 12
@@ -148,7 +168,10 @@ def test_one_settings_object_gives_a_history_and_the_middleware_the_same_policy(
     history = RollingSummaryChatMessageHistory("s1", store=store, summarizer=summarize, settings=settings)
     middleware = RollingMemoryMiddleware(store=store, summarizer=summarize, settings=settings)
     chain = with_rolling_memory(
-        GenericFakeChatModel(messages=iter([AIMessage("ok")])), store=store, summarizer=summarize, settings=settings
+        GenericFakeChatModel(messages=iter([AIMessage("ok")])),
+        store=store,
+        summarizer=summarize,
+        settings=settings,
     )
     by_chain = chain.get_session_history("ana", "s2")
     for compactor in (middleware.compactor, by_chain.compactor):
@@ -162,7 +185,9 @@ def test_the_same_settings_fold_the_same_way_in_a_history_and_its_keywords() -> 
     store = langchain_rolling_memory.open_store("memory://")
     settings = MemorySettings(max_turns=4, keep_last=2)
     by_settings = RollingSummaryChatMessageHistory("a", store=store, summarizer=summarize, settings=settings)
-    by_keywords = RollingSummaryChatMessageHistory("b", store=store, summarizer=summarize, max_turns=4, keep_last=2)
+    by_keywords = RollingSummaryChatMessageHistory(
+        "b", store=store, summarizer=summarize, max_turns=4, keep_last=2
+    )
     turns = [HumanMessage("1"), AIMessage("2"), HumanMessage("3"), AIMessage("4"), HumanMessage("5")]
     by_settings.add_messages(turns)
     by_keywords.add_messages(turns)
@@ -186,7 +211,17 @@ def test_keyword_topic_shift_and_the_other_engine_options_still_pass_through() -
     store = langchain_rolling_memory.open_store("memory://")
     detector = keyword_topic_shift()
     history = RollingSummaryChatMessageHistory(
-        "s", store=store, summarizer=summarize, topic_detector=detector, backoff=5.0, lease_ttl=30.0, start_delay=0
+        "s",
+        store=store,
+        summarizer=summarize,
+        topic_detector=detector,
+        backoff=5.0,
+        lease_ttl=30.0,
+        start_delay=0,
     )
     assert history.compactor.planner.topic_detector is detector
-    assert (history.compactor.backoff, history.compactor.lease_ttl, history.compactor.start_delay) == (5.0, 30.0, 0)
+    assert (history.compactor.backoff, history.compactor.lease_ttl, history.compactor.start_delay) == (
+        5.0,
+        30.0,
+        0,
+    )

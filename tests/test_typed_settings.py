@@ -83,5 +83,5 @@ def test_a_misspelt_keyword_is_a_type_error_and_a_configuration_error(owner: str
 
 
 def test_a_keyword_of_the_wrong_type_is_a_type_error_and_refused() -> None:
-    with pytest.raises(ConfigurationError, match="^keep_last must be a whole number, got keep_last='2'$"):
+    with pytest.raises(ConfigurationError, match=r"^keep_last must be a whole number, got keep_last='2'$"):
         _wrong_type()

@@ -217,8 +217,12 @@ class RollingSummaryChatMessageHistory(StoredHistory):
     ) -> None:
         owner = type(self).__name__
         # Checked before the store is touched: a bad setting writes nothing.
-        self.settings = MemorySettings.resolve(settings, options, owner=owner, accepts=HistoryOptions, others=_OWN)
-        super().__init__(session_id, store=store, client_id=client_id, token_counter=self.settings.token_counter)
+        self.settings = MemorySettings.resolve(
+            settings, options, owner=owner, accepts=HistoryOptions, others=_OWN
+        )
+        super().__init__(
+            session_id, store=store, client_id=client_id, token_counter=self.settings.token_counter
+        )
         if compactor is None:
             if summarizer is None:
                 msg = f"{owner} needs summarizer= (a function, a chat model or a Summarizer)"

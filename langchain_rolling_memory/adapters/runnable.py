@@ -23,7 +23,7 @@ from langchain_core.runnables.utils import ConfigurableFieldSpec, Input, Output
 from langchain_rolling_memory.adapters.agent_run import MemoryIds
 from langchain_rolling_memory.adapters.chat_histories import RollingSummaryChatMessageHistory
 from langchain_rolling_memory.adapters.history_runnable import RollingMemoryRunnable
-from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
+from langchain_rolling_memory.core.cuts import TokenCounter
 from langchain_rolling_memory.core.framing import (
     SUMMARY_MESSAGE_ID,
     MemoryBlock,
@@ -131,7 +131,9 @@ def session_history_factory(
         'client-1'
     """
     owner = "session_history_factory"
-    chosen = MemorySettings.resolve(settings, options, owner=owner, accepts=HistoryOptions, others=_FACTORY_OWN)
+    chosen = MemorySettings.resolve(
+        settings, options, owner=owner, accepts=HistoryOptions, others=_FACTORY_OWN
+    )
     store = rolling_store(store, owner=owner)
     listener = compaction_listener(extractor, store, chosen.on_compaction)
     if listener is not chosen.on_compaction:
@@ -387,7 +389,9 @@ def with_rolling_memory(
         wanted=wanted,
         max_fact_tokens=chosen.max_fact_tokens,
         token_counter=token_counter,
-        recaller=Recaller.build(store, chosen.recall_tokens, recall, token_counter=token_counter, language=language),
+        recaller=Recaller.build(
+            store, chosen.recall_tokens, recall, token_counter=token_counter, language=language
+        ),
         input_key=input_messages_key,
         language=language,
     )

@@ -14,11 +14,13 @@ import difflib
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import date
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Unpack, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, Unpack, runtime_checkable
 
 from langchain_rolling_memory.core.cuts import FoldPolicy, TokenCounter, count_tokens
+from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS, check_max_words
 from langchain_rolling_memory.core.records import CompactionResult
 from langchain_rolling_memory.core.texts import check_language
+from langchain_rolling_memory.core.topics import TopicDetector, TopicLabels
 from langchain_rolling_memory.core.trigger_keep import (
     DEFAULT_KEEP_LAST,
     DEFAULT_MAX_TURNS,
@@ -28,12 +30,9 @@ from langchain_rolling_memory.core.trigger_keep import (
 )
 from langchain_rolling_memory.errors import ConfigurationError
 
-if TYPE_CHECKING:  # `topics` imports `prompts`, which takes its defaults from here
-    from langchain_rolling_memory.core.topics import TopicDetector, TopicLabels
-
-# The defaults, written once: every signature and docstring that shows one takes it from here.
+# The defaults, written once: every signature that shows one takes it from here (the word cap
+# from `prompts`, which applies it to every summary and is imported by `topics`).
 DEFAULT_LANGUAGE = "en"
-DEFAULT_MAX_WORDS = 120
 DEFAULT_MAX_SUMMARY_CHARS = 4000
 DEFAULT_MAX_TOPIC_SECTIONS = 5
 DEFAULT_TIMEOUT: float | None = 60.0
@@ -105,13 +104,9 @@ class MemoryOptions(HistoryOptions, total=False):
     max_fact_tokens: int | None
 
 
-def check_max_words(max_words: int) -> None:
-    if max_words < 1:
-        msg = f"max_words must be positive, got max_words={max_words!r}"
-        raise ConfigurationError(msg)
-
-
-def check_summary_limits(*, max_summary_tokens: int | None, max_summary_chars: int, max_topic_sections: int) -> None:
+def check_summary_limits(
+    *, max_summary_tokens: int | None, max_summary_chars: int, max_topic_sections: int
+) -> None:
     """The caps on a summary's length and sections (`Planner` checks them too, built alone)."""
     if max_summary_tokens is not None and max_summary_tokens < 1:
         msg = (
@@ -280,10 +275,7 @@ class MemorySettings:
                 msg = f"{name} must be a whole number{' or None' if name in _OPTIONAL else ''}, got {name}={value!r}"
                 raise ConfigurationError(msg)
         check_language(self.language)
-        try:
-            self.fold_policy(_unknown_window)
-        except _NeedsWindow:
-            pass  # checked by `Compactor.build`, which knows the summarizer model's window
+        _policy_unless_fractions(self)
         check_max_words(self.max_words)
         check_summary_limits(
             max_summary_tokens=self.max_summary_tokens,
@@ -298,7 +290,9 @@ class MemorySettings:
         _check_at_least("start_delay", self.start_delay, 0, optional=False, strict=False)
         _check_at_least("max_fact_tokens", self.max_fact_tokens, 1, optional=True, strict=False)
         if self.recall_tokens is not None and (
-            not isinstance(self.recall_tokens, int) or isinstance(self.recall_tokens, bool) or self.recall_tokens < 0
+            not isinstance(self.recall_tokens, int)
+            or isinstance(self.recall_tokens, bool)
+            or self.recall_tokens < 0
         ):
             msg = f"recall_tokens must be None or an int >= 0, got recall_tokens={self.recall_tokens!r}"
             raise ConfigurationError(msg)
@@ -362,7 +356,24 @@ _WHOLE_NUMBERS = (
     "recall_tokens",
     "max_fact_tokens",
 )
-_OPTIONAL = {"max_turns", "max_tokens", "keep_tokens", "hard_cap", "max_summary_tokens", "recall_tokens", "max_fact_tokens"}
+_OPTIONAL = {
+    "max_turns",
+    "max_tokens",
+    "keep_tokens",
+    "hard_cap",
+    "max_summary_tokens",
+    "recall_tokens",
+    "max_fact_tokens",
+}
+
+
+def _policy_unless_fractions(settings: MemorySettings) -> FoldPolicy | None:
+    """The policy, checked; None for a ``("fraction", f)`` limit, checked by `Compactor.build`
+    once the summarizer model's window is known."""
+    try:
+        return settings.fold_policy(_unknown_window)
+    except _NeedsWindow:
+        return None
 
 
 def _is_listener(value: object) -> bool:

@@ -20,6 +20,7 @@ from langchain_core.runnables import Runnable
 
 from langchain_rolling_memory.core.cuts import count_tokens
 from langchain_rolling_memory.core.prompts import SummaryPrompt, clean_summary, default_prompt
+from langchain_rolling_memory.core.settings import DEFAULT_MAX_WORDS, check_max_words
 from langchain_rolling_memory.core.structured_summary import (
     StructuredSummary,
     parse_structured_summary,
@@ -91,7 +92,7 @@ class ChatModelSummarizer:
         model: BaseChatModel,
         *,
         prompt: SummaryPrompt | None = None,
-        max_words: int = 120,
+        max_words: int = DEFAULT_MAX_WORDS,
         min_words: int = 20,
         structured: bool = False,
         language: str | None = None,
@@ -100,9 +101,7 @@ class ChatModelSummarizer:
         max_backoff: float = 8.0,
         is_transient: Callable[[BaseException], bool] = is_transient_error,
     ) -> None:
-        if max_words < 1:
-            msg = f"max_words must be positive, got max_words={max_words!r}"
-            raise ConfigurationError(msg)
+        check_max_words(max_words)
         if min_words < 0:
             msg = (
                 f"min_words must not be negative (0 accepts any non-empty reply), got min_words={min_words!r}"
@@ -280,7 +279,7 @@ def chat_model_summarizer(
     *,
     prompt: SummaryPrompt | None = None,
     language: str | None = None,
-    max_words: int = 120,
+    max_words: int = DEFAULT_MAX_WORDS,
     min_words: int = 20,
     structured: bool = False,
     retries: int = 2,

@@ -16,6 +16,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from langchain_rolling_memory.core.prompts import SummaryPrompt
+from langchain_rolling_memory.core.settings import DEFAULT_MAX_WORDS
 from langchain_rolling_memory.errors import ConfigurationError, MissingCredentialsError, require
 from langchain_rolling_memory.summarizers.chat_model import ChatModelSummarizer, chat_model_summarizer
 
@@ -49,7 +50,7 @@ def openai_summarizer(
     *,
     prompt: SummaryPrompt | None = None,
     language: str | None = None,
-    max_words: int = 120,
+    max_words: int = DEFAULT_MAX_WORDS,
     min_words: int = 20,
     structured: bool = False,
     retries: int = 2,
@@ -96,7 +97,7 @@ def gemini_summarizer(
     *,
     prompt: SummaryPrompt | None = None,
     language: str | None = None,
-    max_words: int = 120,
+    max_words: int = DEFAULT_MAX_WORDS,
     min_words: int = 20,
     structured: bool = False,
     retries: int = 2,
