@@ -28,7 +28,7 @@ from langchain_rolling_memory.core.cuts import (
     with_question,
 )
 from langchain_rolling_memory.core.framing import summary_message
-from langchain_rolling_memory.core.prompts import clean_summary
+from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS, clean_summary
 from langchain_rolling_memory.core.records import (
     CompactionResult,
     SessionState,
@@ -40,7 +40,6 @@ from langchain_rolling_memory.core.serde import dumps_message, loads_message
 from langchain_rolling_memory.core.settings import (
     DEFAULT_MAX_SUMMARY_CHARS,
     DEFAULT_MAX_TOPIC_SECTIONS,
-    DEFAULT_MAX_WORDS,
     check_summary_limits,
 )
 from langchain_rolling_memory.core.structured_summary import StructuredSummary, parse_structured_summary

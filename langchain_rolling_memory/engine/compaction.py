@@ -28,6 +28,7 @@ from langchain_core.messages import BaseMessage
 import langchain_rolling_memory.engine.shutdown as shutdown
 from langchain_rolling_memory.core.cuts import FoldPolicy, TokenCounter, count_tokens
 from langchain_rolling_memory.core.planner import Planner
+from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS
 from langchain_rolling_memory.core.records import CompactionResult, SessionState, StoredMessage
 from langchain_rolling_memory.core.settings import (
     DEFAULT_BACKOFF,
@@ -37,7 +38,6 @@ from langchain_rolling_memory.core.settings import (
     DEFAULT_MAX_BACKOFF,
     DEFAULT_MAX_SUMMARY_CHARS,
     DEFAULT_MAX_TOPIC_SECTIONS,
-    DEFAULT_MAX_WORDS,
     DEFAULT_START_DELAY,
     DEFAULT_TIMEOUT,
     CompactionCallback,

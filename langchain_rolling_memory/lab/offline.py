@@ -21,7 +21,7 @@ from pydantic import Field
 
 from langchain_rolling_memory.core.cuts import count_tokens
 from langchain_rolling_memory.core.framing import MEMORY_MESSAGE_ID, SUMMARY_MESSAGE_ID
-from langchain_rolling_memory.core.settings import DEFAULT_MAX_WORDS
+from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS
 from langchain_rolling_memory.engine.fact_extractor import FactExtractor
 from langchain_rolling_memory.summarizers.base import Summarizer
 from langchain_rolling_memory.summarizers.extractive import extractive_summarizer

@@ -19,8 +19,13 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 
 from langchain_rolling_memory.core.cuts import count_tokens
-from langchain_rolling_memory.core.prompts import SummaryPrompt, clean_summary, default_prompt
-from langchain_rolling_memory.core.settings import DEFAULT_MAX_WORDS, check_max_words
+from langchain_rolling_memory.core.prompts import (
+    DEFAULT_MAX_WORDS,
+    SummaryPrompt,
+    check_max_words,
+    clean_summary,
+    default_prompt,
+)
 from langchain_rolling_memory.core.structured_summary import (
     StructuredSummary,
     parse_structured_summary,

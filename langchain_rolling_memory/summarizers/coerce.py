@@ -19,7 +19,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable
 
-from langchain_rolling_memory.core.settings import DEFAULT_MAX_WORDS
+from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS
 from langchain_rolling_memory.core.summary_result import SummaryResult
 from langchain_rolling_memory.core.texts import ENGLISH, check_language, memory_texts
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, require

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_rolling_memory.core.prompts import clean_summary
-from langchain_rolling_memory.core.settings import DEFAULT_MAX_WORDS, check_max_words
+from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS, check_max_words, clean_summary
 from langchain_rolling_memory.core.summary_result import SummaryResult
 from langchain_rolling_memory.core.texts import CATALOGUES, check_language, memory_texts
 

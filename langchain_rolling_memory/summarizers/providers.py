@@ -15,8 +15,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from langchain_rolling_memory.core.prompts import SummaryPrompt
-from langchain_rolling_memory.core.settings import DEFAULT_MAX_WORDS
+from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS, SummaryPrompt
 from langchain_rolling_memory.errors import ConfigurationError, MissingCredentialsError, require
 from langchain_rolling_memory.summarizers.chat_model import ChatModelSummarizer, chat_model_summarizer
 
