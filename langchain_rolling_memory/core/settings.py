@@ -1,7 +1,8 @@
 """One object for a rolling memory's settings (`MemorySettings`) and their keywords; pure.
 
-Owns the settings' names, their defaults (each written once, here), their checks (run once,
-when a `MemorySettings` is made) and the `**options` keywords the entry points take
+Owns the settings' names, their defaults (each written once: here, or beside what applies it,
+the policy's in `trigger_keep`, the word cap in `prompts`), their checks (run once, when a
+`MemorySettings` is made) and the `**options` keywords the entry points take
 (`MemoryOptions` and its parts), refused with a did-you-mean when misspelt. It builds
 nothing: the fold policy is `trigger_keep`'s, the compactor the engine's, the summarizer
 `summarizers.coerce`'s; the clocks are the engine's (``today="utc"`` names its UTC date).
@@ -30,8 +31,7 @@ from langchain_rolling_memory.core.trigger_keep import (
 )
 from langchain_rolling_memory.errors import ConfigurationError
 
-# The defaults, written once: every signature that shows one takes it from here (the word cap
-# from `prompts`, which applies it to every summary and is imported by `topics`).
+# The defaults, written once: every signature that shows one takes it from here.
 DEFAULT_LANGUAGE = "en"
 DEFAULT_MAX_SUMMARY_CHARS = 4000
 DEFAULT_MAX_TOPIC_SECTIONS = 5

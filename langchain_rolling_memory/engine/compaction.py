@@ -91,6 +91,9 @@ def _install_args(done: CompactionResult, owner: str) -> dict[str, Any]:
 class Compactor:
     """Runs compactions of one store with one summarizer and one policy.
 
+    Usually made by `build` from a `MemorySettings` (where every setting is documented once);
+    this constructor takes the policy and the summarizer ready-made.
+
     Args:
         store: where transcripts and summaries live.
         summarizer: a `Summarizer` (see `as_summarizer`).
