@@ -51,6 +51,7 @@ from langchain_rolling_memory.core.framing import (
 )
 from langchain_rolling_memory.core.presets import PRESETS, preset, preset_prompt
 from langchain_rolling_memory.core.prompts import SummaryPrompt
+from langchain_rolling_memory.core.settings import MemorySettings
 from langchain_rolling_memory.core.topics import keyword_topic_shift
 from langchain_rolling_memory.core.usage import SummaryUsage
 from langchain_rolling_memory.engine.compaction import Compactor
@@ -108,6 +109,7 @@ __all__ = [
     "Erased",
     "FactExtractor",
     "InMemoryRollingStore",
+    "MemorySettings",
     "OwnershipError",
     "RollingFactsStore",
     "RollingMemoryError",

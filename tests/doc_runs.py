@@ -136,7 +136,8 @@ class Step:
 def steps(page: Path, runs: int, *, name: str | None = None) -> list[Step]:
     """Every Python block, then the CLI commands, in the page's order; the whole sequence `runs` times."""
     one_run: list[tuple[str, tuple[str, ...], str | None]] = [
-        (f"python {i}", (sys.executable, "-c", block.code), block.skip) for i, block in enumerate(blocks(page))
+        (f"python {i}", (sys.executable, "-c", block.code), block.skip)
+        for i, block in enumerate(blocks(page))
     ]
     one_run += [(command, tuple(argv(command)), None) for command in cli_commands(page)]
     label = name or page.name

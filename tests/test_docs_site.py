@@ -78,7 +78,17 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("site") / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "-d", str(folder)],
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-f",
+            str(ROOT / "mkdocs.yml"),
+            "-d",
+            str(folder),
+        ],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -86,7 +96,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=240,
         check=False,
     )
-    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, (
+        f"mkdocs build --strict failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    )
     assert "WARNING" not in done.stderr, done.stderr
     return folder
 
@@ -125,7 +137,9 @@ class Browser:
     @staticmethod
     def call(url: str, method: str = "GET", body: dict[str, Any] | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            url, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
                 return json.load(response)["value"]
@@ -136,7 +150,9 @@ class Browser:
         self.call(f"{self.endpoint}/session/{self.session}/url", "POST", {"url": url})
 
     def run(self, script: str) -> Any:
-        return self.call(f"{self.endpoint}/session/{self.session}/execute/sync", "POST", {"script": script, "args": []})
+        return self.call(
+            f"{self.endpoint}/session/{self.session}/execute/sync", "POST", {"script": script, "args": []}
+        )
 
     def errors(self) -> list[str]:
         """The browser console's errors since the last call (a resource that failed to load is one)."""
@@ -151,7 +167,9 @@ def browser(served: str) -> Iterator[Browser]:
         _missing("chromium and chromedriver are not installed: apt-get install chromium chromium-driver")
     assert chromium is not None and driver is not None
     port = _free_port()
-    process = subprocess.Popen([driver, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [driver, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     endpoint = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -226,7 +244,9 @@ def test_the_page_renders_in_chromium_and_its_links_resolve(
     browser.open(served + page)
     shown = browser.run(_PAGE)
     assert shown["heading"], f"{page}: no article heading (h1) rendered"
-    assert re.fullmatch(r".+ - langchain-rolling-memory|langchain-rolling-memory", shown["title"]), shown["title"]
+    assert re.fullmatch(r".+ - langchain-rolling-memory|langchain-rolling-memory", shown["title"]), shown[
+        "title"
+    ]
     assert shown["text"] > 200, f"{page}: the article shows {shown['text']} characters"
     assert shown["broken_images"] == [], f"{page}: images that did not load: {shown['broken_images']}"
     broken = []
@@ -236,7 +256,11 @@ def test_the_page_renders_in_chromium_and_its_links_resolve(
             continue
         if not file.is_file():
             broken.append(f"{url} (no {file.relative_to(site)})")
-        elif (fragment := urlsplit(url).fragment) and file.suffix == ".html" and unquote(fragment) not in _ids(file):
+        elif (
+            (fragment := urlsplit(url).fragment)
+            and file.suffix == ".html"
+            and unquote(fragment) not in _ids(file)
+        ):
             broken.append(f"{url} (no id {fragment!r} in {file.relative_to(site)})")
     assert broken == [], f"{page}: links that reach no built file or heading:\n" + "\n".join(broken)
     # The repository link's star count is fetched from api.github.com: offline, that one fails.

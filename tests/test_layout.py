@@ -96,7 +96,9 @@ def _allowed(module: str, target: str) -> bool:
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_a_module_imports_only_the_layers_its_folder_allows(module: str) -> None:
     layer = _layer(module)
-    assert layer in RULES, f"{module}: the folder {layer!r} has no rule in RULES (nor a row in docs/architecture.md)"
+    assert layer in RULES, (
+        f"{module}: the folder {layer!r} has no rule in RULES (nor a row in docs/architecture.md)"
+    )
     wrong = sorted(t for t in GRAPH[module] if not _allowed(module, t) and _layer(t) != layer)
     assert not wrong, f"{module} ({layer}) may import only {sorted(RULES[layer])}, imports {wrong}"
 
@@ -106,10 +108,11 @@ def test_a_module_imports_only_the_layers_its_folder_allows(module: str) -> None
 # socket, time, threading, asyncio, logging, random, uuid.
 CORE_STDLIB = {
     "__future__", "abc", "bisect", "collections", "dataclasses", "datetime", "enum", "functools",
-    "hashlib", "heapq", "itertools", "json", "math", "numbers", "operator", "re", "string", "types",
-    "typing", "unicodedata",
+    "difflib", "hashlib", "heapq", "itertools", "json", "math", "numbers", "operator", "re", "string",
+    "types", "typing", "unicodedata",
 }  # fmt: skip
-# hashlib: digests are pure functions of their input (graph_state fingerprints messages).
+# hashlib: digests are pure functions of their input (graph_state fingerprints messages);
+# difflib: string matching only (settings name the closest option to a misspelt one).
 CORE_THIRD_PARTY = {"langchain_core", "pydantic"}
 CLOCK_CALLS = {
     "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today", "datetime.date.today",

@@ -1,18 +1,20 @@
 """Named starting points for a rolling summary (support, consultation, tutorial, chat), with the
 French lessons' names as aliases; pure data.
 
-A preset is only a dict of history settings: `preset("support")` is meant to be spread into
-`RollingSummaryChatMessageHistory(...)` (or `with_rolling_memory(...)`), and any setting can
-be overridden. It does not choose a summarizer or a store; it names the built-in summary prompt
-that suits it (`Preset.prompt`, for ``chat_model_summarizer(model, prompt=...)`` and the provider
-constructors), which a history setting cannot carry.
+A preset is only a dict of `MemorySettings` keywords (`MemoryOptions`): `preset("support")` is
+meant to be spread into `RollingSummaryChatMessageHistory(...)` (or `with_rolling_memory(...)`,
+the agent middleware, `MemorySettings(...)`), and any setting can be overridden. It does not
+choose a summarizer or a store; it names the built-in summary prompt that suits it
+(`Preset.prompt`, for ``chat_model_summarizer(model, prompt=...)`` and the provider
+constructors), which a setting cannot carry.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Unpack
 
+from langchain_rolling_memory.core.settings import MemoryOptions, check_options
 from langchain_rolling_memory.core.topics import keyword_topic_shift
 from langchain_rolling_memory.errors import ConfigurationError
 
@@ -32,7 +34,7 @@ class Preset:
     why: str
     prompt: str = "general"
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> MemoryOptions:
         return {
             "max_turns": self.max_turns,
             "keep_last": self.keep_last,
@@ -105,8 +107,9 @@ def preset_prompt(name: str) -> str:
     return _chosen(name).prompt
 
 
-def preset(name: str, **overrides: Any) -> dict[str, Any]:
-    """The settings of a named preset, with `overrides` applied, to spread into a history.
+def preset(name: str, **overrides: Unpack[MemoryOptions]) -> MemoryOptions:
+    """The settings of a named preset, with `overrides` (any `MemorySettings` field) applied,
+    to spread into a history, a chain, the agent middleware or `MemorySettings`.
 
     | preset | folds after | keeps | summary words | topic sections | summary prompt |
     | --- | --- | --- | --- | --- | --- |
@@ -127,4 +130,5 @@ def preset(name: str, **overrides: Any) -> dict[str, Any]:
         >>> settings["max_turns"], settings["keep_last"], settings["topic_detector"] is not None
         (6, 3, True)
     """
+    check_options(overrides, owner="preset")
     return {**_chosen(name).settings(), **overrides}

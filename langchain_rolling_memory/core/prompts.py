@@ -278,10 +278,20 @@ def _strip_head(lines: list[str]) -> list[str]:
 _UNSTORABLE = re.compile("[\x00]")
 
 
+DEFAULT_MAX_WORDS = 120
+"""The word cap of a summary unless one is given (`MemorySettings.max_words`)."""
+
+
+def check_max_words(max_words: int) -> None:
+    if max_words < 1:
+        msg = f"max_words must be positive, got max_words={max_words!r}"
+        raise ConfigurationError(msg)
+
+
 def clean_summary(
     text: str,
     *,
-    max_words: int = 120,
+    max_words: int = DEFAULT_MAX_WORDS,
     max_summary_tokens: int | None = None,
     token_counter: TokenCounter | None = None,
 ) -> str:
@@ -302,9 +312,7 @@ def clean_summary(
         >>> clean_summary("Bien sûr ! Voici un résumé concis : Le client livre le samedi.")
         'Le client livre le samedi.'
     """
-    if max_words < 1:
-        msg = f"max_words must be positive, got max_words={max_words!r}"
-        raise ConfigurationError(msg)
+    check_max_words(max_words)
     if max_summary_tokens is not None and max_summary_tokens < 1:
         msg = (
             f"max_summary_tokens must be positive (or None for no token cap), "

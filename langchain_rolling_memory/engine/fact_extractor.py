@@ -28,6 +28,7 @@ from langchain_rolling_memory.core.prompts import default_prompt
 from langchain_rolling_memory.core.quoting import quote_text
 from langchain_rolling_memory.core.records import CompactionResult, Fact, SessionMark
 from langchain_rolling_memory.core.retention import check_ttl
+from langchain_rolling_memory.core.settings import CompactionCallback, CompactionListener
 from langchain_rolling_memory.core.texts import ENGLISH, check_language, memory_texts
 from langchain_rolling_memory.errors import (
     ConfigurationError,
@@ -382,12 +383,16 @@ async def aextract_facts(
     return await FactExtractor(model).aextract(store, client_id, messages)
 
 
+Listener = CompactionListener | CompactionCallback
+"""What a compactor's ``on_compaction`` takes."""
+
+
 def compaction_listener(
     extractor: FactExtractor | BaseChatModel | None,
     store: RollingStore,
-    given: object,
+    given: Listener | None,
     language: str = "en",
-) -> object:
+) -> Listener | None:
     """What an adapter's ``extractor=`` becomes: the compactor's `on_compaction` listener.
 
     A `FactExtractor` (or a chat model, to build one) is bound to `store`, in the memory's

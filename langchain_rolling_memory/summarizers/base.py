@@ -17,7 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
 
-from langchain_rolling_memory.core.prompts import clean_summary
+from langchain_rolling_memory.core.prompts import check_max_words, clean_summary
 from langchain_rolling_memory.core.summary_result import SummaryResult
 from langchain_rolling_memory.errors import ConfigurationError
 
@@ -98,9 +98,7 @@ def check_token_cap(max_summary_tokens: int | None) -> int | None:
 
 def check_word_limits(min_words: int, max_words: int) -> None:
     """Refuse a word cap under 1 or a negative minimum (`ConfigurationError`)."""
-    if max_words < 1:
-        msg = f"max_words must be positive, got max_words={max_words!r}"
-        raise ConfigurationError(msg)
+    check_max_words(max_words)
     if min_words < 0:
         msg = f"min_words must not be negative (0 accepts any non-empty reply), got min_words={min_words!r}"
         raise ConfigurationError(msg)

@@ -19,7 +19,12 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 
 from langchain_rolling_memory.core.cuts import count_tokens
-from langchain_rolling_memory.core.prompts import SummaryPrompt, clean_summary, default_prompt
+from langchain_rolling_memory.core.prompts import (
+    DEFAULT_MAX_WORDS,
+    SummaryPrompt,
+    clean_summary,
+    default_prompt,
+)
 from langchain_rolling_memory.core.structured_summary import (
     StructuredSummary,
     parse_structured_summary,
@@ -96,7 +101,7 @@ class ChatModelSummarizer:
         model: BaseChatModel,
         *,
         prompt: SummaryPrompt | str | None = None,
-        max_words: int = 120,
+        max_words: int = DEFAULT_MAX_WORDS,
         min_words: int = 20,
         structured: bool = False,
         language: str | None = None,
@@ -287,7 +292,7 @@ def chat_model_summarizer(
     *,
     prompt: SummaryPrompt | str | None = None,
     language: str | None = None,
-    max_words: int = 120,
+    max_words: int = DEFAULT_MAX_WORDS,
     min_words: int = 20,
     structured: bool = False,
     retries: int = 2,

@@ -19,7 +19,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable
 
-from langchain_rolling_memory.core.prompts import clean_summary
+from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS, clean_summary
 from langchain_rolling_memory.core.summary_result import SummaryResult
 from langchain_rolling_memory.core.texts import ENGLISH, check_language, memory_texts
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, SummarizerError, require
@@ -276,7 +276,9 @@ def context_window(summarizer: object) -> int:
 _PLAIN_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
 
 
-def as_summarizer(obj: SummarizerLike, *, language: str = "en", max_words: int = 120) -> Summarizer:
+def as_summarizer(
+    obj: SummarizerLike, *, language: str = "en", max_words: int = DEFAULT_MAX_WORDS
+) -> Summarizer:
     """Turn a function, an async function, a chat model, a model string, a Runnable or a
     `Summarizer` into a `Summarizer`.
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from langchain_rolling_memory.core.prompts import SummaryPrompt
+from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS, SummaryPrompt
 from langchain_rolling_memory.errors import ConfigurationError, MissingCredentialsError, require
 from langchain_rolling_memory.summarizers.chat_model import ChatModelSummarizer, chat_model_summarizer
 
@@ -49,7 +49,7 @@ def openai_summarizer(
     *,
     prompt: SummaryPrompt | str | None = None,
     language: str | None = None,
-    max_words: int = 120,
+    max_words: int = DEFAULT_MAX_WORDS,
     min_words: int = 20,
     structured: bool = False,
     retries: int = 2,
@@ -98,7 +98,7 @@ def gemini_summarizer(
     *,
     prompt: SummaryPrompt | str | None = None,
     language: str | None = None,
-    max_words: int = 120,
+    max_words: int = DEFAULT_MAX_WORDS,
     min_words: int = 20,
     structured: bool = False,
     retries: int = 2,
