@@ -56,10 +56,12 @@ def test_importing_the_package_loads_no_cli_argparse_multiprocessing_langsmith_n
     assert ours == ["langchain_rolling_memory", "langchain_rolling_memory._compat"]
 
 
-def test_a_memory_store_loads_no_sqlite3_and_a_sqlite_store_does() -> None:
+def test_a_chain_on_a_memory_store_loads_no_sqlite3_no_tenacity_and_a_sqlite_store_loads_sqlite3() -> None:
     memory = _modules_after(
-        "from langchain_rolling_memory import open_store\nopen_store('memory://').close()"
+        "from langchain_rolling_memory import extractive_summarizer, open_store, with_rolling_memory\n"
+        "open_store('memory://').close()"
     )
+    assert "tenacity" not in memory  # langchain-core's retry, imported once a summarizer retries
     assert "sqlite3" not in memory
     assert not [m for m in memory if m.startswith("langchain_rolling_memory.lab")]
     sqlite = _modules_after(

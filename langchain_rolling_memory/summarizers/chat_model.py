@@ -14,12 +14,11 @@ import functools
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
-from langchain_core.runnables.retry import RunnableRetry
 
 from langchain_rolling_memory.core.cuts import count_tokens
 from langchain_rolling_memory.core.prompts import SummaryPrompt, clean_summary, default_prompt
@@ -33,6 +32,9 @@ from langchain_rolling_memory.core.texts import check_language
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.runtime.tracing import SUMMARIZE, traced
 from langchain_rolling_memory.summarizers.failures import is_transient_error
+
+if TYPE_CHECKING:  # tenacity (and what it imports) only once a retrying summarizer is built
+    from langchain_core.runnables.retry import RunnableRetry
 
 
 @functools.cache
