@@ -136,3 +136,19 @@ def test_the_cli_without_its_extra_names_it(tmp_path: Path) -> None:
     )
     assert done.returncode != 0
     assert "pip install 'langchain-rolling-memory[cli]'" in done.stderr, done.stderr
+
+
+def test_every_lab_module_but_the_renderers_imports_without_rich_or_matplotlib() -> None:
+    """The lab's heavy dependencies are behind its extras: rich ([cli]) and matplotlib ([plot])
+    are imported by a function that first names the extra (cli_render, rich's renderers, is
+    imported only by such a function)."""
+    lab = sorted(
+        f"langchain_rolling_memory.lab.{p.stem}"
+        for p in (ROOT / "langchain_rolling_memory" / "lab").glob("*.py")
+        if p.stem not in {"__init__", "cli_render"}
+    )
+    code = "import importlib, sys\nsys.modules['rich'] = sys.modules['matplotlib'] = None\n" + "".join(
+        f"importlib.import_module({name!r})\n" for name in lab
+    )
+    done = _fresh(code)
+    assert done.returncode == 0, done.stderr
