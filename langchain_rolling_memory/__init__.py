@@ -79,9 +79,12 @@ if _TYPE_CHECKING:
         openai_summarizer,
     )
 
-# Every public name is served on first access (PEP 562): importing the package costs only this
-# module, and using a name imports what that name needs (a chain's Runnable pulls langsmith, a
-# SQLite store sqlite3, RollingMemoryMiddleware the `agents` extra), never the lab or argparse.
+    __version__: str
+
+# Every public name is served on first access (PEP 562): importing the package loads only this
+# module (no langsmith, argparse, multiprocessing, sqlite3, nor the lab), and using a name imports
+# what that name needs: langchain-core's Runnable (which loads langsmith), sqlite3 once a SQLite
+# store is opened, the `agents` extra for RollingMemoryMiddleware; never the lab.
 _LAZY = {  # name: the module defining it, relative to this package
     "RollingSummaryChatMessageHistory": ".adapters.chat_histories",
     "WindowedChatMessageHistory": ".adapters.chat_histories",
