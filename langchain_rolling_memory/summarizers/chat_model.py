@@ -10,9 +10,11 @@ when to summarize nor enforce the overall timeout (that is the engine's).
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
@@ -41,6 +43,24 @@ from langchain_rolling_memory.summarizers.base import (
     usable_summary,
 )
 from langchain_rolling_memory.summarizers.failures import is_transient_error
+
+if TYPE_CHECKING:  # tenacity (and what it imports) only once a retrying summarizer is built
+    from langchain_core.runnables.retry import RunnableRetry
+
+
+@functools.cache
+def _first_wait_parameter() -> str:
+    """The name `tenacity.wait_exponential_jitter` gives the first wait: ``multiplier`` from
+    tenacity 9.2 (where ``initial`` warns as deprecated), ``initial`` before it.
+
+    tenacity is langchain-core's dependency (its `with_retry`), imported here only to read the
+    signature of the installed release.
+    """
+    from tenacity import wait_exponential_jitter
+
+    return (
+        "multiplier" if "multiplier" in inspect.signature(wait_exponential_jitter).parameters else "initial"
+    )
 
 
 def _is_parse_failure(exc: BaseException) -> bool:
@@ -180,16 +200,18 @@ class ChatModelSummarizer:
             return runnable
         # `Runnable.with_retry`, not the binding's own: a binding (see `traced`) would move its
         # run name onto the retry wrapper; here each attempt is the named model run.
-        return Runnable.with_retry(
+        retrying = Runnable.with_retry(
             runnable,
             retry_if_exception_type=self.is_transient,
             wait_exponential_jitter=True,
-            exponential_jitter_params={
-                "initial": self.backoff,
-                "max": self.max_backoff,
-                "jitter": self.backoff,
-            },
             stop_after_attempt=self.retries + 1,
+        )
+        # The wait, set past validation (pydantic's model_copy does not validate an update):
+        # tenacity 9.2 calls the first wait `multiplier` (`initial` warns as deprecated), a key
+        # langchain-core's ExponentialJitterParams lacks and its validation would drop.
+        params = {_first_wait_parameter(): self.backoff, "max": self.max_backoff, "jitter": self.backoff}
+        return cast("RunnableRetry[Any, Any]", retrying).model_copy(
+            update={"exponential_jitter_params": params}
         )
 
     # ------------------------------------------------------------------ shared steps
