@@ -16,6 +16,7 @@ from typing import Unpack
 
 from langchain_rolling_memory.core.settings import MemoryOptions, check_options
 from langchain_rolling_memory.core.topics import keyword_topic_shift
+from langchain_rolling_memory.core.trigger_keep import HALF, KeepLast
 from langchain_rolling_memory.errors import ConfigurationError
 
 
@@ -28,7 +29,7 @@ class Preset:
     """
 
     max_turns: int
-    keep_last: int
+    keep_last: KeepLast
     max_words: int
     topic_shifts: bool
     why: str
@@ -76,6 +77,13 @@ PRESETS: dict[str, Preset] = {
         topic_shifts=False,
         why="open conversation: a balanced window and summary",
     ),
+    "summary_memory": Preset(
+        max_turns=10,
+        keep_last=HALF,
+        max_words=120,
+        topic_shifts=False,
+        why="the summary-memory lesson's rule: when the buffer is full, fold its oldest half",
+    ),
 }
 """The built-in presets; read ``PRESETS[name].why`` for the reasoning."""
 
@@ -84,6 +92,7 @@ PRESET_ALIASES: dict[str, str] = {
     "consultation": "consultation",
     "tutoriel": "tutorial",
     "conversation_libre": "chat",
+    "memoire_resumee": "summary_memory",
 }
 """The preset names of the French lessons, each the same settings as a built-in preset."""
 
@@ -117,12 +126,14 @@ def preset(name: str, **overrides: Unpack[MemoryOptions]) -> MemoryOptions:
     | ``consultation`` | 10 | 4 | 200 | yes | ``general`` |
     | ``tutorial`` | 4 | 2 | 150 | no | ``general`` |
     | ``chat`` | 8 | 4 | 120 | no | ``general`` |
+    | ``summary_memory`` | 10 | half (5) | 120 | no | ``general`` |
 
     The summary prompt is the summarizer's (`preset_prompt`): ``support`` also asks for every
     product, reference and quantity.
 
     The French lessons' names are aliases: ``support_client`` (``support``),
-    ``consultation``, ``tutoriel`` (``tutorial``), ``conversation_libre`` (``chat``).
+    ``consultation``, ``tutoriel`` (``tutorial``), ``conversation_libre`` (``chat``),
+    ``memoire_resumee`` (``summary_memory``).
     They are starting points: measure with ``rolling-memory replay`` and adjust.
 
     Example:

@@ -25,7 +25,9 @@ from langchain_rolling_memory.core.topics import TopicDetector, TopicLabels
 from langchain_rolling_memory.core.trigger_keep import (
     DEFAULT_KEEP_LAST,
     DEFAULT_MAX_TURNS,
+    HALF,
     ContextSize,
+    KeepLast,
     Trigger,
     fold_policy,
 )
@@ -64,7 +66,7 @@ class CompactionOptions(TypedDict, total=False):
     """The keywords of `Compactor.build`: the `MemorySettings` fields a compaction reads."""
 
     max_turns: int | None
-    keep_last: int
+    keep_last: KeepLast
     max_tokens: int | None
     keep_tokens: int | None
     hard_cap: int | None
@@ -72,6 +74,7 @@ class CompactionOptions(TypedDict, total=False):
     keep: ContextSize | None
     language: str
     max_words: int
+    structured: bool
     max_summary_tokens: int | None
     max_summary_chars: int
     max_topic_sections: int
@@ -180,7 +183,9 @@ class MemorySettings:
 
     What to keep and when to fold:
         max_turns, keep_last: the count policy (hysteresis): when more than `max_turns`
-            messages are unsummarized, all but the last `keep_last` are folded in one call.
+            messages are unsummarized, all but the last `keep_last` are folded in one call;
+            ``keep_last="half"`` keeps ``max_turns // 2`` (the summary-memory lesson's rule: fold
+            the oldest half when the buffer is full).
         max_tokens, keep_tokens: the token policy: fold when the unsummarized messages exceed
             `max_tokens`, keep `keep_tokens` worth (default ``max_tokens // 2``).
         trigger, keep: instead of those four, `SummarizationMiddleware`'s forms:
@@ -197,6 +202,9 @@ class MemorySettings:
             language, the summary's frame, section labels, and the facts, state and recall
             blocks of `with_rolling_memory` and the middleware).
         max_words: word cap of every summary (and of a chat-model summarizer's prompt).
+        structured: a chat-model (or model string) summarizer asks for the structured summary
+            (topic, preferences, decisions, open questions, facts; `structured_summary` on the
+            history reads them back); another kind of summarizer is refused with it.
         max_summary_tokens: token cap of every summary, counted with `token_counter` (None: none).
         max_summary_chars: character cap of every summary.
         topic_detector: ``(message) -> bool`` (e.g. `keyword_topic_shift()`): fold the finished
@@ -240,7 +248,7 @@ class MemorySettings:
     """
 
     max_turns: int | None = DEFAULT_MAX_TURNS
-    keep_last: int = DEFAULT_KEEP_LAST
+    keep_last: KeepLast = DEFAULT_KEEP_LAST
     max_tokens: int | None = None
     keep_tokens: int | None = None
     hard_cap: int | None = None
@@ -248,6 +256,7 @@ class MemorySettings:
     keep: ContextSize | None = None
     language: str = DEFAULT_LANGUAGE
     max_words: int = DEFAULT_MAX_WORDS
+    structured: bool = False
     max_summary_tokens: int | None = None
     max_summary_chars: int = DEFAULT_MAX_SUMMARY_CHARS
     max_topic_sections: int = DEFAULT_MAX_TOPIC_SECTIONS
@@ -271,6 +280,8 @@ class MemorySettings:
     def __post_init__(self) -> None:
         for name in _WHOLE_NUMBERS:
             value = getattr(self, name)
+            if name == "keep_last" and value == HALF:
+                continue
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
                 msg = f"{name} must be a whole number{' or None' if name in _OPTIONAL else ''}, got {name}={value!r}"
                 raise ConfigurationError(msg)
@@ -296,9 +307,10 @@ class MemorySettings:
         ):
             msg = f"recall_tokens must be None or an int >= 0, got recall_tokens={self.recall_tokens!r}"
             raise ConfigurationError(msg)
-        if not isinstance(self.background, bool):
-            msg = f"background must be True or False, got background={self.background!r}"
-            raise ConfigurationError(msg)
+        for name in ("background", "structured"):
+            if not isinstance(getattr(self, name), bool):
+                msg = f"{name} must be True or False, got {name}={getattr(self, name)!r}"
+                raise ConfigurationError(msg)
         for name in ("token_counter", "topic_detector", "on_error", "on_compaction", "clock", "today"):
             value = getattr(self, name)
             if value is not None and value != "utc" and not callable(value) and not _is_listener(value):

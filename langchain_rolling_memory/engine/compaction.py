@@ -197,8 +197,8 @@ class Compactor:
         """A compactor from `MemorySettings` (`settings`, with `options` replaced): what the
         histories and the agent middleware build.
 
-        `summarizer` is anything `as_summarizer` accepts, built with the settings' `language`
-        and `max_words`; a ``("fraction", f)`` `trigger` / `keep` is read from its model's
+        `summarizer` is anything `as_summarizer` accepts, built with the settings' `language`,
+        `max_words` and `structured`; a ``("fraction", f)`` `trigger` / `keep` is read from its model's
         context window. The settings that are not a compaction's (`background`,
         `recall_tokens`, `max_fact_tokens`) are left to the adapter.
 
@@ -209,7 +209,9 @@ class Compactor:
             (4, 'en')
         """
         chosen = MemorySettings.resolve(settings, options, owner="Compactor.build", accepts=CompactionOptions)
-        model = as_summarizer(summarizer, language=chosen.language, max_words=chosen.max_words)
+        model = as_summarizer(
+            summarizer, language=chosen.language, max_words=chosen.max_words, structured=chosen.structured
+        )
         policy = chosen.fold_policy(lambda: context_window(model))
         return cls(
             store,

@@ -277,7 +277,7 @@ _PLAIN_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodT
 
 
 def as_summarizer(
-    obj: SummarizerLike, *, language: str = "en", max_words: int = DEFAULT_MAX_WORDS
+    obj: SummarizerLike, *, language: str = "en", max_words: int = DEFAULT_MAX_WORDS, structured: bool = False
 ) -> Summarizer:
     """Turn a function, an async function, a chat model, a model string, a Runnable or a
     `Summarizer` into a `Summarizer`.
@@ -294,6 +294,10 @@ def as_summarizer(
             given its own language keeps it, a function writes its own text.
         max_words: word cap of the default prompt for chat models (and of a function's
             answer, which is asked once more when empty: `FunctionSummarizer`).
+        structured: ask a chat model or model string for the structured summary (topic,
+            preferences, decisions, open questions, facts; see `chat_model_summarizer`); a
+            summarizer of another kind is refused with it (`ConfigurationError`), but one
+            already built structured.
 
     Example:
         >>> s = as_summarizer(lambda previous, messages: f"{len(messages)} messages")
@@ -303,9 +307,17 @@ def as_summarizer(
     check_language(language)
     # Built here for the memory: in its language, and still taking another memory's.
     if isinstance(obj, BaseChatModel):
-        return chat_model_summarizer(obj, max_words=max_words).with_language(language)
+        return chat_model_summarizer(obj, max_words=max_words, structured=structured).with_language(language)
     if isinstance(obj, str):
-        return chat_model_summarizer(init_chat_model(obj), max_words=max_words).with_language(language)
+        chat = chat_model_summarizer(init_chat_model(obj), max_words=max_words, structured=structured)
+        return chat.with_language(language)
+    if structured and not getattr(obj, "structured", False):
+        msg = (
+            f"structured=True needs a chat model or a model string as summarizer (it asks the model "
+            f"for the summary's fields), got {type(obj).__name__}; or give "
+            "chat_model_summarizer(model, structured=True)"
+        )
+        raise ConfigurationError(msg)
     if isinstance(obj, _PLAIN_FUNCTIONS):
         # Histories are built at every call of a chain: skip the slow protocol check.
         return FunctionSummarizer(obj, max_words=max_words)
