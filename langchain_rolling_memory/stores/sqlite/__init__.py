@@ -1,5 +1,5 @@
-"""SQLite backend: `SQLiteRollingStore`."""
+"""SQLite backend: `SQLiteRollingStore`, over its primitives `SQLiteBackend`."""
 
-from langchain_rolling_memory.stores.sqlite.store import SQLiteRollingStore
+from langchain_rolling_memory.stores.sqlite.store import SQLiteBackend, SQLiteRollingStore
 
-__all__ = ["SQLiteRollingStore"]
+__all__ = ["SQLiteBackend", "SQLiteRollingStore"]
