@@ -1,5 +1,5 @@
-"""In-process backend: `InMemoryRollingStore`, over its primitives `MemoryBackend`."""
+"""In-process backend: `InMemoryRollingStore`."""
 
-from langchain_rolling_memory.stores.memory.store import InMemoryRollingStore, MemoryBackend
+from langchain_rolling_memory.stores.memory.store import InMemoryRollingStore
 
-__all__ = ["InMemoryRollingStore", "MemoryBackend"]
+__all__ = ["InMemoryRollingStore"]

@@ -1,5 +1,5 @@
-"""SQLite backend: `SQLiteRollingStore`, over its primitives `SQLiteBackend`."""
+"""SQLite backend: `SQLiteRollingStore`."""
 
-from langchain_rolling_memory.stores.sqlite.store import SQLiteBackend, SQLiteRollingStore
+from langchain_rolling_memory.stores.sqlite.store import SQLiteRollingStore
 
-__all__ = ["SQLiteBackend", "SQLiteRollingStore"]
+__all__ = ["SQLiteRollingStore"]
