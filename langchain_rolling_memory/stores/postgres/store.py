@@ -3,8 +3,8 @@
 Owns the store's settings and the choice of its async primitives; the connections (its own
 pools, or a pool or connection handed in by the caller; closing) are in `conn.py`, the sync
 primitives in `sync.py`, the async ones in `aio.py`, the migrations in `setup.py`, the SQL and
-what both share in `sql.py`, the public API in `stores/api.py`. psycopg is imported only when a store is created, so the package
-works without the ``postgres`` extra.
+what both share in `sql.py`, the public API in `stores/api.py`. psycopg is imported only when
+a store is created, so the package works without the ``postgres`` extra.
 
 What an erase leaves behind: `forget`, `clear_session` and `purge` delete the rows at once,
 but PostgreSQL keeps the old row versions (dead tuples) in the table and index files until
@@ -139,7 +139,6 @@ class PostgresRollingStore(RollingStore):
             kwargs=kwargs,
             name=type(self).__name__,
         )
-        self._link = link
         self._pg = SyncPostgres(link, self.q, self.search_config, statement_timeout)
         # Native async unless the caller handed in a sync resource only: its async API runs
         # the sync primitives in a worker thread. An async one handed in is set up at its

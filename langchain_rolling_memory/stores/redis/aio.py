@@ -2,7 +2,8 @@
 
 Owns `AsyncRedis`: the async retry and the async primitives, on the running loop's client
 (`clients.py`: one per event loop, its connections belong to the loop that made them; or the
-one the caller handed in); the store class is in `store.py`, the sync twin in `sync.py`, the scripts, the keys and what both twins share in `scripts.py`.
+one the caller handed in); the store class is in `store.py`, the sync twin in `sync.py`, the
+scripts, the keys and what both twins share in `scripts.py`.
 """
 
 from __future__ import annotations

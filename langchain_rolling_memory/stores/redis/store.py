@@ -166,7 +166,6 @@ class RedisRollingStore(RollingStore):
         # sync primitives in a worker thread.
         native = None if borrowed is not None and sync is not None else AsyncRedis(clients, self.keys, ttl_ms)
         super().__init__(SyncRedis(clients, self.keys, ttl_ms), native, options=fact_options)
-        self._clients = clients
         if sync is not None and setup:
             self._setup_or_close()
 

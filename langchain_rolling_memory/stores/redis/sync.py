@@ -2,8 +2,8 @@
 
 Owns `SyncRedis`: the sync retry and the sync primitives, and setting up the key layout; the
 clients (schema state, closing) are in `clients.py`, the store class in `store.py`, the async
-twin in `aio.py`, the scripts, the keys
-and what both twins share in `scripts.py`. Imports no driver: the store hands it redis-py.
+twin in `aio.py`, the scripts, the keys and what both twins share in `scripts.py`. Imports no
+driver: the store hands it redis-py.
 """
 
 from __future__ import annotations
