@@ -117,7 +117,7 @@ def summary_args(
     now: float,
     generation: str | None = None,
 ) -> SummaryWrite:
-    """The one argument of `_cas_summary`, checked and serialized.
+    """The one argument of the `cas_summary` primitive, checked and serialized.
 
     A NUL or lone surrogate in the text is refused here: stored raw, it would fail on
     PostgreSQL every time, and the compaction would be retried forever.
