@@ -46,7 +46,7 @@ _MARKS = re.compile(r"[\u0300-\u036f]")
 # Folded (no accents, lower case), as `fold` returns them. Both languages apply to every
 # text, because users mix them; a word that is common in one and meaningful in the other
 # ("son" is "his" in French) stays out of the list.
-_STOP_WORDS_TEXT = """
+_ENGLISH_TEXT = """
     a about above after again against all am an and any are as at be because been before being
     below between both but by can could did do does doing don down during each few for from
     further had has have having he her here hers herself him himself his how i if in into is it
@@ -55,13 +55,20 @@ _STOP_WORDS_TEXT = """
     themselves then there these they this those through to too under until up very was we were
     what when where which while who whom why will with would you your yours yourself
     yourselves s t d ll m re ve didn doesn isn wasn weren won wouldn couldn shouldn aren hasn
-    haven hadn also yes oh ok okay yeah hey hi hello really just like get got go going
+    haven hadn
+"""
+_CHAT_FILLERS_TEXT = "also yes oh ok okay yeah hey hi hello really just like get got go going"
+_FRENCH_TEXT = """
     le la les un une des du de d l au aux et ou mais donc or ni car que qui quoi dont ce cet
     cette ces mon ma mes ton ta tes sa ses notre nos votre vos leur leurs je tu il elle on nous
     vous ils elles me te se lui y en ne pas plus est sont etait ete etre avoir ai as avons avez
     ont suis es sommes etes dans par pour sur avec sans sous chez c j n qu
 """
-STOP_WORDS: frozenset[str] = frozenset(_STOP_WORDS_TEXT.split())
+ENGLISH_STOP_WORDS: frozenset[str] = frozenset(_ENGLISH_TEXT.split())
+"""A plain English stop-word list (articles, pronouns, auxiliaries, prepositions, contractions'
+pieces), lower case: the stricter answer-in-context rule of the evaluation uses it alone."""
+STOP_WORDS: frozenset[str] = ENGLISH_STOP_WORDS | frozenset((_CHAT_FILLERS_TEXT + _FRENCH_TEXT).split())
+"""What search drops: `ENGLISH_STOP_WORDS`, chat fillers ("yeah", "okay") and French stop words."""
 
 
 def fold(text: str) -> str:
