@@ -45,7 +45,6 @@ from langchain_rolling_memory.lab.locomo import (
     split_of,
 )
 
-
 _WORD = re.compile(r"[^\W_]+")
 
 
