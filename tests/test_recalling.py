@@ -30,6 +30,7 @@ from langchain_rolling_memory.engine.recaller import (
     recall_limit,
 )
 from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.stores.memory.store import MemoryBackend
 
 MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
