@@ -42,11 +42,7 @@ def test_the_lessons_buffer_of_ten_folds_its_oldest_half() -> None:
     # The lesson: a buffer of 10 messages; when it is full, the oldest 5 go into the summary.
     store = open_store("memory://")
     history = RollingSummaryChatMessageHistory(
-        "s1",
-        store=store,
-        summarizer=lambda previous, msgs: f"{len(msgs)} folded",
-        max_turns=10,
-        keep_last="half",
+        "s1", store=store, summarizer=lambda previous, msgs: f"{len(msgs)} folded", max_turns=10, keep_last="half"
     )
     history.add_messages(_turns(10))
     assert history.summary == ""  # full, not past it
@@ -81,12 +77,7 @@ def _json_model(n: int) -> GenericFakeChatModel:
 
 def test_a_history_with_structured_true_keeps_the_summarys_fields() -> None:
     history = RollingSummaryChatMessageHistory(
-        "s1",
-        store=open_store("memory://"),
-        summarizer=_json_model(3),
-        structured=True,
-        max_turns=4,
-        keep_last=2,
+        "s1", store=open_store("memory://"), summarizer=_json_model(3), structured=True, max_turns=4, keep_last=2
     )
     history.add_messages(_turns(5))
     fields = history.structured_summary
@@ -95,9 +86,7 @@ def test_a_history_with_structured_true_keeps_the_summarys_fields() -> None:
 
 def test_structured_reaches_the_middleware_and_a_preset() -> None:
     store = open_store("memory://")
-    memory = RollingMemoryMiddleware(
-        store=store, summarizer=_json_model(1), **preset("support", structured=True)
-    )
+    memory = RollingMemoryMiddleware(store=store, summarizer=_json_model(1), **preset("support", structured=True))
     assert memory.compactor.summarizer.structured is True  # type: ignore[attr-defined]
     plain = RollingMemoryMiddleware(store=store, summarizer=_json_model(1))
     assert plain.compactor.summarizer.structured is False  # type: ignore[attr-defined]
