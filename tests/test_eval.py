@@ -20,12 +20,14 @@ from langchain_rolling_memory.lab.eval_report import format_table
 from langchain_rolling_memory.lab.eval_store import memory_frame_tokens, recall_tokens_within
 from langchain_rolling_memory.lab.eval_strategies import DEFAULT_STRATEGIES, STRATEGIES
 from langchain_rolling_memory.lab.locomo import (
+    HELD_OUT,
     EvalConversation,
     EvalQuestion,
     EvalTurn,
     find_locomo,
     parse_date,
     read_locomo,
+    split_of,
 )
 
 
@@ -248,3 +250,68 @@ def test_a_broken_zip_or_member_is_a_format_error_in_both_readers(tmp_path: Path
     for read in (read_locomo, load_locomo):
         with pytest.raises(ConversationFormatError, match=r"other\.zip: not a readable zip file"):
             read(not_a_zip)
+
+
+@pytest.mark.parametrize(
+    ("answer", "context", "project", "strict"),
+    [
+        ("Café Noël", "cafe noel at night", True, False),
+        ("Café Noël", "café noël at night", True, True),
+        ("going to the gym", "the gym", True, False),
+        ("le chat", "chat", True, False),
+        ("the cat", "a cat", True, True),
+        ("3", "3 kids", True, True),
+    ],
+    ids=[
+        "accents-not-folded",
+        "accents-kept-match",
+        "fillers-count",
+        "no-french-stop-words",
+        "english",
+        "digits",
+    ],
+)
+def test_the_strict_rule_drops_only_plain_english_stop_words_and_folds_no_accent(
+    answer: str, context: str, project: bool, strict: bool
+) -> None:
+    assert answer_in_context(answer, context) is project
+    assert answer_in_context(answer, context, strict=True) is strict
+
+
+def test_the_held_out_split_is_fixed_by_conversation_number() -> None:
+    assert HELD_OUT == ("47", "48", "49", "50")
+    assert [split_of(f"locomo10.zip:{n}") for n in (26, 30, 41, 42, 43, 44, 47, 48, 49, 50)] == [
+        *["dev"] * 6,
+        *["held-out"] * 4,
+    ]
+    assert split_of("conv-49") == "held-out" and split_of("tiny.json:0") == "dev"
+
+
+def test_the_report_shows_each_split_per_category_and_its_rule(tmp_path: Path) -> None:
+    (dev,) = read_locomo(_locomo(tmp_path))
+    held = EvalConversation("locomo10.zip:48", dev.turns, dev.questions[:1])
+    report = run_eval([dev, held], strategies=["recall-2000", "last-2000"], strict=True)
+    rows = {r["strategy"]: r for r in report.rows()}
+    assert rows["recall-2000"]["splits"] == {
+        "dev": {
+            "questions": 3,
+            "answer_in_context": 1.0,
+            "categories": {"multi-hop": 1.0, "temporal": 1.0, "single-hop": 1.0},
+        },
+        "held-out": {"questions": 1, "answer_in_context": 1.0, "categories": {"single-hop": 1.0}},
+    }
+    assert report.to_json()["rule"] == "strict"
+    table = format_table(report)
+    assert "strict rule" in table and "| held-out single-hop |" in table
+    assert "dev 3 questions, held-out 1 questions" in table
+
+
+def test_eval_command_takes_the_strict_rule_and_one_split(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(_locomo(tmp_path))
+    assert main(["eval", path, "--json", "--strict", "--split", "dev", "--strategies", "recall-1000"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["rule"] == "strict" and list(data["strategies"][0]["splits"]) == ["dev"]
+    assert main(["eval", path, "--split", "held-out"]) == 1
+    assert "no conversation of the held-out split" in capsys.readouterr().err

@@ -81,6 +81,8 @@ ENGLISH = [
     "Summary of the earlier conversation (quoted)",
     "Excerpts of earlier conversations",
     "undated",
+    "week of ",
+    "weekend of ",
     ", user:",
     ", fact:",
     "Here is a summary of the conversation",
@@ -441,7 +443,8 @@ def test_an_unknown_language_names_the_known_ones() -> None:
 
 FRENCH_LINE = re.compile(
     r"- (sans date|(?:1er|[12]?\d|3[01]) (?:janvier|février|mars|avril|mai|juin|juillet|août|septembre|"
-    r'octobre|novembre|décembre) \d{1,4}), "s1", (utilisateur|assistant|"[^"]*") : (".*")'
+    r'octobre|novembre|décembre) \d{1,4}), "s1", (utilisateur|assistant|"[^"]*") : ("(?:[^"\\]|\\.)*")'
+    r"( \([^()]*\))?"  # the relative dates of the text, resolved (`recall_block.date_note`)
 )
 
 
@@ -471,3 +474,13 @@ def test_a_french_recall_block_is_french_one_quoted_line_per_excerpt(
         assert match, line
         assert isinstance(json.loads(match.group(3)), str)
         assert english_in(line) == []
+
+
+def test_a_french_excerpt_resolves_its_relative_dates_in_french() -> None:
+    hit = SearchHit(
+        "message", "s1", 1, 1683554160.0, 1.0, HumanMessage("On s'est vus hier et le week-end dernier")
+    )
+    (line,) = recall_block([hit], max_tokens=500, language="fr", header=None).text.split("\n")
+    assert FRENCH_LINE.fullmatch(line)
+    assert line.endswith("(hier = 7 mai 2023; le week-end dernier = week-end du 6 mai 2023)")
+    assert english_in(line) == []

@@ -30,6 +30,7 @@ from langchain_rolling_memory.engine.recaller import (
     recall_limit,
 )
 from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.stores.memory.store import MemoryBackend
 
 MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
@@ -402,3 +403,31 @@ def test_the_search_asks_for_as_many_hits_as_the_budget_can_show(
     Recaller(store, budget, limit=limit).recall("Where did Ana go?", client_id="ana", session_id="new")
     assert backend.limits == [asked]
     assert recall_limit(2000) == -(-2000 // TOKENS_PER_HIT)
+
+
+# ---------------------------------------------------------------------- the forms of the query's words
+
+
+async def test_recall_finds_the_other_forms_of_the_questions_words(store: RollingStore) -> None:
+    # "activity" and "hiked" are found for "activities" and "hikes" by an index that does not
+    # stem, because the recaller searches the regular forms of the words too.
+    store.append(
+        "s1",
+        [HumanMessage("My favourite activity is hiking with the kids.")],
+        client_id="ana",
+        created_at=MAY_8,
+    )
+    store.append(
+        "s2", [HumanMessage("We hiked up the ridge last weekend.")], client_id="ana", created_at=MAY_8
+    )
+    question = "What activities does Ana like? Any hikes?"
+    found = Recaller(store, 500).recall(question, client_id="ana", session_id="new")
+    assert "favourite activity" in found.text and "hiked up the ridge" in found.text
+    assert (
+        found.text == (await Recaller(store, 500).arecall(question, client_id="ana", session_id="new")).text
+    )
+    assert "(last weekend = weekend of 6 May 2023)" in found.text
+    plain = Recaller(store, 500, expand=False).recall(question, client_id="ana", session_id="new")
+    assert set(plain.text.splitlines()) <= set(found.text.splitlines())
+    if isinstance(store, InMemoryRollingStore):  # Redis's search module stems on its own
+        assert "favourite activity" not in plain.text and "hiked" not in plain.text

@@ -15,9 +15,11 @@ from langchain_rolling_memory.core.lexical_search import (
     MAX_QUERY_CHARS,
     Bm25Index,
     content_words,
+    expanded_query,
     fold,
     fts5_query,
     index_text,
+    inflections,
     light_stem,
     query_terms,
     tokens,
@@ -214,3 +216,28 @@ def test_index_text_keeps_the_words_before_the_cut_and_drops_a_word_across_it() 
     assert index_text(text).split()[1:] == ["start"]
     assert index_text(text[:-9]).split()[1:] == ["start", "acr"]  # short enough: all of it
     assert index_text("ÉLÈVE " * 10) == " ".join(["eleve"] * 10)
+
+
+@pytest.mark.parametrize(
+    ("term", "forms"),
+    [
+        ("activities", ["activities", "activity", "activitys", "activitying"]),
+        ("hike", ["hike", "hikes", "hiking", "hiked"]),
+        ("camping", ["camping", "camp", "camps", "camped"]),
+        ("box", ["box", "boxs", "boxes", "boxing", "boxed"]),
+        ("2023", ["2023"]),
+        ("tv", ["tv"]),
+    ],
+)
+def test_inflections_are_the_term_its_stem_and_the_stems_regular_forms(term: str, forms: list[str]) -> None:
+    assert inflections(term) == forms
+
+
+def test_the_expanded_query_puts_the_terms_first_and_stays_within_max_terms() -> None:
+    assert expanded_query("Which paintings did she finish?") == (
+        "paintings finish painting finishs finishes finishing finished"
+    )
+    assert query_terms(expanded_query("hikes", max_terms=2)) == ["hikes", "hike"]
+    assert expanded_query("the of and") == ""
+    words = " ".join(f"word{i}" for i in range(40))
+    assert query_terms(expanded_query(words)) == [f"word{i}" for i in range(32)]

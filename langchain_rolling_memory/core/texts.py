@@ -73,6 +73,10 @@ class MemoryTexts:
     months: tuple[str, ...]
     recall_speakers: tuple[tuple[str, str], ...]
     """A hit's role (``human``, ``ai``, ``tool``, ``system``, ``fact``, ``message``) -> the word shown."""
+    week_of: str = "week of {day}"
+    """A week a relative date resolves to, by its Monday (`relative_dates`, `recall_block`)."""
+    weekend_of: str = "weekend of {day}"
+    """A weekend a relative date resolves to, by its Saturday."""
 
     def left_out(self, n: int) -> str:
         """The line saying `n` older facts were not shown."""
@@ -319,6 +323,8 @@ FRENCH = MemoryTexts(
         ("fact", "fait"),
         ("message", "message"),
     ),
+    week_of="semaine du {day}",
+    weekend_of="week-end du {day}",
 )
 
 CATALOGUES: dict[str, MemoryTexts] = {texts.language: texts for texts in (ENGLISH, FRENCH)}

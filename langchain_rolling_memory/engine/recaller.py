@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.retrievers import BaseRetriever
 
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
-from langchain_rolling_memory.core.lexical_search import SearchHit, query_terms
+from langchain_rolling_memory.core.lexical_search import SearchHit, expanded_query, query_terms
 from langchain_rolling_memory.core.quoting import one_line, quote_text
 from langchain_rolling_memory.core.recall_block import (
     LANGUAGE_HEADER,
@@ -215,6 +215,9 @@ class Recaller:
             (`recall_limit`).
         max_neighbours: recalled questions whose answer is read (one read each).
         language: the language of the block's header, dates and speakers (`texts`).
+        expand: search the store for every regular form of the query's words
+            (`lexical_search.expanded_query`: "activities" finds "activity"), in the one
+            search; False searches the words as written. Not applied to a `retriever`.
     """
 
     store: RollingStore
@@ -224,6 +227,7 @@ class Recaller:
     limit: int | None = None
     max_neighbours: int = 8
     language: str = "en"
+    expand: bool = True
 
     @classmethod
     def build(
@@ -259,6 +263,10 @@ class Recaller:
 
     def _limit(self) -> int:
         return self.limit if self.limit is not None else recall_limit(self.max_tokens)
+
+    def _query(self, query: str) -> str:
+        # The store stems nothing: the forms of the words find what their stems would.
+        return expanded_query(query) if self.expand else query
 
     def _scope(self, client_id: str | None, session_id: str | None) -> dict[str, Any]:
         # A client sees all its sessions and facts; without one, only the run's own session.
@@ -324,7 +332,9 @@ class Recaller:
         if self.retriever is not None:
             docs = self.retriever.invoke(query, config={"callbacks": callbacks})
             return self._documents(docs)
-        hits = self.store.search(query, limit=self._limit(), **self._scope(client_id, session_id))
+        hits = self.store.search(
+            self._query(query), limit=self._limit(), **self._scope(client_id, session_id)
+        )
         skip = _view_keys(hits, session_id, view_seqs, view)
         neighbours: dict[Hashable, SearchHit] = {}
         for hit in _wanted_neighbours(hits, skip, self.max_neighbours):
@@ -374,7 +384,9 @@ class Recaller:
         if self.retriever is not None:
             docs = await self.retriever.ainvoke(query, config={"callbacks": callbacks})
             return self._documents(docs)
-        hits = await self.store.asearch(query, limit=self._limit(), **self._scope(client_id, session_id))
+        hits = await self.store.asearch(
+            self._query(query), limit=self._limit(), **self._scope(client_id, session_id)
+        )
         skip = _view_keys(hits, session_id, view_seqs, view)
         neighbours: dict[Hashable, SearchHit] = {}
         for hit in _wanted_neighbours(hits, skip, self.max_neighbours):

@@ -140,6 +140,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--strategies", metavar="A,B", help="comma-separated strategy names (default: the main ones)"
     )
     ev.add_argument("--conversations", type=int, metavar="N", help="only the first N conversations")
+    ev.add_argument(
+        "--strict",
+        action="store_true",
+        help="score by the strict rule: a plain English stop-word list, no accent folding",
+    )
+    ev.add_argument(
+        "--split",
+        choices=["all", "dev", "held-out"],
+        default="all",
+        help="only the dev conversations, or only the held-out ones (47-50); default: all, both reported",
+    )
     ev.add_argument("--plot", metavar="FILE.png", help="write answer in context against tokens to this PNG")
     ev.add_argument("--json", action="store_true", help="print the figures as JSON")
     ev.add_argument(

@@ -158,7 +158,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     categories 1-4, each strategy (whole transcript, last 2,000 tokens, rolling summary,
     recall at 500/1,000/2,000 tokens, summary + recall) gives the memory the model would be
     sent; the table shows how often every content word of the gold answer is in it, per
-    category, with memory tokens (mean, p95) and search time per question. Offline, no key.
+    category, with memory tokens (mean, p95) and search time per question, then the same per
+    split: LoCoMo's conversations 47-50 are held out (never tuned on), the others are dev;
+    --split runs one of them only. --strict scores by the strict rule (a plain English
+    stop-word list, no accent folding). Offline, no key.
 
     With a key, --answer-model openai|gemini has that model answer each question from each
     strategy's memory, and --judge has a judge model (the same one unless --judge-provider
@@ -170,7 +173,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from langchain_rolling_memory.lab.eval import run_eval, sample_questions
     from langchain_rolling_memory.lab.eval_report import format_table
     from langchain_rolling_memory.lab.eval_strategies import DEFAULT_STRATEGIES, STRATEGIES
-    from langchain_rolling_memory.lab.locomo import CATEGORIES, read_locomo
+    from langchain_rolling_memory.lab.locomo import CATEGORIES, read_locomo, split_of
 
     if args.plot:
         require("matplotlib", "plot", feature="eval --plot")
@@ -182,9 +185,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     conversations = read_locomo(args.file)
     if args.conversations:
         conversations = conversations[: args.conversations]
+    if args.split != "all":
+        conversations = [c for c in conversations if split_of(c.name) == args.split]
+        if not conversations:
+            msg = f"{args.file}: no conversation of the {args.split} split; pass --split all"
+            raise ConfigurationError(msg)
     if args.questions is not None:
         conversations = sample_questions(conversations, args.questions)
-    report = run_eval(conversations, strategies=names, source=Path(args.file).name, on_answer=grader)
+    report = run_eval(
+        conversations, strategies=names, source=Path(args.file).name, strict=args.strict, on_answer=grader
+    )
     if args.json:
         data = report.to_json()
         if grader is not None:

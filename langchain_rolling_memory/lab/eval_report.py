@@ -16,7 +16,7 @@ from typing import Any
 
 from langchain_rolling_memory.errors import require
 from langchain_rolling_memory.lab.eval_strategies import Strategy
-from langchain_rolling_memory.lab.locomo import CATEGORIES
+from langchain_rolling_memory.lab.locomo import CATEGORIES, HELD_OUT, SPLITS
 
 
 @dataclass
@@ -34,6 +34,15 @@ class Tally:
         self.tokens.append(tokens)
         self.seconds.append(seconds)
 
+    def merged(self, other: Tally) -> Tally:
+        """This tally and `other` as one."""
+        return Tally(
+            self.covered + other.covered,
+            self.total + other.total,
+            self.tokens + other.tokens,
+            self.seconds + other.seconds,
+        )
+
     def row(self) -> dict[str, float | int]:
         ordered = sorted(self.tokens)
         p95 = ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)] if ordered else 0
@@ -48,13 +57,38 @@ class Tally:
 
 @dataclass
 class EvalReport:
-    """Per strategy, overall and per category: answer-in-context rate, tokens, time."""
+    """Per strategy, overall and per category, and per split (`eval.split_of`) and category:
+    answer-in-context rate, tokens, time; `rule` names the answer-in-context rule."""
 
     source: str
     conversations: int
     strategies: list[Strategy]
     overall: dict[str, Tally]
     by_category: dict[str, dict[int, Tally]]
+    splits: dict[str, dict[str, dict[int, Tally]]] = field(default_factory=dict)
+    rule: str = "project"
+
+    def split_tally(self, strategy: str, split: str) -> Tally:
+        """All the questions of one split under one strategy, as one tally."""
+        total = Tally()
+        for tally in self.splits.get(strategy, {}).get(split, {}).values():
+            total = total.merged(tally)
+        return total
+
+    def split_rows(self, strategy: str) -> dict[str, dict[str, Any]]:
+        """Per split with questions: its questions, answer in context, and per category."""
+        out: dict[str, dict[str, Any]] = {}
+        for split, tallies in self.splits.get(strategy, {}).items():
+            total = self.split_tally(strategy, split)
+            if total.total:
+                out[split] = {
+                    "questions": total.total,
+                    "answer_in_context": total.row()["answer_in_context"],
+                    "categories": {
+                        CATEGORIES[c]: tallies[c].row()["answer_in_context"] for c in sorted(tallies)
+                    },
+                }
+        return out
 
     def rows(self) -> list[dict[str, Any]]:
         return [
@@ -66,16 +100,27 @@ class EvalReport:
                     CATEGORIES[c]: self.by_category[s.name][c].row()["answer_in_context"]
                     for c in sorted(self.by_category[s.name])
                 },
+                "splits": self.split_rows(s.name),
             }
             for s in self.strategies
         ]
 
     def to_json(self) -> dict[str, Any]:
-        return {"source": self.source, "conversations": self.conversations, "strategies": self.rows()}
+        return {
+            "source": self.source,
+            "conversations": self.conversations,
+            "rule": self.rule,
+            "strategies": self.rows(),
+        }
+
+
+def _percent(tally: Tally | None) -> str:
+    return f"{100 * tally.covered / tally.total:.1f}%" if tally and tally.total else "-"
 
 
 def format_table(report: EvalReport) -> str:
-    """The report as a plain-text table (Markdown), one row per strategy."""
+    """The report as plain-text tables (Markdown), one row per strategy: every conversation,
+    then each split (dev, held-out) that has questions, per category."""
     categories = sorted({c for tallies in report.by_category.values() for c in tallies})
     head = ["strategy", "answer in context", *[f"{CATEGORIES[c]} ({c})" for c in categories]]
     head += ["tokens mean", "tokens p95", "ms/question"]
@@ -83,9 +128,7 @@ def format_table(report: EvalReport) -> str:
     for s in report.strategies:
         row = report.overall[s.name].row()
         cells = [s.label, f"{100 * float(row['answer_in_context']):.1f}%"]
-        for c in categories:
-            tally = report.by_category[s.name].get(c)
-            cells.append(f"{100 * tally.covered / tally.total:.1f}%" if tally and tally.total else "-")
+        cells += [_percent(report.by_category[s.name].get(c)) for c in categories]
         cells += [
             f"{float(row['tokens_mean']):,.0f}",
             f"{int(row['tokens_p95']):,}",
@@ -93,10 +136,38 @@ def format_table(report: EvalReport) -> str:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     questions = report.overall[report.strategies[0].name].total if report.strategies else 0
+    rule = "strict rule" if report.rule == "strict" else "the project's rule"
     lines.append(
-        f"\n{report.conversations} conversations, {questions} questions (categories 1-4), {report.source}"
+        f"\n{report.conversations} conversations, {questions} questions (categories 1-4), "
+        f"{report.source}, {rule}"
     )
+    lines += _split_table(report, categories)
     return "\n".join(lines)
+
+
+def _split_table(report: EvalReport, categories: list[int]) -> list[str]:
+    """Answer in context per split and category (the splits with questions; none: no lines)."""
+    splits = [
+        split for split in SPLITS if any(report.split_tally(s.name, split).total for s in report.strategies)
+    ]
+    if not splits:
+        return []
+    head = ["strategy"]
+    for split in splits:
+        head += [split, *[f"{split} {CATEGORIES[c]}" for c in categories]]
+    lines = ["", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for s in report.strategies:
+        cells = [s.label]
+        for split in splits:
+            cells.append(_percent(report.split_tally(s.name, split)))
+            tallies = report.splits[s.name][split]
+            cells += [_percent(tallies.get(c)) for c in categories]
+        lines.append("| " + " | ".join(cells) + " |")
+    counts = ", ".join(
+        f"{split} {report.split_tally(report.strategies[0].name, split).total} questions" for split in splits
+    )
+    lines.append(f"\nsplits: {counts} (held out: LoCoMo conversations {', '.join(HELD_OUT)}, never tuned on)")
+    return lines
 
 
 def plot_eval(report: EvalReport, *, path: str | Path) -> None:

@@ -125,7 +125,7 @@ class _Searcher:
 
 
 def _recall(
-    budget: int, *, stem: bool = True, neighbours: bool = True, with_summary: bool = False
+    budget: int, *, stem: bool = True, neighbours: bool = True, with_summary: bool = False, dates: bool = True
 ) -> Callable[[EvalConversation], Responder]:
     def prepare(conversation: EvalConversation) -> Responder:
         searcher = _Searcher(conversation, stem=stem)
@@ -142,6 +142,7 @@ def _recall(
                 max_tokens=max(0, left),
                 skip=skip,
                 neighbours=searcher.neighbours if neighbours else None,
+                dates=dates,
             )
             return [*view, SystemMessage(block.text)] if block.text else list(view)
 
@@ -174,6 +175,9 @@ STRATEGIES: dict[str, Strategy] = {
         # Variants kept for measuring what helps; not in the default table.
         Strategy("recall-2000-plain", "recall 2,000, no neighbours", _recall(2000, neighbours=False)),
         Strategy("recall-2000-nostem", "recall 2,000, no stemming", _recall(2000, stem=False)),
+        Strategy(
+            "recall-2000-nodates", "recall 2,000, relative dates not resolved", _recall(2000, dates=False)
+        ),
     )
 }
 DEFAULT_STRATEGIES: tuple[str, ...] = (

@@ -4,7 +4,8 @@ Owns the format: finding the release on this machine (`find_locomo`), opening it
 release's ``locomo10.zip``, one ``.json`` per conversation, or a ``.json`` of one conversation
 or of a list of them), the walk of one conversation object (``speaker_a``, ``speaker_b``,
 ``session_N`` lists, ``session_N_date_time``) into turns, and the questions with a gold
-answer (``qa``, categories 1-4). ``speaker_a`` plays the user, ``speaker_b`` the assistant; a
+answer (``qa``, categories 1-4), and the fixed dev / held-out split of the release
+(`split_of`: conversations 47-50 held out, never tuned on). ``speaker_a`` plays the user, ``speaker_b`` the assistant; a
 turn's text carries its photo caption. Gives the eval its view, `read_locomo` (every
 conversation, with dates and questions); the replay's view (`ConversationMessage`s, one
 conversation) is built from the same walk in `conversations`. It scores nothing and knows no
@@ -96,6 +97,26 @@ def parse_date(text: object) -> float | None:
     hour24 = int(hour) % 12 + (12 if half.lower() == "pm" else 0)
     moment = datetime(int(year), _MONTHS[month.lower()], int(day), hour24, int(minute), tzinfo=timezone.utc)
     return moment.timestamp()
+
+
+HELD_OUT: tuple[str, ...] = ("47", "48", "49", "50")
+"""The LoCoMo conversations held out (by number, the release's file stems): never tuned on."""
+
+SPLITS: tuple[str, ...] = ("dev", "held-out")
+
+_NUMBER = re.compile(r"(\d+)$")
+
+
+def split_of(name: str) -> str:
+    """``"held-out"`` for a conversation whose name ends with a number of `HELD_OUT`
+    (``locomo10.zip:47``, ``conv-47``), ``"dev"`` for any other.
+
+    Example:
+        >>> split_of("locomo10.zip:47"), split_of("conv-26"), split_of("tiny.json:0")
+        ('held-out', 'dev', 'dev')
+    """
+    found = _NUMBER.search(name)
+    return "held-out" if found is not None and found.group(1) in HELD_OUT else "dev"
 
 
 # ------------------------------------------------------------------------------ one conversation
