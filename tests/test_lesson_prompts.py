@@ -219,6 +219,7 @@ def test_presets_name_a_known_prompt_and_support_is_the_support_one() -> None:
         "consultation": "general",
         "tutorial": "general",
         "chat": "general",
+        "summary_memory": "general",
     }
     assert all(p.prompt in PROMPT_KINDS for p in PRESETS.values())
     assert preset_prompt("support_client") == "support"
