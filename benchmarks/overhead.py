@@ -3,8 +3,8 @@ floor of each backend (one raw read plus one raw write), with a profile of what 
 
 A turn is what `RunnableWithMessageHistory` does to a history: build it (the factory), read
 `.messages`, then `add_messages([user, reply])`. The floor is the backend's own primitives for
-the same work with nothing of ours around them: read the unsummarized tail (`_read`) and append
-two pre-serialized rows (`_append`). Between them: validation, serialization, token counts,
+the same work with nothing of ours around them: read the unsummarized tail (the backend's `read`) and append
+two pre-serialized rows (the backend's `append`). Between them: validation, serialization, token counts,
 the summary read that notices a compaction landed, the policy, the view. *Through the runnable*:
 the same turn made by `with_rolling_memory` around a chain that answers at once (what the
 runnable adds: config, ids, the memory reads, the chain's run and callbacks). Medians of
@@ -81,10 +81,12 @@ def floor(store: RollingStore) -> Turn:
     rows = [[(dumps_message(m), count_tokens([m])) for m in exchange(i)] for i in range(64)]
     session = f"floor-{uuid.uuid4().hex[:6]}"
 
+    backend = store.backend
+
     def turn(i: int) -> None:
         sid = f"{session}-{i // (MAX_TURNS // 2)}"
-        store._read(sid, 0, MAX_TURNS * 3 + 1, True)
-        store._append(AppendBatch(sid, None, rows[i % 64], time.time()))
+        backend.read(sid, 0, MAX_TURNS * 3 + 1, True)
+        backend.append(AppendBatch(sid, None, rows[i % 64], time.time()))
 
     return turn
 
@@ -268,8 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"`python -m benchmarks.overhead{_args(argv)}` "
         f"({time.perf_counter() - started:.0f} s; {os.cpu_count()} CPUs shared with other work)\n\n"
         "A turn: build the history (a factory does, at every call), read `.messages`, `add_messages("
-        "[user, reply])`. *Floor*: the same backend's primitives alone, one tail read (`_read`) and one "
-        "append of two pre-serialized rows (`_append`). *Ours*: `RollingSummaryChatMessageHistory("
+        "[user, reply])`. *Floor*: the same backend's primitives alone, one tail read (`read`) and one "
+        "append of two pre-serialized rows (the backend's `append`). *Ours*: `RollingSummaryChatMessageHistory("
         f"max_turns={MAX_TURNS}, keep_last={KEEP_LAST})` in sessions of 6 turns (no compaction due); *with "
         "compactions*: one long session, an instant summarizer, a compaction every 4 turns inline; *through "
         "with_rolling_memory*: the turn of *ours* made by `with_rolling_memory` around a chain that answers "

@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         "Targets: ours at 10,000 within 1.3x of ours at 100; at 10,000 at least 20x faster than each "
         "stock history on the same server.",
         "",
-        "Reproduce (servers at `LRM_POSTGRES_URL`, `LRM_REDIS_URL`; stock histories from the `bench` extra):",
+        "Reproduce (servers at `LRM_POSTGRES_URL`, `LRM_REDIS_URL`; stock histories from the `bench` dependency group):",
         "",
         "```text",
         "python -m benchmarks.store_turn_cost --out benchmarks/results/store_turn_cost.md",

@@ -181,7 +181,7 @@ def middleware(name: str, saver: Any, prefix: str = "") -> Mode:
 
 
 class _checkpointer:
-    """A langgraph checkpointer on the same database as our store (the `bench` extra)."""
+    """A langgraph checkpointer on the same database as our store (the `bench` dependency group)."""
 
     def __init__(self, url: str) -> None:
         self.url = url

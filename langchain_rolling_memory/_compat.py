@@ -12,11 +12,17 @@ class. The package's ``__init__`` installs the hook; nothing in the library impo
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import types
 import warnings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader as _Loader
+    from importlib.abc import MetaPathFinder as _MetaPathFinder
+else:  # importlib.abc imports importlib.resources, pathlib, tempfile...: the protocols are enough
+    _Loader = _MetaPathFinder = object
 
 _PACKAGE = "langchain_rolling_memory"
 
@@ -116,7 +122,7 @@ def _warn(old: str, new: str, *, inside: tuple[str, ...] = ()) -> None:
     warnings.warn(msg, DeprecationWarning, stacklevel=level)
 
 
-class _MovedModule(importlib.abc.Loader):
+class _MovedModule(_Loader):
     """Loads an old name as the new module itself: `sys.modules` then holds one object under both."""
 
     def __init__(self, new: str) -> None:
@@ -135,7 +141,7 @@ class _MovedModule(importlib.abc.Loader):
         sys.modules[module.__name__] = new
 
 
-class _MovedFinder(importlib.abc.MetaPathFinder):
+class _MovedFinder(_MetaPathFinder):
     """Finds the old names only: consulted after the regular finders, which find every other."""
 
     def find_spec(

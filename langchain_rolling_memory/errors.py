@@ -4,7 +4,9 @@ Every exception subclasses the builtin a caller would already catch::
 
     RollingMemoryError                      base of everything raised on purpose
     ├── InvalidIdError(ValueError)          a client_id or session_id that is not allowed
-    ├── ConfigurationError(ValueError)      bad settings (limits, URLs, prompts)
+    ├── ConfigurationError(ValueError)      bad settings, given when something is built (limits, URLs, prompts)
+    ├── InvalidArgumentError(ValueError)    a call's argument or input it cannot take (a negative limit,
+    │                                       state that is not JSON, a chain input holding no messages)
     ├── FactError(ValueError)               a fact refused: too long, too many, filtered, odd bytes
     ├── InvalidTextError(ValueError)        text no backend can store exactly (lone surrogate, NUL)
     ├── ConversationFormatError(ValueError) a conversation file that cannot be read (line given)
@@ -23,6 +25,7 @@ __all__ = [
     "ConfigurationError",
     "ConversationFormatError",
     "FactError",
+    "InvalidArgumentError",
     "InvalidIdError",
     "InvalidTextError",
     "MissingCredentialsError",
@@ -46,6 +49,14 @@ class InvalidIdError(RollingMemoryError, ValueError):
 
 class ConfigurationError(RollingMemoryError, ValueError):
     """A setting is out of range or inconsistent with another one."""
+
+
+class InvalidArgumentError(RollingMemoryError, ValueError):
+    """A call was given an argument or input it cannot take; nothing was written.
+
+    The setting of an object being built is a `ConfigurationError`; an id, an
+    `InvalidIdError`; text no backend can store, an `InvalidTextError`; a fact, a `FactError`.
+    """
 
 
 class FactError(RollingMemoryError, ValueError):

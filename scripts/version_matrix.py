@@ -95,6 +95,10 @@ def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subpro
     return done
 
 
+# The package with every extra, and the dev group of the pyproject.toml in the working directory (ROOT).
+_DEV = ["-e", f"{ROOT}[all,notebooks]", "--group", "dev"]
+
+
 def _one(python: Path, resolution: str, scratch: Path, pytest_args: list[str]) -> Row:
     import time
 
@@ -114,7 +118,8 @@ def _one(python: Path, resolution: str, scratch: Path, pytest_args: list[str]) -
     )  # --seed: pip, which a test uses
     vpy = str(venv / "bin" / "python")
     installed = _run(
-        [uv, "pip", "install", "--python", vpy, "--resolution", resolution, "-e", f"{ROOT}[dev]"], log
+        [uv, "pip", "install", "--python", vpy, "--resolution", resolution, *_DEV],
+        log,
     )
     if installed.returncode != 0:
         reason = next((ln for ln in installed.stderr.splitlines() if ln.strip()), "install failed")

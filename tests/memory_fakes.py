@@ -12,6 +12,7 @@ from langchain_core.outputs import ChatResult
 from pydantic import Field
 
 from langchain_rolling_memory.stores import InMemoryRollingStore, RollingStore, SQLiteRollingStore
+from langchain_rolling_memory.stores.memory.store import MemoryBackend
 
 
 class RecordingChatModel(GenericFakeChatModel):
@@ -38,7 +39,9 @@ def prompt_text(messages: list[BaseMessage]) -> str:
 def raw_dump(store: RollingStore) -> str | None:
     """Everything the backend holds, as text, read around the public API; None if unknown."""
     if isinstance(store, InMemoryRollingStore):
-        return repr(store._sessions) + repr(store._facts)
+        memory = store.backend
+        assert isinstance(memory, MemoryBackend)
+        return repr(memory._sessions) + repr(memory._facts)
     if isinstance(store, SQLiteRollingStore):
         conn = sqlite3.connect(store.path)
         try:

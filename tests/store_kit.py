@@ -14,7 +14,8 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import pytest
 
-from langchain_rolling_memory.stores import InMemoryRollingStore, RollingStore, SQLiteRollingStore
+from langchain_rolling_memory.stores import RollingStore, SQLiteRollingStore
+from langchain_rolling_memory.stores.memory.store import MemoryBackend
 
 POSTGRES_URL = os.environ.get("LRM_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("LRM_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -45,9 +46,9 @@ def store_url(store: RollingStore) -> str:
         # Built by hand: urlunsplit would fold the four slashes of an absolute path.
         return f"sqlite:///{os.path.abspath(store.path)}?{urlencode({'prefix': store.prefix})}"
     if name == "postgres":
-        return _with_query(store._conninfo, prefix=store.prefix)  # type: ignore[attr-defined]
+        return _with_query(store.backend.link.conninfo, prefix=store.prefix)  # type: ignore[attr-defined]
     if name == "redis":
-        return _with_query(store._url, prefix=store.prefix)  # type: ignore[attr-defined]
+        return _with_query(store.backend.clients.url, prefix=store.prefix)  # type: ignore[attr-defined]
     pytest.skip("the in-memory store lives in one process: it has no URL to reopen")
 
 
@@ -111,10 +112,11 @@ def raw_contents(store: RollingStore) -> list[str]:
     """Everything the backend holds (except its schema record), one line per row or key."""
     name = backend_name(store)
     if name == "memory":
-        assert isinstance(store, InMemoryRollingStore)
-        with store._lock:
-            lines = [f"session {sid}: {s!r}" for sid, s in store._sessions.items()]
-            lines += [f"facts {cid}: {facts!r}" for cid, facts in store._facts.items() if facts]
+        memory = store.backend
+        assert isinstance(memory, MemoryBackend)
+        with memory._lock:
+            lines = [f"session {sid}: {s!r}" for sid, s in memory._sessions.items()]
+            lines += [f"facts {cid}: {facts!r}" for cid, facts in memory._facts.items() if facts]
         return sorted(lines)
     if name in ("sqlite", "postgres"):
         return _sql_rows(store)

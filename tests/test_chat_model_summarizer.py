@@ -4,6 +4,7 @@ structured summaries, usage, and the provider constructors' errors."""
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -384,3 +385,18 @@ def test_missing_extra_names_it(
     monkeypatch.setitem(sys.modules, module, None)  # makes the package unimportable
     with pytest.raises(MissingExtraError, match=rf"langchain-rolling-memory\[{extra}\]"):
         factory(api_key="k")
+
+
+def test_the_retry_wait_starts_at_backoff_without_a_deprecation_on_any_tenacity() -> None:
+    """tenacity 9.2 renamed the first wait `initial` -> `multiplier` (the old name warns); the
+    summarizer's retry names it as the installed tenacity does and waits backoff, doubling."""
+    from tenacity import RetryCallState
+
+    summarizer = chat_model_summarizer(_model(SUMMARY), retries=3, backoff=0.25, max_backoff=4.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wait = summarizer._call._kwargs_retrying["wait"]  # type: ignore[attr-defined]  # what each call retries with
+    state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
+    for attempt, low, high in [(1, 0.25, 0.5), (3, 1.0, 1.25), (10, 4.0, 4.0)]:
+        state.attempt_number = attempt
+        assert low <= wait(state) <= high

@@ -39,7 +39,7 @@ class Test{backend}(RollingStoreConformance):
         with {backend}() as store:
             yield store
 """
-"""A backend author's test module, as the README shows it: the kit, a `store` fixture, no hook."""
+"""A backend author's test module, as the docs show it: the kit, a `store` fixture, no hook."""
 
 
 # The checks that need a hook the author module does not define (raw_contents, reopen,
@@ -142,12 +142,12 @@ def test_the_package_imports_without_pytest_and_the_kit_names_the_extra(tmp_path
 
 
 def _readme_example() -> tuple[str, int]:
-    """The README's "Writing a backend" test module, and the number of checks it says it runs."""
-    section = (ROOT / "README.md").read_text(encoding="utf-8").split("### Writing a backend", 1)[1]
+    """The docs' "Writing a backend" test module, and the number of checks it says it runs."""
+    section = (ROOT / "docs" / "backends.md").read_text(encoding="utf-8").split("## Writing a backend", 1)[1]
     section = section.split("\n## ", 1)[0]
     block = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     count = re.search(r"It runs (\d+) checks", section)
-    assert block and count, "the README's Writing a backend section lost its example or its count"
+    assert block and count, "docs/backends.md's Writing a backend section lost its example or its count"
     return block.group(1), int(count.group(1))
 
 

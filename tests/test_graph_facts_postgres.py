@@ -36,7 +36,7 @@ def _langgraph_postgres() -> tuple[Any, Any]:
         from langgraph.checkpoint.postgres import PostgresSaver
         from langgraph.store.postgres import PostgresStore
     except ImportError as exc:
-        reason = f"langgraph-checkpoint-postgres is not installed ({exc}); pip install -e '.[dev]'"
+        reason = f"langgraph-checkpoint-postgres is not installed ({exc}); pip install -e . --group test"
         if os.environ.get("CI"):
             pytest.fail(reason + " (CI is set: the dev extra must be installed)")
         pytest.skip(reason)

@@ -621,12 +621,13 @@ def test_a_store_outage_while_taking_the_lease_does_not_escape_add_messages(stor
     def down(*args: object) -> bool:
         raise StoreError("lease table unreachable")
 
-    original = store._claim
-    store._claim = down  # type: ignore[method-assign]
+    backend = store.backend
+    original = backend.claim
+    backend.claim = down  # type: ignore[method-assign]
     try:
         history.add_messages([HumanMessage(f"m{i}") for i in range(5)])
     finally:
-        store._claim = original  # type: ignore[method-assign]
+        backend.claim = original  # type: ignore[method-assign]
     assert len(store.transcript("outage")) == 5
     assert isinstance(errors[0], StoreError)
     assert history.summary == ""
@@ -645,14 +646,14 @@ def test_a_token_window_reads_each_row_it_needs_once(
 
     make().add_messages([HumanMessage(f"m{i}") for i in range(100)])
     rows_read: list[int] = []
-    original = store._read
+    original = store.backend.read
 
     def counting(*args: Any) -> Any:
         rows = original(*args)
         rows_read.append(len(rows))
         return rows
 
-    monkeypatch.setattr(store, "_read", counting)
+    monkeypatch.setattr(store.backend, "read", counting)
     history = make()
     assert texts(history.messages) == [f"m{i}" for i in range(81, 100)]  # 19 x 10 tokens fit in 195
     assert sum(rows_read) <= 20 + 5  # the 20 rows that cover the budget, at most one page more

@@ -96,7 +96,9 @@ def _allowed(module: str, target: str) -> bool:
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_a_module_imports_only_the_layers_its_folder_allows(module: str) -> None:
     layer = _layer(module)
-    assert layer in RULES, f"{module}: the folder {layer!r} has no rule in RULES (nor a row in the README)"
+    assert layer in RULES, (
+        f"{module}: the folder {layer!r} has no rule in RULES (nor a row in docs/architecture.md)"
+    )
     wrong = sorted(t for t in GRAPH[module] if not _allowed(module, t) and _layer(t) != layer)
     assert not wrong, f"{module} ({layer}) may import only {sorted(RULES[layer])}, imports {wrong}"
 
@@ -106,10 +108,11 @@ def test_a_module_imports_only_the_layers_its_folder_allows(module: str) -> None
 # socket, time, threading, asyncio, logging, random, uuid.
 CORE_STDLIB = {
     "__future__", "abc", "bisect", "collections", "dataclasses", "datetime", "enum", "functools",
-    "hashlib", "heapq", "itertools", "json", "math", "numbers", "operator", "re", "string", "types",
-    "typing", "unicodedata",
+    "difflib", "hashlib", "heapq", "itertools", "json", "math", "numbers", "operator", "re", "string",
+    "types", "typing", "unicodedata",
 }  # fmt: skip
-# hashlib: digests are pure functions of their input (graph_state fingerprints messages).
+# hashlib: digests are pure functions of their input (graph_state fingerprints messages);
+# difflib: string matching only (settings name the closest option to a misspelt one).
 CORE_THIRD_PARTY = {"langchain_core", "pydantic"}
 CLOCK_CALLS = {
     "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today", "datetime.date.today",
@@ -278,15 +281,15 @@ def test_every_backend_has_the_same_shape() -> None:
         assert exported == [[store]], f"stores/{folder}/__init__.py exports {store} only"
 
 
-# ---------------------------------------------------------------- the README's layer map
+# ---------------------------------------------------------------- the docs' layer map
 
-README = PACKAGE.parent / "README.md"
-HEADING = "### The layers, as the package is built"
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+HEADING = "## The layers, as the package is built"
 
 
 def _layer_table() -> list[list[str]]:
-    text = README.read_text(encoding="utf-8")
-    assert HEADING in text, f"the README has no {HEADING!r} section"
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    assert HEADING in text, f"docs/architecture.md has no {HEADING!r} section"
     lines = text.split(HEADING, 1)[1].strip().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("|"))
     rows = []
@@ -313,7 +316,7 @@ def _tree() -> dict[str, set[str]]:
     return found
 
 
-def test_the_readme_layer_map_matches_the_tree_and_the_rules() -> None:
+def test_the_docs_layer_map_matches_the_tree_and_the_rules() -> None:
     rows = _layer_table()
     table = {row[0]: row for row in rows}
     assert list(table) == list(RULES), f"one row per layer, in RULES' order: {list(RULES)}"
@@ -323,9 +326,9 @@ def test_the_readme_layer_map_matches_the_tree_and_the_rules() -> None:
         folder = f"{layer}/"
         listed = {m for m in named if m != folder}
         assert listed == tree.get(layer, set()), (
-            f"README row {layer!r}: not in the tree {sorted(listed - tree.get(layer, set()))}, "
-            f"not in the README {sorted(tree.get(layer, set()) - listed)}"
+            f"docs/architecture.md row {layer!r}: not in the tree {sorted(listed - tree.get(layer, set()))}, "
+            f"not in the docs {sorted(tree.get(layer, set()) - listed)}"
         )
         assert set(_named(may_import)) == RULES[layer], (
-            f"README row {layer!r} may import {sorted(RULES[layer])}"
+            f"docs/architecture.md row {layer!r} may import {sorted(RULES[layer])}"
         )

@@ -9,18 +9,20 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langchain_rolling_memory.core.lexical_search import SearchHit
+from langchain_rolling_memory.stores import RollingStore
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
+from langchain_rolling_memory.stores.memory.store import MemoryBackend
 
 _WORDS = ["cat", "Oscar", "Lisbon", "June", "painting", "sister", "train", "peanuts"]
 _CLIENTS = ["c1", "c2"]
 _SESSIONS = {"c1": ["c1-a", "c1-b"], "c2": ["c2-a"]}
 
 
-class _EagerStore(InMemoryRollingStore):
-    """The reference: the same store, its index caught up after every write."""
+class _EagerBackend(MemoryBackend):
+    """The reference: the same backend, its index caught up after every write."""
 
-    def _append(self, batch):  # type: ignore[no-untyped-def]
-        seqs = super()._append(batch)
+    def append(self, batch):  # type: ignore[no-untyped-def]
+        seqs = super().append(batch)
         self._catch_up()
         return seqs
 
@@ -48,7 +50,7 @@ def _body(hit: SearchHit) -> str:
     return hit.fact.text if hit.fact is not None else str(hit.message.text if hit.message else "")
 
 
-def _apply(store: InMemoryRollingStore, op: tuple[object, ...]) -> object:
+def _apply(store: RollingStore, op: tuple[object, ...]) -> object:
     kind = op[0]
     if kind == "append":
         _, client, i, text, ai = op
@@ -87,14 +89,20 @@ def _apply(store: InMemoryRollingStore, op: tuple[object, ...]) -> object:
 @settings(max_examples=120, deadline=None)
 @given(st.lists(_op, max_size=40))
 def test_a_lazy_index_finds_what_indexing_at_each_write_found(ops: list[tuple[object, ...]]) -> None:
-    lazy, eager = InMemoryRollingStore(), _EagerStore()
+    lazy, eager = InMemoryRollingStore(), RollingStore(_EagerBackend())
     for op in [*ops, ("search", "c1", " ".join(_WORDS), True), ("search", "c2", " ".join(_WORDS), True)]:
         assert _apply(lazy, op) == _apply(eager, op), op
 
 
-def _indexed(store: InMemoryRollingStore) -> int:
+def _memory(store: RollingStore) -> MemoryBackend:
+    backend = store.backend
+    assert isinstance(backend, MemoryBackend)
+    return backend
+
+
+def _indexed(store: RollingStore) -> int:
     """Entries in the store's per-owner indexes."""
-    return sum(len(index) for index in store._indexes.values())
+    return sum(len(index) for index in _memory(store)._indexes.values())
 
 
 def test_an_append_indexes_nothing_until_a_search() -> None:
@@ -118,7 +126,7 @@ def test_nothing_is_found_after_a_clear_or_a_forget_even_before_any_search() -> 
     store.append("s3", [HumanMessage("Oscar once more")], client_id="c1")
     store.forget("c1")
     assert store.search("oscar", client_id="c1") == []
-    assert _indexed(store) == 0 and not store._pending
+    assert _indexed(store) == 0 and not _memory(store)._pending
 
 
 def test_a_fact_rewritten_after_a_search_then_deleted_is_not_found() -> None:

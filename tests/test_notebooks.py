@@ -14,9 +14,16 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 KEYS = ("OPENAI_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY")
 
 
-def test_the_four_notebooks_are_there() -> None:
+def test_the_notebooks_are_there() -> None:
     names = [p.stem for p in NOTEBOOKS]
-    for wanted in ("quickstart", "swapping_summarizers", "strategy_comparison", "rag_with_memory"):
+    wanted_names = (
+        "quickstart",
+        "swapping_summarizers",
+        "strategy_comparison",
+        "rag_with_memory",
+        "lecons_en_francais",
+    )
+    for wanted in wanted_names:
         assert any(wanted in name for name in names), f"no {wanted} notebook in {names}"
 
 
@@ -68,3 +75,26 @@ def test_notebook_runs_top_to_bottom_offline(path: Path, kernel_name: str) -> No
         if o.get("output_type") == "stream"
     )
     assert text.strip(), "the notebook printed nothing"
+
+
+def test_the_french_notebook_shows_the_memory_in_french_only() -> None:
+    """Issue 24: the lessons' walk-through in French; every memory text it prints is French."""
+    from tests.test_french_end_to_end import english_in
+
+    path = ROOT / "notebooks" / "05_lecons_en_francais.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    printed = "".join(
+        "".join(o.get("text", ""))
+        for c in cells
+        if c["cell_type"] == "code"
+        for o in c["outputs"]
+        if o["output_type"] == "stream"
+    )
+    for french in (
+        "Tu tiens le résumé courant",
+        "Ce que l'on sait du client",
+        "les quatre points",
+        "Utilisateur : ",
+    ):
+        assert french in printed
+    assert english_in(printed) == []

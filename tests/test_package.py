@@ -70,18 +70,47 @@ def test_core_modules_import_with_langchain_core_only(module: str) -> None:
     assert importlib.import_module(module)
 
 
+SMOKE = """
+from langchain_core.language_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+
+import langchain_rolling_memory as m
+from langchain_rolling_memory import extractive_summarizer, open_store, with_rolling_memory
+
+model = GenericFakeChatModel(messages=iter([AIMessage(f"answer {i}") for i in range(20)]))
+store = open_store("sqlite:///memory.db")
+chat = with_rolling_memory(model, store=store, summarizer=extractive_summarizer(), max_turns=4, keep_last=2)
+config = {"configurable": {"client_id": "bob", "session_id": "bob-1"}}
+for i in range(8):
+    chat.invoke(f"question {i}", config=config)
+assert len(store.transcript("bob-1")) == 16 and store.summary("bob-1").text
+print(m.__file__, m.__version__)
+"""
+"""The quickstart a wheel user runs with the base dependencies alone (langchain-core)."""
+
+
 @pytest.mark.slow
-def test_wheel_and_sdist_build_install_and_import(tmp_path: Path) -> None:
+def test_the_built_wheel_and_sdist_pass_twine_and_the_wheel_runs_in_a_fresh_venv(tmp_path: Path) -> None:
+    """python -m build (sdist + wheel), twine check, then the wheel installed with its own
+    dependencies only into a fresh venv runs the quickstart there."""
     pytest.importorskip("build")
     pytest.importorskip("hatchling")
+    pytest.importorskip("twine")
+    dist = tmp_path / "dist"
     subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(tmp_path / "dist"), str(ROOT)],
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(ROOT)],
         check=True,
         capture_output=True,
     )
-    wheels = list((tmp_path / "dist").glob("*.whl"))
-    sdists = list((tmp_path / "dist").glob("*.tar.gz"))
+    wheels, sdists = list(dist.glob("*.whl")), list(dist.glob("*.tar.gz"))
     assert len(wheels) == 1 and len(sdists) == 1
+    checked = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *map(str, [*wheels, *sdists])],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     # The sdist ships its tests, so it ships what they read: the notebooks, the benchmarks, the examples.
     with tarfile.open(sdists[0]) as sdist:
         shipped = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
@@ -89,40 +118,59 @@ def test_wheel_and_sdist_build_install_and_import(tmp_path: Path) -> None:
         *ROOT.glob("notebooks/*.ipynb"),
         ROOT / "benchmarks" / "agent_middleware.py",
         ROOT / "examples" / "langgraph_app.py",
+        ROOT / "CHANGELOG.md",
     ]:
         assert path.relative_to(ROOT).as_posix() in shipped, f"the sdist lacks {path.relative_to(ROOT)}"
-    names = zipfile.ZipFile(wheels[0]).namelist()
+    wheel = zipfile.ZipFile(wheels[0])
+    names = wheel.namelist()
     assert "langchain_rolling_memory/py.typed" in names
-    assert any(n.endswith("entry_points.txt") for n in names)
-    target = tmp_path / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--target",
-            str(target),
-            str(wheels[0]),
-        ],
+    assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "scripts/", "notebooks/"))]
+    metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    # The base requirements are langchain-core alone; dev and bench are groups, never published extras.
+    assert [r for r in re.findall(r"^Requires-Dist: (.+)$", metadata, re.M) if "extra ==" not in r] == [
+        "langchain-core<2,>=1.0"
+    ]
+    extras = set(re.findall(r"^Provides-Extra: (.+)$", metadata, re.M))
+    assert extras.isdisjoint({"dev", "bench", "test", "lint", "build"}) and {"cli", "plot", "all"} <= extras
+    urls = dict(re.findall(r"^Project-URL: ([^,]+), (.+)$", metadata, re.M))
+    assert {"Homepage", "Documentation", "Source", "Issues", "Changelog"} <= set(urls)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run(  # this interpreter's pip, installing into the fresh venv (no ensurepip there)
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", str(wheels[0])],
         check=True,
     )
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            f"import sys; sys.path.insert(0, {str(target)!r}); import langchain_rolling_memory as m; "
-            "print(m.__file__, m.__version__)",
-        ],
-        check=True,
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "list", "--format=freeze"],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        check=True,
     ).stdout
-    assert str(target) in out
-    assert "0.0.0" not in out
+    assert not re.search(
+        r"^(langchain|langgraph|langchain-openai|psycopg|redis|rich|matplotlib)==", installed, re.M
+    )
+    (tmp_path / "run").mkdir()
+    out = subprocess.run(
+        [str(python), "-c", SMOKE],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path / "run",
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
+    assert out.returncode == 0, out.stderr
+    assert str(venv) in out.stdout and "0.0.0" not in out.stdout
+
+
+def test_the_changelog_has_the_version_and_the_project_links_it() -> None:
+    project = _pyproject()
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert "[Keep a Changelog]" in changelog
+    assert re.search(
+        rf"^## \[{re.escape(project['version'])}\] - (Unreleased|\d{{4}}-\d\d-\d\d)$", changelog, re.M
+    )
+    assert project["urls"]["Changelog"].endswith("/CHANGELOG.md")
 
 
 def _pyproject() -> dict[str, Any]:

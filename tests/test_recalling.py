@@ -30,7 +30,7 @@ from langchain_rolling_memory.engine.recaller import (
     recall_limit,
 )
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.stores.memory import InMemoryRollingStore
+from langchain_rolling_memory.stores.memory.store import MemoryBackend
 
 MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
 
@@ -150,27 +150,27 @@ def test_recall_off_searches_nothing_and_sends_what_it_sent_before(monkeypatch: 
     seed(store)
     _ = store.add_fact("ana", "Prefers window seats")
     calls: list[str] = []
-    for name in ("_search", "_read"):
-        original = getattr(store, name)
+    for name in ("search", "read"):
+        original = getattr(store.backend, name)
 
         def counted(*args: Any, _name: str = name, _original: Callable[..., Any] = original) -> Any:
             calls.append(_name)
             return _original(*args)
 
-        monkeypatch.setattr(store, name, counted)
+        monkeypatch.setattr(store.backend, name, counted)
     sent: list[list[BaseMessage]] = []
     for options in ({}, {"recall_tokens": None}, {"recall_tokens": 0}):
         model = ScriptedChatModel()
         chat(store, model, **options).invoke([HumanMessage("Lisbon hotel?")], config=cfg("ana", "new"))
         sent.append(model.requests[0])
         store.clear_session("new")
-    assert "_search" not in calls
+    assert "search" not in calls
     assert sent[0] == sent[1] == sent[2]
     assert "Casa Azul" not in memory_of(sent[0])
     on = ScriptedChatModel()
     calls.clear()
     chat(store, on, recall_tokens=500).invoke([HumanMessage("Lisbon hotel?")], config=cfg("ana", "new"))
-    assert calls.count("_search") == 1
+    assert calls.count("search") == 1
 
 
 class Notes(BaseRetriever):
@@ -376,14 +376,16 @@ async def test_no_adapter_recalls_another_clients_messages(store: RollingStore) 
         assert "9911" not in text
 
 
-class _LimitRecordingStore(InMemoryRollingStore):
-    """The in-memory store, remembering the limit each search was asked for."""
+class _LimitRecordingBackend(MemoryBackend):
+    """The in-memory backend, remembering the limit each search was asked for."""
 
     limits: list[int]
 
-    def _search(self, terms: Any, client_id: str | None, session_id: str | None, limit: int) -> Any:
+    def search(
+        self, terms: Any, client_id: str | None, session_id: str | None, limit: int, now: float
+    ) -> Any:
         self.limits = [*getattr(self, "limits", []), limit]
-        return super()._search(terms, client_id, session_id, limit)
+        return super().search(terms, client_id, session_id, limit, now)
 
 
 @pytest.mark.parametrize(
@@ -394,8 +396,9 @@ class _LimitRecordingStore(InMemoryRollingStore):
 def test_the_search_asks_for_as_many_hits_as_the_budget_can_show(
     budget: int, limit: int | None, asked: int
 ) -> None:
-    store = _LimitRecordingStore()
+    backend = _LimitRecordingBackend()
+    store = RollingStore(backend)
     seed(store)
     Recaller(store, budget, limit=limit).recall("Where did Ana go?", client_id="ana", session_id="new")
-    assert store.limits == [asked]
+    assert backend.limits == [asked]
     assert recall_limit(2000) == -(-2000 // TOKENS_PER_HIT)

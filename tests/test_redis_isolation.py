@@ -25,6 +25,7 @@ from langchain_rolling_memory.stores.contract import SCHEMA_VERSION
 from langchain_rolling_memory.stores.redis import RedisRollingStore
 from langchain_rolling_memory.stores.redis.layout import Keys, check_prefix, legacy_target
 from langchain_rolling_memory.stores.redis.scripts import encode_row
+from langchain_rolling_memory.stores.redis.sync import SyncRedis
 
 
 @pytest.fixture
@@ -196,7 +197,9 @@ class TestSearchRace:
         store = _open(opened, prefix)
         other = _open(opened, prefix)
         store.append("s1", [HumanMessage("alpha secret")], client_id="alice")
-        real = store._run
+        backend = store.backend
+        assert isinstance(backend, SyncRedis)
+        real = backend._run
 
         def between(op: str, name: str, keys: list[str], args: list[Any]) -> Any:
             if name == "search_fetch":
@@ -204,9 +207,9 @@ class TestSearchRace:
                 other.append("s1", [HumanMessage("bravo secret")], client_id="bob")
             return real(op, name, keys, args)
 
-        store._run = between  # type: ignore[method-assign]
+        backend._run = between  # type: ignore[method-assign]
         assert store.search("secret", client_id="alice") == []
-        store._run = real  # type: ignore[method-assign]
+        backend._run = real  # type: ignore[method-assign]
         assert [h.text for h in store.search("secret", client_id="bob")] == ["bravo secret"]
 
 

@@ -17,9 +17,10 @@ from langchain_core.tracers.base import BaseTracer
 from langchain_core.tracers.schemas import Run
 from test_runnable_turns import cfg, streaming_model, summarize
 
-from langchain_rolling_memory import SQLiteRollingStore, open_store, with_rolling_memory
+from langchain_rolling_memory import RollingStore, open_store, with_rolling_memory
 from langchain_rolling_memory.engine.fact_extractor import FactExtractor
 from langchain_rolling_memory.runtime.tracing import RECALL
+from langchain_rolling_memory.stores.sqlite.store import SQLiteBackend
 
 
 class RunCollector(BaseTracer):
@@ -55,8 +56,8 @@ def test_a_turn_is_one_run_around_the_chains_run(mode: str) -> None:
 # ---------------------------------------------------------------- async is real
 
 
-class TracedSQLiteStore(SQLiteRollingStore):
-    """A SQLite store that notes the thread of every statement it runs."""
+class TracedSQLite(SQLiteBackend):
+    """A SQLite backend that notes the thread of every statement it runs."""
 
     def __init__(self, path: Path) -> None:
         self.threads: list[int] = []
@@ -72,14 +73,15 @@ class TracedSQLiteStore(SQLiteRollingStore):
 async def test_an_async_turn_runs_no_statement_on_the_event_loop(tmp_path: Path, mode: str) -> None:
     """Facts, state, recall, the view, the append and an inline compaction: every statement of
     an async turn runs off the loop's thread (SQLite's driver has no async: a worker does)."""
-    store = TracedSQLiteStore(tmp_path / "m.db")
+    traced = TracedSQLite(tmp_path / "m.db")
+    store = RollingStore(traced)
     store.add_fact("ana", "Delivers on Saturdays")
     store.set_state("s1", {"cart": ["A-1"]}, client_id="ana")
     store.append("old", [HumanMessage("We stayed at the Hotel Aurora"), AIMessage("Noted")], client_id="ana")
     chat = with_rolling_memory(
         streaming_model(), store=store, summarizer=summarize, max_turns=2, keep_last=1, recall_tokens=300
     )
-    store.threads.clear()
+    traced.threads.clear()
     loop_thread = threading.get_ident()
     for i in range(3):
         question = [HumanMessage(f"Which hotel, Saturday {i}?")]
@@ -87,7 +89,7 @@ async def test_an_async_turn_runs_no_statement_on_the_event_loop(tmp_path: Path,
             await chat.ainvoke(question, config=cfg())
         else:
             _ = [c async for c in chat.astream(question, config=cfg())]
-    threads = list(store.threads)
+    threads = list(traced.threads)
     assert threads, "no statement was traced"
     assert loop_thread not in threads
     assert store.summary("s1", client_id="ana") is not None  # it compacted inline

@@ -18,13 +18,14 @@ from test_memory_lazy_index import _WORDS, _apply, _op
 import langchain_rolling_memory.core.lexical_search as search
 from langchain_rolling_memory.stores import InMemoryRollingStore, RollingStore, SQLiteRollingStore
 from langchain_rolling_memory.stores.contract import AppendBatch
+from langchain_rolling_memory.stores.sqlite.store import SQLiteBackend
 
 
-class _EagerStore(SQLiteRollingStore):
-    """The reference: the same store, its index caught up inside every append's call."""
+class _EagerBackend(SQLiteBackend):
+    """The reference: the same backend, its index caught up inside every append's call."""
 
-    def _append(self, batch: AppendBatch) -> list[int]:
-        seqs = super()._append(batch)
+    def append(self, batch: AppendBatch) -> list[int]:
+        seqs = super().append(batch)
         self._catch_up()
         return seqs
 
@@ -53,13 +54,15 @@ def to_schema_3(conn: sqlite3.Connection, p: str) -> None:
 
 
 def _entries(store: SQLiteRollingStore) -> int:
-    return int(store._query(f"SELECT count(*) FROM {store.prefix}search_docs WHERE fact_id IS NULL")[0][0])
+    return int(
+        store.backend._query(f"SELECT count(*) FROM {store.prefix}search_docs WHERE fact_id IS NULL")[0][0]
+    )
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(_op, max_size=30))
 def test_a_lazy_sqlite_index_finds_what_indexing_at_each_append_found(ops: list[tuple[object, ...]]) -> None:
-    lazy, eager = SQLiteRollingStore(":memory:"), _EagerStore(":memory:")
+    lazy, eager = SQLiteRollingStore(":memory:"), RollingStore(_EagerBackend(":memory:"))
     try:
         for op in [*ops, ("search", "c1", " ".join(_WORDS), True), ("search", "c2", " ".join(_WORDS), True)]:
             assert _apply(lazy, op) == _apply(eager, op), op
@@ -130,11 +133,11 @@ def test_messages_erased_before_any_search_are_never_indexed(tmp_path: Path, era
         elif erase == "clear_session":
             store.clear_session("s1")
         else:
-            store._query(f"UPDATE {store.prefix}sessions SET updated_at = 0 WHERE session_id = 's1'")
+            store.backend._query(f"UPDATE {store.prefix}sessions SET updated_at = 0 WHERE session_id = 's1'")
             assert store.purge(older_than=60) == 1
         assert store.search("oscar", client_id="c1") == []
         assert [h.session_id for h in store.search("oscar", client_id="c2")] == ["s2"]
-        rows = store._query(f"SELECT session_id FROM {store.prefix}search_docs")
+        rows = store.backend._query(f"SELECT session_id FROM {store.prefix}search_docs")
         assert rows == [("s2",)]
     finally:
         store.close()

@@ -86,7 +86,7 @@ def test_a_schema_3_file_is_migrated_to_rank_as_a_new_one(tmp_path: Path) -> Non
     try:
         for where in ({"client_id": "ana"}, {"client_id": "bob"}, {"session_id": "anon"}):
             assert _hits(again, "oscar cat lisbon", where) == _hits(reference, "oscar cat lisbon", where)
-        generations = again._query("SELECT generation FROM lrm_sessions ORDER BY session_id")
+        generations = again.backend._query("SELECT generation FROM lrm_sessions ORDER BY session_id")
         assert generations == [("",)] * 4  # rows written before: '' until erased
         again.append("anon", [HumanMessage("claimed")], client_id="bob")  # the trigger moves its entries
         reference.append("anon", [HumanMessage("claimed")], client_id="bob")

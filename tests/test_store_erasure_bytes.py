@@ -71,7 +71,7 @@ def test_an_erase_leaves_no_byte_in_any_sqlite_file_while_the_store_is_open(
         assert _files_holding(folder, marker), "the test must see the marker before the erase"
         erase(store, "client-a", "session-a")
         _write_everything(store, other, "client-b", "session-b")  # later writes reuse the pages
-        assert store._conn.execute("PRAGMA secure_delete").fetchone() == (1,)
+        assert store.backend._conn.execute("PRAGMA secure_delete").fetchone() == (1,)
         assert _files_holding(folder, marker) == []
         assert _files_holding(folder, other)
         assert {p.name for p in folder.iterdir()} <= {"memory.db", "memory.db-wal", "memory.db-shm"}
@@ -82,8 +82,8 @@ def test_an_erase_leaves_no_byte_in_any_sqlite_file_while_the_store_is_open(
 def test_secure_delete_is_set_even_where_the_library_default_is_off(tmp_path: Path) -> None:
     store = SQLiteRollingStore(tmp_path / "m.db")
     try:
-        assert store._conn.execute("PRAGMA secure_delete").fetchone() == (1,)
-        assert store._conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert store.backend._conn.execute("PRAGMA secure_delete").fetchone() == (1,)
+        assert store.backend._conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     finally:
         store.close()
 
@@ -98,7 +98,7 @@ def test_an_erase_under_a_reader_is_finished_by_vacuum(tmp_path: Path) -> None:
         reader = sqlite3.connect(folder / "memory.db", isolation_level=None)
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM lrm_messages").fetchone()  # pins a snapshot
-        store._conn.execute("PRAGMA busy_timeout = 100")  # the checkpoint gives up quickly
+        store.backend._conn.execute("PRAGMA busy_timeout = 100")  # the checkpoint gives up quickly
         store.forget("client-a")
         assert store.facts("client-a") == []
         reader.execute("COMMIT")
@@ -173,7 +173,7 @@ async def test_postgres_vacuum_full_removes_erased_rows_from_the_table_files(
     assert _pg_files_holding(store, kept)
     assert store.facts("client-b")
     # The statement timeout that VACUUM lifted for itself is back on the pooled connections.
-    with store._pool.connection() as conn:  # type: ignore[attr-defined]
+    with store.backend.link.pool.connection() as conn:  # type: ignore[attr-defined]
         assert conn.execute("SHOW statement_timeout").fetchone() == ("30s",)
 
 

@@ -163,8 +163,8 @@ async def test_a_full_disk_gives_a_store_error_writes_nothing_and_the_store_reco
     store = SQLiteRollingStore(tmp_path / "full.db")
     try:
         store.append("s1", [HumanMessage("before")], client_id="c1")
-        pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
-        store._conn.execute(f"PRAGMA max_page_count = {pages}")  # no room for one more page
+        pages = store.backend._conn.execute("PRAGMA page_count").fetchone()[0]
+        store.backend._conn.execute(f"PRAGMA max_page_count = {pages}")  # no room for one more page
         before = raw_contents(store)
         big = [HumanMessage("x" * 20_000) for _ in range(5)]
         with pytest.raises(StoreError, match="full") as caught:
@@ -173,7 +173,7 @@ async def test_a_full_disk_gives_a_store_error_writes_nothing_and_the_store_reco
         with pytest.raises(StoreError, match="full"):
             await store.aappend("s1", big, client_id="c1")
         assert raw_contents(store) == before
-        store._conn.execute(f"PRAGMA max_page_count = {pages * 1000}")
+        store.backend._conn.execute(f"PRAGMA max_page_count = {pages * 1000}")
         assert store.append("s1", big, client_id="c1") == [2, 3, 4, 5, 6]
     finally:
         store.close()
@@ -241,7 +241,7 @@ async def test_a_held_lock_makes_a_turn_fail_fast_with_a_store_error(
 
 def test_the_statement_timeout_applies_to_every_pooled_statement(slow_pg: RollingStore) -> None:
     with pytest.raises(StoreError, match="statement_timeout"):
-        slow_pg._fetch("read", "SELECT pg_sleep(3)", ())  # type: ignore[attr-defined]
+        slow_pg.backend._fetch("read", "SELECT pg_sleep(3)", ())  # type: ignore[attr-defined]
 
 
 async def test_statement_timeout_keeps_the_callers_options_and_can_be_turned_off() -> None:
@@ -249,13 +249,13 @@ async def test_statement_timeout_keeps_the_callers_options_and_can_be_turned_off
 
     store = _pg_store(statement_timeout=1.5, connect_kwargs={"options": "-c lock_timeout=12345"})
     async with disposing(store):
-        shown = store._fetch(
+        shown = store.backend._fetch(
             "read", "SELECT current_setting('statement_timeout'), current_setting('lock_timeout')", ()
         )  # type: ignore[attr-defined]
         assert shown == [("1500ms", "12345ms")]
     store = _pg_store(statement_timeout=None)
     async with disposing(store):
-        assert store._fetch("read", "SHOW statement_timeout", ()) == [("0",)]  # type: ignore[attr-defined]
+        assert store.backend._fetch("read", "SHOW statement_timeout", ()) == [("0",)]  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("value", [0, -1.0, float("inf")])

@@ -237,3 +237,58 @@ def test_a_redis_client_that_would_resend_or_return_bytes_is_refused(redis_prefi
         _redis_store(resending, redis_prefix)
     with pytest.raises(ConfigurationError, match=r"redis\.Redis or redis\.asyncio\.Redis"):
         _redis_store(object(), redis_prefix)
+
+
+@pytest.mark.parametrize("given", ["own pool", "sync pool", "async pool"])
+async def test_a_postgres_store_picks_its_async_primitives_once_from_what_it_was_given(
+    pg: tuple[Any, str], given: str
+) -> None:
+    """Native async on its own pools or an async one handed in, a worker thread over the sync
+    primitives on a sync one: fixed when the store is built (no method swapped later)."""
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+    from langchain_rolling_memory.stores.contract import ThreadedAsync
+    from langchain_rolling_memory.stores.postgres import PostgresRollingStore
+    from langchain_rolling_memory.stores.postgres.aio import AsyncPostgres
+
+    _, prefix = pg
+    if given == "own pool":
+        async with PostgresRollingStore(POSTGRES_URL, table_prefix=prefix) as store:
+            assert isinstance(store.async_backend, AsyncPostgres)
+            await store.aappend("s1", [HumanMessage("hi")])
+    elif given == "sync pool":
+        pool = ConnectionPool(POSTGRES_URL, kwargs={"autocommit": True}, min_size=1, max_size=1, open=True)
+        with pool, _pg_store(pool, prefix) as store:
+            assert isinstance(store.async_backend, ThreadedAsync)
+            assert store.async_backend.sync is store.backend
+            await store.aappend("s1", [HumanMessage("hi")])
+    else:
+        apool = AsyncConnectionPool(
+            POSTGRES_URL, kwargs={"autocommit": True}, min_size=1, max_size=1, open=False
+        )
+        await apool.open()
+        async with apool, _pg_store(apool, prefix) as store:
+            assert isinstance(store.async_backend, AsyncPostgres)
+            await store.aappend("s1", [HumanMessage("hi")])
+
+
+@pytest.mark.parametrize("given", ["own client", "sync client"])
+def test_a_redis_store_picks_its_async_primitives_once_from_what_it_was_given(
+    redis_prefix: str, given: str
+) -> None:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    from langchain_rolling_memory.stores.contract import ThreadedAsync
+    from langchain_rolling_memory.stores.redis import RedisRollingStore
+    from langchain_rolling_memory.stores.redis.aio import AsyncRedis
+
+    if given == "own client":
+        with RedisRollingStore(REDIS_URL, key_prefix=redis_prefix) as store:
+            assert isinstance(store.async_backend, AsyncRedis)
+        return
+    client = redis.Redis.from_url(REDIS_URL, decode_responses=True, retry=Retry(NoBackoff(), 0))
+    with client, _redis_store(client, redis_prefix) as store:
+        assert isinstance(store.async_backend, ThreadedAsync)
+        assert store.async_backend.sync is store.backend

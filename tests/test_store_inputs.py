@@ -200,8 +200,8 @@ def _set_message_dates(store: RollingStore, session_id: str, at: float) -> None:
     name = backend_name(store)
     if name == "memory":
         assert isinstance(store, InMemoryRollingStore)
-        with store._lock:
-            rows = store._sessions[session_id].rows
+        with store.backend._lock:
+            rows = store.backend._sessions[session_id].rows
             rows[:] = [(seq, payload, tokens, at) for seq, payload, tokens, _ in rows]
     elif name == "sqlite":
         import sqlite3

@@ -231,7 +231,7 @@ def test_a_sqlite_store_dropped_without_close_closes_its_own_connection(tmp_path
     "ResourceWarning: unclosed database" (an error under this suite's warning filter)."""
     store = SQLiteRollingStore(tmp_path / "dropped.db")
     store.append("s1", [HumanMessage("kept")])
-    conn = store._conn
+    conn = store.backend._conn
     assert conn is not None
     del store
     gc.collect()

@@ -35,8 +35,8 @@ def test_the_prefix_parameter_sets_the_table_prefix_and_is_not_passed_to_libpq(
     store = open_store(f"{POSTGRES_URL}?prefix=lrm_urltest_&application_name=x")
     try:
         assert store.prefix == "lrm_urltest_"  # type: ignore[attr-defined]
-        assert "prefix" not in store._conninfo  # type: ignore[attr-defined]
-        assert "application_name=x" in store._conninfo  # type: ignore[attr-defined]
+        assert "prefix" not in store.backend.link.conninfo  # type: ignore[attr-defined]
+        assert "application_name=x" in store.backend.link.conninfo  # type: ignore[attr-defined]
     finally:
         store.close()
         from store_kit import wipe
@@ -48,7 +48,7 @@ def test_the_prefix_parameter_sets_the_key_prefix(redis_store: tuple[RollingStor
     store = open_store(f"{REDIS_URL}?prefix=lrm-urltest:")
     try:
         assert store.prefix == "lrm-urltest:"  # type: ignore[attr-defined]
-        assert "prefix" not in store._url  # type: ignore[attr-defined]
+        assert "prefix" not in store.backend.clients.url  # type: ignore[attr-defined]
     finally:
         store.close()
         from store_kit import wipe

@@ -99,10 +99,10 @@ def _index_entries(store: RollingStore) -> int:
     name = backend_name(store)
     if name == "sqlite":
         assert isinstance(store, SQLiteRollingStore)
-        return int(store._query(f"SELECT count(*) FROM {store.prefix}search_docs")[0][0])
+        return int(store.backend._query(f"SELECT count(*) FROM {store.prefix}search_docs")[0][0])
     if name == "memory":
-        indexes = store._indexes.values()  # type: ignore[attr-defined]
-        return sum(len(index) for index in indexes) + len(store._pending)  # type: ignore[attr-defined]
+        indexes = store.backend._indexes.values()  # type: ignore[attr-defined]
+        return sum(len(index) for index in indexes) + len(store.backend._pending)  # type: ignore[attr-defined]
     return 0  # PostgreSQL and Redis keep a message's index entry in its row or key
 
 

@@ -429,7 +429,6 @@ def test_every_module_logs_to_the_one_documented_logger() -> None:
         for name in re.findall(r"logging\.getLogger\(([^)]*)\)", path.read_text(encoding="utf-8"))
     }
     assert names == {f'"{LOGGER_NAME}"'}
-    readme = (package.parent / "README.md").read_text(encoding="utf-8")
-    reference = readme.split("## Configuration reference", 1)[1]
+    reference = (package.parent / "docs" / "configuration.md").read_text(encoding="utf-8")
     assert f'`logging.getLogger("{LOGGER_NAME}")`' in reference
     assert logging.getLogger(LOGGER_NAME) is logging.getLogger("langchain_rolling_memory")

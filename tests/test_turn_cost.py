@@ -61,20 +61,20 @@ class Reads:
     """Counts a store's reads by primitive; a primitive called by another counts once, as the outer."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, store: RollingStore) -> None:
-        self.counts = {"_read": 0, "_get_summary": 0, "_summary_and_tail": 0}
+        self.counts = {"read": 0, "get_summary": 0, "summary_and_tail": 0}
         self._depth = 0
         for name in self.counts:
-            monkeypatch.setattr(store, name, self._wrap(name, getattr(store, name)))
+            monkeypatch.setattr(store.backend, name, self._wrap(name, getattr(store.backend, name)))
 
     def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         def counted(*args: Any) -> Any:
             # A one-row read (after a compaction, the check that the folded messages are
             # still in the transcript) is not a read of the tail.
-            single = name == "_read" and len(args) > 2 and args[2] == 1
+            single = name == "read" and len(args) > 2 and args[2] == 1
             # The re-read under a compaction's lease (`read_turn(limit=0)`: the summary record
             # and the erase generation, no row) is a summary read, not a read of the tail.
-            head = name == "_summary_and_tail" and len(args) > 1 and args[1] == 0
-            self.counts["_get_summary" if head else name] += self._depth == 0 and not single
+            head = name == "summary_and_tail" and len(args) > 1 and args[1] == 0
+            self.counts["get_summary" if head else name] += self._depth == 0 and not single
             self._depth += 1
             try:
                 return original(*args)
@@ -85,7 +85,7 @@ class Reads:
 
     @property
     def tail(self) -> int:
-        return self.counts["_read"] + self.counts["_summary_and_tail"]
+        return self.counts["read"] + self.counts["summary_and_tail"]
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
@@ -128,7 +128,7 @@ def test_a_rolling_turn_reads_the_tail_once_and_never_recounts_tokens(
     # session's row: the state read before it had no erase generation to plan a write from.
     assert counts["tail"] == 10 + 1
     # One summary-only read after each write, and one under the lease of each compaction.
-    assert counts["_get_summary"] == 10 + record.version
+    assert counts["get_summary"] == 10 + record.version
     # Each message is counted when it is written, and once more as part of the input of the
     # summarizer call that folds it (this summarizer reports no usage): never per turn.
     transcript = [m.text for m in store.transcript("s")]

@@ -8,7 +8,7 @@ Adapters only: they append to a store and ask the engine for the view; the plumb
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Unpack
 
 from langchain_core.messages import BaseMessage
 
@@ -16,16 +16,11 @@ from langchain_rolling_memory.adapters.history_base import StoredHistory
 from langchain_rolling_memory.core.cuts import StartOn, TokenCounter, WindowPolicy, count_tokens
 from langchain_rolling_memory.core.planner import structured_summary
 from langchain_rolling_memory.core.records import SessionState, StoredMessage
+from langchain_rolling_memory.core.settings import HistoryOptions, MemorySettings
 from langchain_rolling_memory.core.structured_summary import StructuredSummary
-from langchain_rolling_memory.core.topics import TopicDetector, topic_labels
-from langchain_rolling_memory.core.trigger_keep import (
-    DEFAULT_KEEP_LAST,
-    DEFAULT_MAX_TURNS,
-    ContextSize,
-    Trigger,
-)
 from langchain_rolling_memory.core.usage import SummaryUsage
-from langchain_rolling_memory.engine.compaction import Compactor, ErrorCallback
+from langchain_rolling_memory.engine.compaction import Compactor
+from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.runtime.tracing import unstreamed
 from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
@@ -166,6 +161,10 @@ class WindowedChatMessageHistory(StoredHistory):
         self._rows = []
 
 
+_OWN = ("session_id", "summarizer", "store", "client_id", "compactor", "settings")
+"""The history's own parameters, beside the settings (suggested for a misspelt keyword)."""
+
+
 class RollingSummaryChatMessageHistory(StoredHistory):
     """The last turns verbatim, the older ones folded by a summarizer, nothing lost.
 
@@ -183,26 +182,14 @@ class RollingSummaryChatMessageHistory(StoredHistory):
             (see `as_summarizer`).
         store: a `RollingStore` (default: a fresh in-memory store).
         client_id: the person the session belongs to (optional).
-        max_turns, keep_last: the count policy (hysteresis).
-        max_tokens, keep_tokens: the token policy (trigger and kept budget).
-        trigger, keep: instead of those four, `SummarizationMiddleware`'s forms:
-            ``trigger=("messages", 12)`` (compact when 12 are unsummarized), ``("tokens", 4000)``,
-            ``("fraction", 0.5)`` (of the summarizer model's context window, from its profile)
-            or a list of them (the first reached); ``keep=("messages", 6)``, ``("tokens", 1500)``
-            or ``("fraction", 0.2)``, kept whichever trigger fired (see `limits.fold_policy`).
-        hard_cap: unsummarized messages allowed before the view falls back to a window
-            (default ``3 * max_turns``), while compaction is failing.
-        token_counter: counts a message's tokens when it is stored.
-        language, max_words: prompt language and word cap (chat-model summarizers), the
-            cap applied when cleaning any summary, and the language of the summary's frame.
-        timeout: seconds a summarizer call may take.
-        background: compact in a worker (thread, or task for async) instead of inline.
-        on_error: ``(session_id, exception)`` callback for failed compactions.
-        topic_detector: ``(message) -> bool`` (e.g. `keyword_topic_shift()`): fold the
-            finished topic as soon as the user changes topic, one summary section per topic.
-        compactor: a ready `Compactor` (overrides the settings above).
-        **compactor_options: other `Compactor` settings (``max_summary_tokens``,
-            ``max_topic_sections``, ``topic_labels``, ``today``, ``backoff``, ``on_compaction``...).
+        compactor: a ready `Compactor` (overrides the compaction settings).
+        settings: a `MemorySettings` (default: the defaults), e.g. shared with the agent
+            middleware.
+        **options: any `MemorySettings` field a history reads (``max_turns``, ``keep_last``,
+            ``max_tokens``, ``keep_tokens``, ``trigger``, ``keep``, ``hard_cap``, ``language``,
+            ``max_words``, ``token_counter``, ``timeout``, ``background``, ``on_error``,
+            ``on_compaction``, ``topic_detector``, ``today``...), replacing those of
+            `settings`; a misspelt name is refused with the closest one.
 
     Presets spread in as keyword arguments: ``RollingSummaryChatMessageHistory("s1",
     summarizer=..., **preset("support"))`` (see `preset`).
@@ -225,53 +212,30 @@ class RollingSummaryChatMessageHistory(StoredHistory):
         summarizer: SummarizerLike | None = None,
         store: RollingStore | None = None,
         client_id: str | None = None,
-        max_turns: int | None = DEFAULT_MAX_TURNS,
-        keep_last: int = DEFAULT_KEEP_LAST,
-        max_tokens: int | None = None,
-        keep_tokens: int | None = None,
-        hard_cap: int | None = None,
-        trigger: Trigger | None = None,
-        keep: ContextSize | None = None,
-        token_counter: TokenCounter = count_tokens,
-        language: str = "en",
-        max_words: int = 120,
-        timeout: float | None = 60.0,
-        background: bool = False,
-        on_error: ErrorCallback | None = None,
-        topic_detector: TopicDetector | None = None,
         compactor: Compactor | None = None,
-        **compactor_options: Any,
+        settings: MemorySettings | None = None,
+        **options: Unpack[HistoryOptions],
     ) -> None:
-        super().__init__(session_id, store=store, client_id=client_id, token_counter=token_counter)
+        owner = type(self).__name__
+        # Checked before the store is touched: a bad setting writes nothing.
+        self.settings = MemorySettings.resolve(
+            settings, options, owner=owner, accepts=HistoryOptions, others=_OWN
+        )
+        super().__init__(
+            session_id, store=store, client_id=client_id, token_counter=self.settings.token_counter
+        )
         if compactor is None:
             if summarizer is None:
-                msg = "RollingSummaryChatMessageHistory needs summarizer= (a function, a chat model or a Summarizer)"
+                msg = f"{owner} needs summarizer= (a function, a chat model or a Summarizer)"
                 raise TypeError(msg)
-            compactor = Compactor.build(
-                self.store,
-                summarizer,
-                max_turns=max_turns,
-                keep_last=keep_last,
-                max_tokens=max_tokens,
-                keep_tokens=keep_tokens,
-                hard_cap=hard_cap,
-                trigger=trigger,
-                keep=keep,
-                language=language,
-                max_words=max_words,
-                token_counter=token_counter,
-                timeout=timeout,
-                on_error=on_error,
-                topic_detector=topic_detector,
-                **{"topic_labels": topic_labels(language), **compactor_options},
-            )
+            compactor = Compactor.build(self.store, summarizer, settings=self.settings)
         elif compactor.store is not self.store and store is not None:
             msg = "compactor.store and store= must be the same store"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         else:
             self.store = compactor.store
         self.compactor = compactor
-        self.background = background
+        self.background = self.settings.background
         self._state: SessionState | None = None
 
     @property

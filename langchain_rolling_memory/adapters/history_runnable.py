@@ -34,7 +34,7 @@ import langchain_rolling_memory.engine.shutdown as shutdown
 from langchain_rolling_memory.adapters.agent_run import MemoryIds, resolve_ids
 from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.engine.shutdown import Drained
-from langchain_rolling_memory.errors import ConfigurationError
+from langchain_rolling_memory.errors import ConfigurationError, InvalidArgumentError
 from langchain_rolling_memory.runtime.background import SessionJobs
 
 HistoryFactory = Callable[[str, str], BaseChatMessageHistory]
@@ -63,7 +63,7 @@ def _key_of(value: Mapping[str, Any], key: str | None, default: str, option: str
     chosen = key or (next(iter(value)) if len(value) == 1 else default)
     if chosen not in value:
         msg = f"with_rolling_memory: no {chosen!r} key to read messages from, got keys {sorted(value)}; pass {option}="
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg)
     return chosen
 
 
@@ -79,7 +79,7 @@ def _messages(value: Any, *, what: str, make: Callable[[str], BaseMessage], hint
             return list(value)
     # A ValueError, as `RunnableWithMessageHistory` raised: code that caught it still does.
     msg = f"with_rolling_memory: {what} must be a str, a message or a list of messages, got {type(value).__name__}: {value!r:.80}; {hint}"
-    raise ValueError(msg)
+    raise InvalidArgumentError(msg)
 
 
 def _whole(message: BaseMessage) -> BaseMessage:
@@ -191,7 +191,7 @@ class RollingMemoryRunnable(Runnable[Input, Output]):
                 f"history_messages_key={self.history_messages_key!r}, its input is a dict, got "
                 f"{type(value).__name__}: {value!r:.80}; pass {{{keyed!r}: ...}}"
             )
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg)
         if isinstance(value, dict):
             value = value[_key_of(value, self.input_messages_key, "input", "input_messages_key")]
         return _messages(value, what="the input", make=HumanMessage, hint="or set input_messages_key=")

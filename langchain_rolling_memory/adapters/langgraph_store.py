@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
 from langchain_rolling_memory.errors import ConfigurationError, FactError, require
 
@@ -102,12 +103,12 @@ def _find(facts: Sequence[Fact], key: str) -> Fact | None:
 
 
 def _matches(value: Mapping[str, Any], wanted: Mapping[str, Any] | None) -> bool:
-    for field, condition in (wanted or {}).items():
-        have = value.get(field)
+    for key, condition in (wanted or {}).items():
+        have = value.get(key)
         tests = condition.items() if isinstance(condition, Mapping) else [("$eq", condition)]
         for name, argument in tests:
             if name not in _COMPARE:
-                msg = f"filter operators are {sorted(_COMPARE)}, got {name!r} on field {field!r}"
+                msg = f"filter operators are {sorted(_COMPARE)}, got {name!r} on field {key!r}"
                 raise ConfigurationError(msg)
             try:
                 if not _COMPARE[name](have, argument):
@@ -228,6 +229,10 @@ class RollingFactsStore(BaseStore):
             for f in order
         ]
 
+    def _get(self, facts: Sequence[Fact], client_id: str, op: GetOp) -> Item | None:
+        fact = _find(facts, op.key)
+        return None if fact is None else self._item(fact, client_id)
+
     def _split(self, op: SearchOp) -> tuple[str | None, SearchOp | None]:
         """Whose facts a search finds, and the search asked of the inner store (all the rows
         up to the page's end, since the page is cut from facts and inner items together)."""
@@ -252,33 +257,14 @@ class RollingFactsStore(BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run `ops` in order: facts on the store, the rest in one batch of the inner store."""
-        ops = list(ops)
-        results: list[Result] = [None] * len(ops)
-        passed: list[tuple[int, Op]] = []
-        searches: dict[int, tuple[str | None, SearchOp]] = {}
-        for i, op in enumerate(ops):
-            if isinstance(op, SearchOp):
-                client, inner_op = self._split(op)
-                searches[i] = (client, op)
-                if inner_op is not None:
-                    passed.append((i, inner_op))
-                continue
-            client = self._client(op.namespace) if isinstance(op, (GetOp, PutOp)) else None
-            if client is None:
-                passed.append((i, op))
-            elif isinstance(op, GetOp):
-                fact = _find(self.store.facts(client), op.key)
-                results[i] = None if fact is None else self._item(fact, client)
-            elif isinstance(op, PutOp):
+        routed = _Routed.of(self, ops)
+        for i, client, op in routed.ours:
+            if isinstance(op, GetOp):
+                routed.results[i] = self._get(self.store.facts(client), client, op)
+            else:
                 self._put(client, op)
-        inner = self._inner_batch(passed)
-        for i, (client, op) in searches.items():
-            found = [] if client is None else self._found(self.store.facts(client), client, op)
-            results[i] = self._page(found, inner.get(i), op) if client is not None else inner.get(i, [])
-        for i, _ in passed:
-            if i not in searches:
-                results[i] = inner[i]
-        return results
+        inner = self._inner_batch(routed.passed)
+        return routed.finish(self, inner, {c: self.store.facts(c) for c in routed.searched_clients()})
 
     def _inner_batch(self, passed: list[tuple[int, Op]]) -> dict[int, Result]:
         if not passed:
@@ -310,33 +296,14 @@ class RollingFactsStore(BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Async twin of `batch` (the store's async methods, the inner store's `abatch`)."""
-        ops = list(ops)
-        results: list[Result] = [None] * len(ops)
-        passed: list[tuple[int, Op]] = []
-        searches: dict[int, tuple[str | None, SearchOp]] = {}
-        for i, op in enumerate(ops):
-            if isinstance(op, SearchOp):
-                client, inner_op = self._split(op)
-                searches[i] = (client, op)
-                if inner_op is not None:
-                    passed.append((i, inner_op))
-                continue
-            client = self._client(op.namespace) if isinstance(op, (GetOp, PutOp)) else None
-            if client is None:
-                passed.append((i, op))
-            elif isinstance(op, GetOp):
-                fact = _find(await self.store.afacts(client), op.key)
-                results[i] = None if fact is None else self._item(fact, client)
-            elif isinstance(op, PutOp):
+        routed = _Routed.of(self, ops)
+        for i, client, op in routed.ours:
+            if isinstance(op, GetOp):
+                routed.results[i] = self._get(await self.store.afacts(client), client, op)
+            else:
                 await self._aput(client, op)
-        inner = await self._ainner_batch(passed)
-        for i, (client, op) in searches.items():
-            found = [] if client is None else self._found(await self.store.afacts(client), client, op)
-            results[i] = self._page(found, inner.get(i), op) if client is not None else inner.get(i, [])
-        for i, _ in passed:
-            if i not in searches:
-                results[i] = inner[i]
-        return results
+        inner = await self._ainner_batch(routed.passed)
+        return routed.finish(self, inner, {c: await self.store.afacts(c) for c in routed.searched_clients()})
 
     async def _ainner_batch(self, passed: list[tuple[int, Op]]) -> dict[int, Result]:
         if not passed:
@@ -367,3 +334,50 @@ class RollingFactsStore(BaseStore):
     def __repr__(self) -> str:
         inner = type(self.inner).__name__ if self.inner is not None else None
         return f"RollingFactsStore(store={type(self.store).__name__}, inner={inner}, namespace={self.namespace!r})"
+
+
+@dataclass
+class _Routed:
+    """A batch split by where each operation goes: the client's facts (`ours`), the inner store
+    (`passed`, including the inner half of a search that also reaches facts), or both (`searches`)."""
+
+    results: list[Result]
+    passed: list[tuple[int, Op]] = field(default_factory=list)
+    searches: dict[int, tuple[str | None, SearchOp]] = field(default_factory=dict)
+    ours: list[tuple[int, str, GetOp | PutOp]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, graph_store: RollingFactsStore, ops: Iterable[Op]) -> _Routed:
+        ops = list(ops)
+        routed = cls([None] * len(ops))
+        for i, op in enumerate(ops):
+            if isinstance(op, SearchOp):
+                client, inner_op = graph_store._split(op)
+                routed.searches[i] = (client, op)
+                if inner_op is not None:
+                    routed.passed.append((i, inner_op))
+                continue
+            client = graph_store._client(op.namespace) if isinstance(op, (GetOp, PutOp)) else None
+            if client is None:
+                routed.passed.append((i, op))
+            else:
+                routed.ours.append((i, client, cast("GetOp | PutOp", op)))
+        return routed
+
+    def searched_clients(self) -> list[str]:
+        return list(dict.fromkeys(c for c, _ in self.searches.values() if c is not None))
+
+    def finish(
+        self, graph_store: RollingFactsStore, inner: dict[int, Result], facts: dict[str, list[Fact]]
+    ) -> list[Result]:
+        """The results in the order of the operations; searches read the facts after the puts."""
+        for i, (client, op) in self.searches.items():
+            if client is None:
+                self.results[i] = inner.get(i, [])
+            else:
+                found = graph_store._found(facts[client], client, op)
+                self.results[i] = graph_store._page(found, inner.get(i), op)
+        for i, _ in self.passed:
+            if i not in self.searches:
+                self.results[i] = inner[i]
+        return self.results

@@ -12,7 +12,7 @@ plumbing (ids, what is stored yet, the checkpointer) is `agent_run`, the tool bu
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, Unpack, cast
 
 from langchain_rolling_memory.errors import ConfigurationError, require
 
@@ -44,20 +44,13 @@ from langchain_rolling_memory.adapters.agent_run import (  # noqa: E402
 )
 from langchain_rolling_memory.adapters.agent_state import StateKeeper  # noqa: E402
 from langchain_rolling_memory.adapters.memory_tools import TOOL_BUILDERS, UNBOUND, refusing  # noqa: E402
-from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens  # noqa: E402
 from langchain_rolling_memory.core.graph_state import state_summary  # noqa: E402
 from langchain_rolling_memory.core.ids import validate_id  # noqa: E402
 from langchain_rolling_memory.core.records import SessionState  # noqa: E402
-from langchain_rolling_memory.core.texts import check_language  # noqa: E402
+from langchain_rolling_memory.core.settings import MemoryOptions, MemorySettings  # noqa: E402
 from langchain_rolling_memory.core.tool_pairs import pair_tool_calls  # noqa: E402
-from langchain_rolling_memory.core.trigger_keep import (  # noqa: E402
-    DEFAULT_KEEP_LAST,
-    DEFAULT_MAX_TURNS,
-    ContextSize,
-    Trigger,
-)
 from langchain_rolling_memory.core.usage import SummaryUsage  # noqa: E402
-from langchain_rolling_memory.engine.compaction import Compactor, ErrorCallback  # noqa: E402
+from langchain_rolling_memory.engine.compaction import Compactor  # noqa: E402
 from langchain_rolling_memory.engine.fact_extractor import FactExtractor, compaction_listener  # noqa: E402
 from langchain_rolling_memory.engine.recaller import Recaller, latest_user_text  # noqa: E402
 from langchain_rolling_memory.engine.shutdown import Drained  # noqa: E402
@@ -80,6 +73,10 @@ class RollingMemoryState(AgentState[Any]):
 
     rolling_memory_persisted: NotRequired[Annotated[list[str], PrivateStateAttr]]
     rolling_memory_thread: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
+
+
+_OWN = ("store", "summarizer", "client_id", "extractor", "memory_tools", "recall", "compactor", "settings")
+"""The middleware's own parameters, beside the settings (suggested for a misspelt keyword)."""
 
 
 class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
@@ -118,35 +115,28 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         summarizer: ``(previous_summary, messages) -> str`` (sync or async), a chat model,
             a model string (``"openai:gpt-4o-mini"``), any Runnable, or a `Summarizer`
             (see `as_summarizer`).
-        max_turns, keep_last: the count policy (hysteresis).
-        max_tokens, keep_tokens: the token policy (trigger and kept budget).
-        trigger, keep: instead of those four, `SummarizationMiddleware`'s forms:
-            ``trigger=("messages", 12)`` (compact when 12 are unsummarized), ``("tokens", 4000)``,
-            ``("fraction", 0.5)`` (of the summarizer model's context window, from its profile)
-            or a list of them (the first reached); ``keep=("messages", 6)``, ``("tokens", 1500)``
-            or ``("fraction", 0.2)``, kept whichever trigger fired (see `limits.fold_policy`).
-        hard_cap: unsummarized messages allowed before the view falls back to a window.
-        background: compact in a worker thread (or a task of the running loop in async
-            runs), off the turn; `flush` / `aflush` wait for it. With a checkpointer a fold
-            done in the background lands at the next turn (inline only once the state holds
-            more unsummarized messages than the cap, so that it stays bounded).
         client_id: the client of every run that does not name one.
         extractor: a `FactExtractor` (or a chat model to build one) run on the messages of
             each compaction, writing the facts it finds for the session's client.
         memory_tools: the tools offered to the model, each bound at every call to the run's
             client (and session): any of ``"remember"``, ``"forget_fact"``,
             ``"update_session_state"``, ``"search_memory"``; ``()`` for none.
-        max_fact_tokens: token budget of the facts block.
-        recall_tokens: budget of the excerpts recalled before each model call (the client's
-            sessions and facts searched with the latest user input, what the view holds
-            skipped); None or 0 (the default): off, nothing more is read.
         recall: a LangChain `BaseRetriever` searched instead of the store.
-        language: the memory's language (``"en"``, ``"fr"``): every text it writes for a model
-            (the summary prompt of a summarizer built without a language, the summary's frame,
-            the facts, state and recall blocks); None (the default): the given compactor's, else
-            English.
-        token_counter, max_words, timeout, on_error: as for `RollingSummaryChatMessageHistory`.
-        compactor: a ready `Compactor` (overrides the settings above).
+        compactor: a ready `Compactor` (overrides the compaction settings; its language is
+            the memory's unless ``language=`` is given, and then must be the same).
+        settings: a `MemorySettings` (default: the defaults), e.g. shared with a history.
+        **options: any `MemorySettings` field, replacing that of `settings`: the policy
+            (``max_turns``, ``keep_last``, ``trigger``, ``keep``...), ``background`` (compact
+            in a worker thread, or a task of the running loop in async runs, off the turn;
+            `flush` / `aflush` wait for it; with a checkpointer a fold done in the background
+            lands at the next turn, inline only once the state holds more unsummarized
+            messages than the cap), ``language`` (every text the memory writes for a model:
+            the summary prompt of a summarizer built without a language, the summary's frame,
+            the facts, state and recall blocks), ``max_fact_tokens`` (the facts block's
+            budget), ``recall_tokens`` (budget of the excerpts recalled before each model
+            call, the client's sessions and facts searched with the latest user input, what
+            the view holds skipped; None or 0, the default: off, nothing more is read)...;
+            a misspelt name is refused with the closest one.
 
     Example:
         >>> from langchain_rolling_memory import open_store
@@ -164,40 +154,32 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         *,
         store: RollingStore,
         summarizer: SummarizerLike | None = None,
-        max_turns: int | None = DEFAULT_MAX_TURNS,
-        keep_last: int = DEFAULT_KEEP_LAST,
-        max_tokens: int | None = None,
-        keep_tokens: int | None = None,
-        hard_cap: int | None = None,
-        trigger: Trigger | None = None,
-        keep: ContextSize | None = None,
-        background: bool = False,
         client_id: str | None = None,
         extractor: FactExtractor | BaseChatModel | None = None,
         memory_tools: Sequence[str] = ("remember",),
-        max_fact_tokens: int = 400,
-        token_counter: TokenCounter = count_tokens,
-        language: str | None = None,
-        max_words: int = 120,
-        timeout: float | None = 60.0,
-        on_error: ErrorCallback | None = None,
-        compactor: Compactor | None = None,
-        recall_tokens: int | None = None,
         recall: BaseRetriever | None = None,
-        **compactor_options: Any,
+        compactor: Compactor | None = None,
+        settings: MemorySettings | None = None,
+        **options: Unpack[MemoryOptions],
     ) -> None:
         super().__init__()
+        if options.get("language", "") is None:  # None: the compactor's, as before settings
+            del options["language"]
+        chosen = MemorySettings.resolve(settings, options, owner="RollingMemoryMiddleware", others=_OWN)
         store = rolling_store(store, owner="RollingMemoryMiddleware")
-        if compactor is not None and language is not None and language != compactor.language:
-            msg = (
-                f"language={language!r} differs from the compactor's ({compactor.language!r}): "
-                "pass language= to the Compactor, or leave it out here"
-            )
-            raise ConfigurationError(msg)
-        language = check_language(language or (compactor.language if compactor is not None else "en"))
+        language = chosen.language
+        if compactor is not None:
+            if "language" in options and language != compactor.language:
+                msg = (
+                    f"language={language!r} differs from the compactor's ({compactor.language!r}): "
+                    "pass language= to the Compactor, or leave it out here"
+                )
+                raise ConfigurationError(msg)
+            language = compactor.language
         self.language = language
+        self.settings = chosen
         self.recaller = Recaller.build(
-            store, recall_tokens, recall, token_counter=token_counter, language=language
+            store, chosen.recall_tokens, recall, token_counter=chosen.token_counter, language=language
         )
         unknown = sorted(set(memory_tools) - set(TOOL_BUILDERS))
         if unknown or isinstance(memory_tools, str):
@@ -207,41 +189,21 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             if summarizer is None:
                 msg = "RollingMemoryMiddleware needs summarizer= (a function, a chat model or a Summarizer)"
                 raise TypeError(msg)
-            compactor = Compactor.build(
-                store,
-                summarizer,
-                max_turns=max_turns,
-                keep_last=keep_last,
-                max_tokens=max_tokens,
-                keep_tokens=keep_tokens,
-                hard_cap=hard_cap,
-                trigger=trigger,
-                keep=keep,
-                language=language,
-                max_words=max_words,
-                token_counter=token_counter,
-                timeout=timeout,
-                on_error=on_error,
-                on_compaction=compaction_listener(
-                    extractor, store, compactor_options.pop("on_compaction", None)
-                ),
-                **compactor_options,
-            )
+            listener = compaction_listener(extractor, store, chosen.on_compaction, language)
+            compactor = Compactor.build(store, summarizer, settings=chosen, on_compaction=listener)
         elif extractor is not None:
             msg = "pass extractor= to the Compactor (on_compaction=) when you give compactor="
             raise ConfigurationError(msg)
         elif compactor.store is not store:
             msg = "compactor.store and store= must be the same store"
             raise ConfigurationError(msg)
-        if max_fact_tokens < 1:
-            msg = f"max_fact_tokens must be positive, got max_fact_tokens={max_fact_tokens!r}"
-            raise ConfigurationError(msg)
+        background = chosen.background
         self.store = store
         self.compactor = compactor
-        self.token_counter = token_counter
+        self.token_counter = chosen.token_counter
         self.background = background
         self.client_id = None if client_id is None else validate_id(client_id, kind="client_id")
-        self.max_fact_tokens = max_fact_tokens
+        self.max_fact_tokens = chosen.max_fact_tokens
         self.keeper = StateKeeper(store, compactor, background=background)
         self.tools: list[BaseTool] = [
             refusing(TOOL_BUILDERS[name](store, UNBOUND, UNBOUND)) for name in dict.fromkeys(memory_tools)

@@ -9,9 +9,10 @@ variables).
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, SystemMessage
@@ -23,7 +24,7 @@ from langchain_core.runnables.utils import ConfigurableFieldSpec, Input, Output
 from langchain_rolling_memory.adapters.agent_run import MemoryIds
 from langchain_rolling_memory.adapters.chat_histories import RollingSummaryChatMessageHistory
 from langchain_rolling_memory.adapters.history_runnable import RollingMemoryRunnable
-from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
+from langchain_rolling_memory.core.cuts import TokenCounter
 from langchain_rolling_memory.core.framing import (
     SUMMARY_MESSAGE_ID,
     MemoryBlock,
@@ -32,7 +33,7 @@ from langchain_rolling_memory.core.framing import (
     summary_text,
 )
 from langchain_rolling_memory.core.ids import validate_id
-from langchain_rolling_memory.core.texts import check_language
+from langchain_rolling_memory.core.settings import HistoryOptions, MemoryOptions, MemorySettings
 from langchain_rolling_memory.engine.fact_extractor import FactExtractor, compaction_listener
 from langchain_rolling_memory.engine.recaller import Recaller, latest_user_text
 from langchain_rolling_memory.engine.turn import TurnStep
@@ -87,12 +88,26 @@ _USER_SPEC = ConfigurableFieldSpec(
 )
 
 
+_FACTORY_OWN = ("store", "summarizer", "extractor", "settings")
+_CHAIN_OWN = (
+    *_FACTORY_OWN,
+    "input_messages_key",
+    "history_messages_key",
+    "output_messages_key",
+    "memory_message",
+    "recall",
+    "client_id",
+)
+"""Their own parameters, beside the settings (suggested for a misspelt keyword)."""
+
+
 def session_history_factory(
     store: RollingStore,
     summarizer: SummarizerLike,
     *,
     extractor: FactExtractor | BaseChatModel | None = None,
-    **history_options: Any,
+    settings: MemorySettings | None = None,
+    **options: Unpack[HistoryOptions],
 ) -> Callable[[str, str], RollingSummaryChatMessageHistory]:
     """A ``get_session_history(client_id, session_id)`` for `RunnableWithMessageHistory`.
 
@@ -107,8 +122,8 @@ def session_history_factory(
         summarizer: a function, chat model, model string, Runnable or `Summarizer` (see `as_summarizer`).
         extractor: a `FactExtractor` (or a chat model to build one) run after each
             compaction on the folded messages, writing the client's facts.
-        **history_options: passed to `RollingSummaryChatMessageHistory` (``max_turns``,
-            ``keep_last``, ``max_tokens``, ``keep_tokens``, ``background``, ``on_error``...).
+        settings, **options: the histories' `MemorySettings` (as for
+            `RollingSummaryChatMessageHistory`).
 
     Example:
         >>> from langchain_rolling_memory import open_store
@@ -116,21 +131,23 @@ def session_history_factory(
         >>> get_history("client-1", "session-1").client_id
         'client-1'
     """
-    store = rolling_store(store, owner="session_history_factory")
-    options = dict(history_options)
-    listener = compaction_listener(extractor, store, options.pop("on_compaction", None))
-    if listener is not None:
-        options["on_compaction"] = listener
-    # Built once (a model string is a client), not at every turn's history.
-    summarizer = as_summarizer(
-        summarizer, language=options.get("language", "en"), max_words=options.get("max_words", 120)
+    owner = "session_history_factory"
+    chosen = MemorySettings.resolve(
+        settings, options, owner=owner, accepts=HistoryOptions, others=_FACTORY_OWN
     )
-    # Building a history does no I/O: a bad option fails here, once, not at the first turn.
-    RollingSummaryChatMessageHistory("settings-check", store=store, summarizer=summarizer, **options)
+    store = rolling_store(store, owner=owner)
+    listener = compaction_listener(extractor, store, chosen.on_compaction, chosen.language)
+    if listener is not chosen.on_compaction:
+        chosen = dataclasses.replace(chosen, on_compaction=listener)
+    # Built once (a model string is a client), not at every turn's history.
+    summarizer = as_summarizer(summarizer, language=chosen.language, max_words=chosen.max_words)
+    # Building a history does no I/O: what the settings cannot check alone (a fraction of the
+    # summarizer model's context window) fails here, once, not at the first turn.
+    RollingSummaryChatMessageHistory("settings-check", store=store, summarizer=summarizer, settings=chosen)
 
     def get_session_history(client_id: str, session_id: str) -> RollingSummaryChatMessageHistory:
         return RollingSummaryChatMessageHistory(
-            session_id, client_id=client_id or None, store=store, summarizer=summarizer, **options
+            session_id, client_id=client_id or None, store=store, summarizer=summarizer, settings=chosen
         )
 
     return get_session_history
@@ -265,13 +282,11 @@ def with_rolling_memory(
     history_messages_key: str | None = None,
     output_messages_key: str | None = None,
     extractor: FactExtractor | BaseChatModel | None = None,
-    max_fact_tokens: int | None = 400,
     memory_message: bool | None = None,
-    token_counter: TokenCounter = count_tokens,
-    recall_tokens: int | None = None,
     recall: BaseRetriever | None = None,
     client_id: str | None = None,
-    **history_options: Any,
+    settings: MemorySettings | None = None,
+    **options: Unpack[MemoryOptions],
 ) -> RollingMemoryRunnable[Input, Output]:
     """Wrap a chain like `RunnableWithMessageHistory`, adding the client's facts and state.
 
@@ -299,23 +314,23 @@ def with_rolling_memory(
         input_messages_key, history_messages_key, output_messages_key: as for
             `RunnableWithMessageHistory`.
         extractor: a `FactExtractor` (or a chat model) run after each compaction.
-        max_fact_tokens: token budget of the facts block (keyed and pinned facts first, then
-            the most relevant to the user's input, then the newest).
         memory_message: force the memory system message on (True) or off (False); None
             decides from the prompt's variables as above.
-        token_counter: counts tokens for the history's policy and the facts budget.
-        recall_tokens: budget of the recalled excerpts (`recaller.Recaller`): each turn the
-            client's sessions and facts are searched with the latest user input and the best
-            excerpts the view does not hold are added to the memory (dict input: also the
-            ``recall`` variable). None or 0 (the default): off, nothing more is read.
         recall: a LangChain `BaseRetriever` searched instead of the store (its documents
-            quoted the same way); without `recall_tokens` it gets `DEFAULT_RECALL_TOKENS`.
+            quoted the same way); without ``recall_tokens`` it gets `DEFAULT_RECALL_TOKENS`.
         client_id: the client of every call whose config names none.
-        **history_options: passed to `RollingSummaryChatMessageHistory` (``max_turns``,
-            ``keep_last``, ``max_tokens``, ``keep_tokens``, ``background``...); its
-            ``language`` (``"en"``, ``"fr"``) is the memory's: the summarizer's texts (unless
-            it was given its own language), the summary's frame, and the facts, state and
-            recall blocks put in the chain's input.
+        settings: a `MemorySettings` (default: the defaults), e.g. shared with the agent
+            middleware.
+        **options: any `MemorySettings` field, replacing that of `settings`: the histories'
+            (``max_turns``, ``keep_last``, ``background``...; a misspelt name is refused
+            with the closest one), ``language`` (also the facts, state and recall blocks put
+            in the chain's input), ``token_counter`` (also the facts budget),
+            ``max_fact_tokens`` (the facts block's budget: keyed and pinned facts first, then
+            the most relevant to the user's input, then the newest) and ``recall_tokens``
+            (budget of the recalled excerpts, `recaller.Recaller`: each turn the client's
+            sessions and facts are searched with the latest user input and the best excerpts
+            the view does not hold are added to the memory, and to the ``recall`` variable of
+            a dict input; None or 0, the default: off, nothing more is read).
 
     Returns:
         a `RollingMemoryRunnable`, a `Runnable` typed as `runnable` (``invoke`` returns its
@@ -337,13 +352,12 @@ def with_rolling_memory(
         ...             config={"configurable": {"client_id": "client-1", "session_id": "s1"}}).content
         'Noted.'
     """
+    chosen = MemorySettings.resolve(settings, options, owner="with_rolling_memory", others=_CHAIN_OWN)
     store = rolling_store(store, owner="with_rolling_memory")
     default_client = None if client_id is None else validate_id(client_id, kind="client_id")
     # The memory's language: the histories' (summary prompt, frame) and the injected blocks'.
-    language = check_language(history_options.get("language", "en"))
-    by_client = session_history_factory(
-        store, summarizer, extractor=extractor, token_counter=token_counter, **history_options
-    )
+    language, token_counter = chosen.language, chosen.token_counter
+    by_client = session_history_factory(store, summarizer, extractor=extractor, settings=chosen)
 
     wanted = _prompt_variables(runnable)
     add_message = memory_message if memory_message is not None else not (wanted & {"facts", "memory"})
@@ -354,9 +368,11 @@ def with_rolling_memory(
         messages_key=history_messages_key or input_messages_key,
         add_message=add_message,
         wanted=wanted,
-        max_fact_tokens=max_fact_tokens,
+        max_fact_tokens=chosen.max_fact_tokens,
         token_counter=token_counter,
-        recaller=Recaller.build(store, recall_tokens, recall, token_counter=token_counter, language=language),
+        recaller=Recaller.build(
+            store, chosen.recall_tokens, recall, token_counter=token_counter, language=language
+        ),
         input_key=input_messages_key,
         language=language,
     )

@@ -28,7 +28,7 @@ from langchain_rolling_memory.core.cuts import (
     with_question,
 )
 from langchain_rolling_memory.core.framing import summary_message
-from langchain_rolling_memory.core.prompts import clean_summary
+from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS, clean_summary
 from langchain_rolling_memory.core.records import (
     CompactionResult,
     SessionState,
@@ -37,6 +37,11 @@ from langchain_rolling_memory.core.records import (
     TurnRead,
 )
 from langchain_rolling_memory.core.serde import dumps_message, loads_message
+from langchain_rolling_memory.core.settings import (
+    DEFAULT_MAX_SUMMARY_CHARS,
+    DEFAULT_MAX_TOPIC_SECTIONS,
+    check_summary_limits,
+)
 from langchain_rolling_memory.core.structured_summary import StructuredSummary, parse_structured_summary
 from langchain_rolling_memory.core.summary_result import SummaryResult
 from langchain_rolling_memory.core.tool_pairs import pending_calls, tool_safe_cut
@@ -49,7 +54,7 @@ from langchain_rolling_memory.core.topics import (
     topic_cut,
 )
 from langchain_rolling_memory.core.usage import SummaryUsage
-from langchain_rolling_memory.errors import ConfigurationError, SummarizerError
+from langchain_rolling_memory.errors import SummarizerError
 
 META_QUESTION = "question"
 """Summary meta key of the latest user message once it is folded: ``{"seq", "message"}``,
@@ -147,28 +152,21 @@ class Planner:
 
     policy: FoldPolicy
     token_counter: TokenCounter = count_tokens
-    max_words: int = 120
+    max_words: int = DEFAULT_MAX_WORDS
     topic_detector: TopicDetector | None = None
     topic_labels: TopicLabels = field(default_factory=TopicLabels)
-    max_topic_sections: int = 5
-    max_summary_chars: int = 4000
+    max_topic_sections: int = DEFAULT_MAX_TOPIC_SECTIONS
+    max_summary_chars: int = DEFAULT_MAX_SUMMARY_CHARS
     max_summary_tokens: int | None = None
     language: str = "en"
     today: Callable[[], Date] | None = None
 
     def __post_init__(self) -> None:
-        if self.max_summary_tokens is not None and self.max_summary_tokens < 1:
-            msg = (
-                "max_summary_tokens must be positive (or None for no token cap), "
-                f"got max_summary_tokens={self.max_summary_tokens!r}"
-            )
-            raise ConfigurationError(msg)
-        if self.max_summary_chars < 100:
-            msg = f"max_summary_chars must be at least 100, got max_summary_chars={self.max_summary_chars!r}"
-            raise ConfigurationError(msg)
-        if self.max_topic_sections < 1:
-            msg = f"max_topic_sections must be at least 1, got max_topic_sections={self.max_topic_sections!r}"
-            raise ConfigurationError(msg)
+        check_summary_limits(
+            max_summary_tokens=self.max_summary_tokens,
+            max_summary_chars=self.max_summary_chars,
+            max_topic_sections=self.max_topic_sections,
+        )
 
     # ------------------------------------------------------------------ states
 

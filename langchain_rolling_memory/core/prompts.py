@@ -46,6 +46,10 @@ class SummaryPrompt:
             rendered transcript.
         separator: between a label and its text (``": "``, French ``" : "``).
         frame: the line the summary is sent under (see `SUMMARY_FRAMES`).
+        focus: a rule added to the system text for one kind of conversation (the support
+            prompt's products, references and quantities; the compaction prompt's five
+            lines); empty for the general prompt.
+        token_cap: the rule added when the summary has a token cap (``{max_tokens}``).
     """
 
     system: str
@@ -59,10 +63,12 @@ class SummaryPrompt:
     frame: str = ENGLISH.summary_frame
     speaker_system: str = ENGLISH.speaker_system
     separator: str = ENGLISH.separator
+    focus: str = ""
+    token_cap: str = ENGLISH.summary_token_cap
 
     @classmethod
-    def of(cls, texts: MemoryTexts) -> SummaryPrompt:
-        """The summary prompt of a language's catalogue."""
+    def of(cls, texts: MemoryTexts, kind: str = "general") -> SummaryPrompt:
+        """The summary prompt of a language's catalogue, of one of `PROMPT_KINDS`."""
         return cls(
             system=texts.summary_system,
             first=texts.summary_first,
@@ -75,6 +81,8 @@ class SummaryPrompt:
             frame=texts.summary_frame,
             speaker_system=texts.speaker_system,
             separator=texts.separator,
+            focus={"general": "", "support": texts.summary_support, "compact": texts.summary_compact}[kind],
+            token_cap=texts.summary_token_cap,
         )
 
     def transcript(self, messages: Sequence[BaseMessage]) -> str:
@@ -96,10 +104,18 @@ class SummaryPrompt:
         max_words: int,
         strict: bool = False,
         structured: bool = False,
+        max_tokens: int | None = None,
     ) -> list[BaseMessage]:
-        """The chat messages of one summary request (a system message, then the request)."""
+        """The chat messages of one summary request (a system message, then the request).
+
+        The rules are the system text, then the prompt's `focus` and, with `max_tokens`, the
+        token cap (both rules of the list); a structured or strict request adds its paragraph.
+        """
         transcript = self.transcript(folded)
-        system = self.system.format(max_words=max_words)
+        rules = [self.system, self.focus]
+        if max_tokens is not None:
+            rules.append(self.token_cap.format(max_tokens=max_tokens))
+        system = "\n".join(rule for rule in rules if rule).format(max_words=max_words)
         if structured:
             system = f"{system}\n\n{self.structured.format(max_words=max_words)}"
         if strict:
@@ -109,12 +125,35 @@ class SummaryPrompt:
         return [SystemMessage(system), HumanMessage(request)]
 
 
-_PROMPTS = {name: SummaryPrompt.of(texts) for name, texts in CATALOGUES.items()}
+PROMPT_KINDS = ("general", "support", "compact")
+"""The built-in summary prompts: ``general`` (any conversation; the first summary gives the main
+topic, decisions, preferences and open questions), ``support`` (also every product, reference and
+quantity, as a support desk needs) and ``compact`` (about five lines, the short-memory lesson's
+compaction)."""
+
+_PROMPTS = {
+    (name, kind): SummaryPrompt.of(texts, kind) for name, texts in CATALOGUES.items() for kind in PROMPT_KINDS
+}
 
 
-def default_prompt(language: str = "en") -> SummaryPrompt:
-    """The built-in prompt for `language` (one of `texts.LANGUAGES`; else `ConfigurationError`)."""
-    return _PROMPTS[memory_texts(language).language]
+def check_prompt_kind(kind: str) -> str:
+    """`kind` itself once known to be one of `PROMPT_KINDS` (else `ConfigurationError`)."""
+    if kind not in PROMPT_KINDS:
+        known = ", ".join(repr(name) for name in PROMPT_KINDS)
+        msg = f"prompt must be a SummaryPrompt or one of {known} (the built-in prompts), got {kind!r}"
+        raise ConfigurationError(msg)
+    return kind
+
+
+def default_prompt(language: str = "en", kind: str = "general") -> SummaryPrompt:
+    """The built-in prompt of `kind` (one of `PROMPT_KINDS`) for `language` (one of
+    `texts.LANGUAGES`); anything else is a `ConfigurationError`.
+
+    Example:
+        >>> "quantité" in default_prompt("fr", "support").focus
+        True
+    """
+    return _PROMPTS[memory_texts(language).language, check_prompt_kind(kind)]
 
 
 def _text_of(message: BaseMessage) -> str:
@@ -239,10 +278,20 @@ def _strip_head(lines: list[str]) -> list[str]:
 _UNSTORABLE = re.compile("[\x00]")
 
 
+DEFAULT_MAX_WORDS = 120
+"""The word cap of a summary unless one is given (`MemorySettings.max_words`)."""
+
+
+def check_max_words(max_words: int) -> None:
+    if max_words < 1:
+        msg = f"max_words must be positive, got max_words={max_words!r}"
+        raise ConfigurationError(msg)
+
+
 def clean_summary(
     text: str,
     *,
-    max_words: int = 120,
+    max_words: int = DEFAULT_MAX_WORDS,
     max_summary_tokens: int | None = None,
     token_counter: TokenCounter | None = None,
 ) -> str:
@@ -263,9 +312,7 @@ def clean_summary(
         >>> clean_summary("Bien sûr ! Voici un résumé concis : Le client livre le samedi.")
         'Le client livre le samedi.'
     """
-    if max_words < 1:
-        msg = f"max_words must be positive, got max_words={max_words!r}"
-        raise ConfigurationError(msg)
+    check_max_words(max_words)
     if max_summary_tokens is not None and max_summary_tokens < 1:
         msg = (
             f"max_summary_tokens must be positive (or None for no token cap), "

@@ -8,16 +8,48 @@ the rendered text, so the view and the stores only ever see text.
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from typing import Any
 
 from langchain_core.utils.json import parse_json_markdown
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from langchain_rolling_memory.core.texts import memory_texts
 
+FIELD_ALIASES: dict[str, tuple[str, ...]] = {
+    "topic": ("topic", "main_topic", "subject", "sujet", "sujet_principal", "theme", "theme_principal"),
+    "user_preferences": ("user_preferences", "preferences", "preferences_utilisateur", "preferences_client"),
+    "decisions": ("decisions", "decisions_prises", "key_decisions"),
+    "open_questions": ("open_questions", "questions_ouvertes", "pending_questions", "questions_en_suspens"),
+    "key_facts": ("key_facts", "facts", "faits", "faits_cles", "faits_importants"),
+}
+"""The names a model may give each field, written folded (see `_field_key`): ours first, then
+the lessons' French names and common English variants. Our own name wins over an alias."""
+
+
+def _field_key(name: str) -> str:
+    """`name` folded for matching: no accents, no case, words joined by ``_``
+    (``"Préférences"`` and ``"sujet-principal"`` give ``preferences`` and ``sujet_principal``)."""
+    bare = "".join(c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c))
+    return re.sub(r"[\W_]+", "_", bare.casefold()).strip("_")
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str | list | dict) and not value)
+
+
+_FIELD_OF = {alias: field for field, aliases in FIELD_ALIASES.items() for alias in aliases}
+
 
 class StructuredSummary(BaseModel):
-    """What a structured summary holds; every field is optional so a partial answer still counts."""
+    """What a structured summary holds; every field is optional so a partial answer still counts.
+
+    A model's field names are matched loosely (`FIELD_ALIASES`): the lessons' French names
+    (``sujet_principal``, ``préférences``, ``décisions``, ``questions_ouvertes``, ``faits``)
+    and English variants (``main_topic``, ``facts``) fill the same fields, whatever their
+    case or accents; other names are ignored.
+    """
 
     topic: str = Field(default="", description="What the conversation is about, in a few words.")
     user_preferences: list[str] = Field(
@@ -31,14 +63,32 @@ class StructuredSummary(BaseModel):
         default_factory=list, description="Names, dates, amounts, identifiers and other facts."
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _known_names(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        found: dict[str, list[Any]] = {}
+        for name, value in sorted(data.items(), key=lambda item: item[0] not in FIELD_ALIASES):
+            field = _FIELD_OF.get(_field_key(name)) if isinstance(name, str) else None
+            if field is not None:
+                found.setdefault(field, []).append(value)
+        # Our own name first, then the aliases in the reply's order; an empty value gives way.
+        return {
+            field: next((v for v in values if not _blank(v)), values[0]) for field, values in found.items()
+        }
+
     @field_validator("user_preferences", "decisions", "open_questions", "key_facts", mode="before")
     @classmethod
     def _listify(cls, value: Any) -> Any:
-        # Models sometimes answer one string, or null, where a list is expected.
+        # Models sometimes answer one string, or null, where a list is expected, or an object
+        # of named facts ({"client": "Ana"}).
         if value is None:
             return []
         if isinstance(value, str):
             return [value] if value.strip() else []
+        if isinstance(value, dict):
+            return [f"{key}: {item}" for key, item in value.items() if str(item).strip()]
         return value
 
     @field_validator("topic", mode="before")

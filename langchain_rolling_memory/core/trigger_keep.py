@@ -37,6 +37,13 @@ class _Default(int):
     __slots__ = ()
 
 
+HALF: Literal["half"] = "half"
+"""``keep_last="half"``: the summary-memory lesson's rule, when `max_turns` messages are
+unsummarized fold the oldest half and keep the newest half (`max_turns // 2`)."""
+
+KeepLast = int | Literal["half"]
+"""Messages a count compaction keeps: a number, or ``"half"`` of `max_turns`."""
+
 DEFAULT_MAX_TURNS: int = _Default(12)
 DEFAULT_KEEP_LAST: int = _Default(6)
 
@@ -111,7 +118,7 @@ def fold_policy(
     trigger: Trigger | None = None,
     keep: ContextSize | None = None,
     max_turns: int | None = DEFAULT_MAX_TURNS,
-    keep_last: int = DEFAULT_KEEP_LAST,
+    keep_last: KeepLast = DEFAULT_KEEP_LAST,
     max_tokens: int | None = None,
     keep_tokens: int | None = None,
     hard_cap: int | None = None,
@@ -122,7 +129,9 @@ def fold_policy(
     Args:
         trigger: when to compact (see `Trigger`); replaces `max_turns` and `max_tokens`.
         keep: what a compaction keeps (a `ContextSize`); replaces `keep_last` and `keep_tokens`.
-        max_turns, keep_last, max_tokens, keep_tokens, hard_cap: today's names (`FoldPolicy`).
+        max_turns, keep_last, max_tokens, keep_tokens, hard_cap: today's names (`FoldPolicy`);
+            ``keep_last="half"`` keeps half of `max_turns` (the oldest half is folded), as
+            `keep_tokens` keeps half of `max_tokens` when it is not given.
         context_window: the summarizer model's ``max_input_tokens``, asked only for a
             ``("fraction", f)``; it raises `ConfigurationError` when the model has no profile.
 
@@ -134,7 +143,10 @@ def fold_policy(
         >>> policy = fold_policy(trigger=("messages", 10), keep=("messages", 4))
         >>> policy.max_turns, policy.keep_last, policy.keep_by
         (9, 4, 'messages')
+        >>> fold_policy(max_turns=20, keep_last="half").keep_last
+        10
     """
+    keep_last = _kept_half(keep_last, max_turns)
     if trigger is not None or keep is not None:
         old = {
             "max_turns": max_turns,
@@ -175,6 +187,15 @@ def fold_policy(
             f"(read as {', '.join(f'{k}={v!r}' for k, v in shown.items())}): {exc}"
         )
         raise ConfigurationError(msg) from None
+
+
+def _kept_half(keep_last: KeepLast, max_turns: int | None) -> int:
+    if keep_last != HALF:
+        return keep_last  # an int, or FoldPolicy refuses it
+    if max_turns is None or isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 2:
+        msg = f"keep_last='half' keeps half of max_turns, which must then be a whole number >= 2, got max_turns={max_turns!r}"
+        raise ConfigurationError(msg)
+    return max_turns // 2
 
 
 def _no_window() -> int:

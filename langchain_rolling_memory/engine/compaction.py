@@ -21,50 +21,43 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import date, datetime, timezone
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Unpack
 
 from langchain_core.messages import BaseMessage
 
 import langchain_rolling_memory.engine.shutdown as shutdown
 from langchain_rolling_memory.core.cuts import FoldPolicy, TokenCounter, count_tokens
 from langchain_rolling_memory.core.planner import Planner
+from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS
 from langchain_rolling_memory.core.records import CompactionResult, SessionState, StoredMessage
+from langchain_rolling_memory.core.settings import (
+    DEFAULT_BACKOFF,
+    DEFAULT_EXIT_TIMEOUT,
+    DEFAULT_LANGUAGE,
+    DEFAULT_LEASE_TTL,
+    DEFAULT_MAX_BACKOFF,
+    DEFAULT_MAX_SUMMARY_CHARS,
+    DEFAULT_MAX_TOPIC_SECTIONS,
+    DEFAULT_START_DELAY,
+    DEFAULT_TIMEOUT,
+    CompactionCallback,
+    CompactionListener,
+    CompactionOptions,
+    ErrorCallback,
+    MemorySettings,
+)
 from langchain_rolling_memory.core.texts import check_language
 from langchain_rolling_memory.core.topics import TopicDetector, TopicLabels
 from langchain_rolling_memory.core.topics import topic_labels as labels_for
-from langchain_rolling_memory.core.trigger_keep import (
-    DEFAULT_KEEP_LAST,
-    DEFAULT_MAX_TURNS,
-    ContextSize,
-    Trigger,
-    fold_policy,
-)
 from langchain_rolling_memory.engine.shutdown import Drained
 from langchain_rolling_memory.runtime.background import call_with_timeout, jobs_of, run_coroutine_sync
 from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.stores.contract import OPERATOR, ReadAs
-from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike, in_memory_language
+from langchain_rolling_memory.summarizers.base import Summarizer, SummarizerLike, in_memory
 from langchain_rolling_memory.summarizers.coerce import as_summarizer, context_window
 from langchain_rolling_memory.summarizers.failures import describe_error, is_permanent_error
 
 logger = logging.getLogger("langchain_rolling_memory")
-
-ErrorCallback = Callable[[str, BaseException], None]
-"""Called as ``on_error(session_id, exception)`` when a compaction fails."""
-
-
-@runtime_checkable
-class CompactionListener(Protocol):
-    """An object told about each installed compaction, with sync and async twins."""
-
-    def on_compaction(self, result: CompactionResult) -> None: ...
-
-    async def aon_compaction(self, result: CompactionResult) -> None: ...
-
-
-CompactionCallback = Callable[[CompactionResult], Any]
-"""Called as ``on_compaction(result)`` (sync or async) after a summary is installed."""
-
 
 _PROCESS = f"{socket.gethostname()}:{uuid.uuid4().hex[:8]}"
 _OWNERS = itertools.count()
@@ -98,6 +91,9 @@ def _install_args(done: CompactionResult, owner: str) -> dict[str, Any]:
 class Compactor:
     """Runs compactions of one store with one summarizer and one policy.
 
+    Usually made by `build` from a `MemorySettings` (where every setting is documented once);
+    this constructor takes the policy and the summarizer ready-made.
+
     Args:
         store: where transcripts and summaries live.
         summarizer: a `Summarizer` (see `as_summarizer`).
@@ -121,7 +117,8 @@ class Compactor:
         max_topic_sections: finished sections kept; beyond, the two oldest are joined.
         max_summary_chars: character cap applied to every summary with `max_words`.
         max_summary_tokens: token cap applied to every summary after `max_words`, counted
-            with `token_counter` (None: no token cap).
+            with `token_counter` (None: no token cap); also stated in the prompt of a
+            summarizer built without a token cap of its own (`base.in_memory`).
         language: the memory's language (``"en"``, ``"fr"``; anything else is refused): the
             frame the summary is sent under, the default section labels, and the summarizer's
             texts when it was built without a language of its own (`in_memory_language`).
@@ -143,27 +140,27 @@ class Compactor:
         policy: FoldPolicy,
         *,
         token_counter: TokenCounter = count_tokens,
-        max_words: int = 120,
-        timeout: float | None = 60.0,
-        lease_ttl: float = 120.0,
-        backoff: float = 2.0,
-        max_backoff: float = 300.0,
+        max_words: int = DEFAULT_MAX_WORDS,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+        backoff: float = DEFAULT_BACKOFF,
+        max_backoff: float = DEFAULT_MAX_BACKOFF,
         on_error: ErrorCallback | None = None,
         on_compaction: CompactionListener | CompactionCallback | None = None,
         topic_detector: TopicDetector | None = None,
         topic_labels: TopicLabels | None = None,
-        max_topic_sections: int = 5,
-        max_summary_chars: int = 4000,
+        max_topic_sections: int = DEFAULT_MAX_TOPIC_SECTIONS,
+        max_summary_chars: int = DEFAULT_MAX_SUMMARY_CHARS,
         max_summary_tokens: int | None = None,
-        language: str = "en",
+        language: str = DEFAULT_LANGUAGE,
         today: Callable[[], date] | None = utc_today,
         clock: Callable[[], float] = time.monotonic,
-        exit_timeout: float = 30.0,
-        start_delay: float = 0.05,
+        exit_timeout: float = DEFAULT_EXIT_TIMEOUT,
+        start_delay: float = DEFAULT_START_DELAY,
     ) -> None:
         self.store = store
         self.language = check_language(language)
-        self.summarizer = in_memory_language(summarizer, language)
+        self.summarizer = in_memory(summarizer, language, max_summary_tokens)
         self.planner = Planner(
             policy,
             token_counter=token_counter,
@@ -194,37 +191,51 @@ class Compactor:
         store: RollingStore,
         summarizer: SummarizerLike,
         *,
-        max_turns: int | None = DEFAULT_MAX_TURNS,
-        keep_last: int = DEFAULT_KEEP_LAST,
-        max_tokens: int | None = None,
-        keep_tokens: int | None = None,
-        hard_cap: int | None = None,
-        trigger: Trigger | None = None,
-        keep: ContextSize | None = None,
-        language: str = "en",
-        max_words: int = 120,
-        **options: Any,
+        settings: MemorySettings | None = None,
+        **options: Unpack[CompactionOptions],
     ) -> Compactor:
-        """A compactor from the flat settings the histories and the agent middleware take.
+        """A compactor from `MemorySettings` (`settings`, with `options` replaced): what the
+        histories and the agent middleware build.
 
-        `summarizer` is anything `as_summarizer` accepts; `language` is the memory's (every text
-        it writes for a model, see `texts`), `max_words` caps every summary;
-        `trigger` / `keep` are `SummarizationMiddleware`'s forms (see `limits.fold_policy`), a
-        ``("fraction", f)`` of the summarizer model's context window;
-        `options` go to `Compactor` (``max_summary_tokens``, ``today``, ``topic_detector``...).
+        `summarizer` is anything `as_summarizer` accepts, built with the settings' `language`,
+        `max_words` and `structured`; a ``("fraction", f)`` `trigger` / `keep` is read from its model's
+        context window. The settings that are not a compaction's (`background`,
+        `recall_tokens`, `max_fact_tokens`) are left to the adapter.
+
+        Example:
+            >>> from langchain_rolling_memory import open_store
+            >>> compactor = Compactor.build(open_store("memory://"), lambda p, m: "s", max_turns=4, keep_last=2)
+            >>> compactor.policy.max_turns, compactor.language
+            (4, 'en')
         """
-        chosen = as_summarizer(summarizer, language=language, max_words=max_words)
-        policy = fold_policy(
-            trigger=trigger,
-            keep=keep,
-            max_turns=max_turns,
-            keep_last=keep_last,
-            max_tokens=max_tokens,
-            keep_tokens=keep_tokens,
-            hard_cap=hard_cap,
-            context_window=lambda: context_window(chosen),
+        chosen = MemorySettings.resolve(settings, options, owner="Compactor.build", accepts=CompactionOptions)
+        model = as_summarizer(
+            summarizer, language=chosen.language, max_words=chosen.max_words, structured=chosen.structured
         )
-        return cls(store, chosen, policy, max_words=max_words, language=language, **options)
+        policy = chosen.fold_policy(lambda: context_window(model))
+        return cls(
+            store,
+            model,
+            policy,
+            token_counter=chosen.token_counter,
+            max_words=chosen.max_words,
+            timeout=chosen.timeout,
+            lease_ttl=chosen.lease_ttl,
+            backoff=chosen.backoff,
+            max_backoff=chosen.max_backoff,
+            on_error=chosen.on_error,
+            on_compaction=chosen.on_compaction,
+            topic_detector=chosen.topic_detector,
+            topic_labels=chosen.topic_labels,
+            max_topic_sections=chosen.max_topic_sections,
+            max_summary_chars=chosen.max_summary_chars,
+            max_summary_tokens=chosen.max_summary_tokens,
+            language=chosen.language,
+            today=utc_today if chosen.today == "utc" else chosen.today,
+            clock=chosen.clock or time.monotonic,
+            exit_timeout=chosen.exit_timeout,
+            start_delay=chosen.start_delay,
+        )
 
     @property
     def policy(self) -> FoldPolicy:

@@ -66,6 +66,23 @@ def _left(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
+class _Watch:
+    """The jobs a drain has seen in flight, and the time it has left."""
+
+    def __init__(self, jobs: SessionJobs, deadline: float | None) -> None:
+        self.jobs = jobs
+        self.deadline = deadline
+        self.seen: dict[concurrent.futures.Future[Any], None] = {}
+        self.left: float | None = None
+
+    def running(self) -> list[tuple[concurrent.futures.Future[Any], asyncio.Task[Any] | None]] | None:
+        """The jobs in flight now (all are remembered); None once none is, or time is up."""
+        running = self.jobs.in_flight()
+        self.seen.update(dict.fromkeys(future for future, _ in running))
+        self.left = _left(self.deadline)
+        return running if running and self.left != 0 else None
+
+
 def _report(seen: Iterable[concurrent.futures.Future[Any]]) -> Drained:
     done = [f.done() for f in seen]
     return Drained(finished=sum(done), pending=len(done) - sum(done))
@@ -87,34 +104,24 @@ def drain(jobs: SessionJobs, timeout: float | None = None) -> Drained:
     event loop that runs one of the jobs (waiting there would block the loop the job needs:
     use `adrain`), and `ConfigurationError` for a negative timeout.
     """
-    deadline = _deadline(timeout)
-    seen: dict[concurrent.futures.Future[Any], None] = {}
-    while True:
-        running = jobs.in_flight()
-        seen.update(dict.fromkeys(future for future, _ in running))
-        left = _left(deadline)
-        if not running or left == 0:
-            return _report(seen)
+    watch = _Watch(jobs, _deadline(timeout))
+    while (running := watch.running()) is not None:
         if any(_on_loop_thread(task) for _, task in running):
             msg = "compaction tasks are pending on this thread's event loop: use `await adrain()`"
             raise RuntimeError(msg)
-        concurrent.futures.wait([future for future, _ in running], timeout=left)
+        concurrent.futures.wait([future for future, _ in running], timeout=watch.left)
+    return _report(watch.seen)
 
 
 async def adrain(jobs: SessionJobs, timeout: float | None = None) -> Drained:
     """Async twin of `drain`: awaits without blocking the event loop, whichever loop or
     thread runs the jobs."""
-    deadline = _deadline(timeout)
-    seen: dict[concurrent.futures.Future[Any], None] = {}
-    while True:
-        running = jobs.in_flight()
-        seen.update(dict.fromkeys(future for future, _ in running))
-        left = _left(deadline)
-        if not running or left == 0:
-            return _report(seen)
+    watch = _Watch(jobs, _deadline(timeout))
+    while (running := watch.running()) is not None:
         # asyncio.wait neither cancels what it waits for nor raises its failures (logged
         # where they happened).
-        await asyncio.wait([asyncio.wrap_future(future) for future, _ in running], timeout=left)
+        await asyncio.wait([asyncio.wrap_future(future) for future, _ in running], timeout=watch.left)
+    return _report(watch.seen)
 
 
 # ---------------------------------------------------------------- a store closed under its jobs

@@ -18,7 +18,7 @@ from langchain_rolling_memory.core.cuts import count_tokens
 from langchain_rolling_memory.core.framing import summary_message
 from langchain_rolling_memory.core.usage import SummaryUsage
 from langchain_rolling_memory.lab.demo import DemoTurn
-from langchain_rolling_memory.lab.replay import ReplayReport
+from langchain_rolling_memory.lab.replay import CompactionDetails, ReplayReport
 from langchain_rolling_memory.stores.api import RollingStore
 
 
@@ -181,6 +181,61 @@ def render_replay(console: Any, report: ReplayReport, *, source: str, summarizer
         "cacheable = share of each request's tokens that repeat the previous request's prefix "
         "(what a provider's prompt cache could serve)."
     )
+    _render_detail_retention(console, report)
+
+
+_LISTED_IN_FULL = 40
+"""Compactions listed one by one; past this, the first and last `_LISTED_AT_EACH_END`."""
+_LISTED_AT_EACH_END = 15
+
+
+def _render_detail_retention(console: Any, report: ReplayReport) -> None:
+    """Per summary strategy: each compaction's named details kept, and their mean."""
+    shown: dict[str, str] = {}  # the rows already printed -> the strategy that printed them
+    for result in report.results:
+        if result.strategy.kind != "summary":
+            continue
+        name = result.strategy.name
+        rows = report.compaction_rows(name)
+        mean = result.detail_retention
+        summary = f"mean {100 * mean:.0f}%" if mean is not None else "no detail to keep"
+        signature = repr(rows)
+        if signature in shown:
+            console.print(f"{name}: the same compactions as {shown[signature]} ({summary}).")
+            continue
+        shown[signature] = name
+        if not rows:
+            console.print(f"{name}: no compaction, so no summary to measure.")
+            continue
+        console.print(f"\n{name}: named details (names, numbers, dates, codes) kept by each summary")
+        table = Table(
+            box=box.SIMPLE_HEAD,
+            collapse_padding=True,
+            pad_edge=False,
+        )
+        for h in ("#", "session", "at msg", "folded", "details", "kept", "retention", "lost"):
+            table.add_column(h, justify="left" if h in ("session", "lost") else "right", overflow="fold")
+        half = _LISTED_AT_EACH_END
+        listed: list[tuple[int, CompactionDetails | None]] = list(enumerate(result.compactions, 1))
+        if len(listed) > _LISTED_IN_FULL:
+            listed = [*listed[:half], (0, None), *listed[-half:]]
+        for number, c in listed:
+            if c is None:
+                table.add_row("…", f"{len(rows) - 2 * half} more", *[""] * 6)
+                continue
+            lost = [escape(d.text) for d in c.retention.missing]
+            table.add_row(
+                str(number),
+                escape(c.session),
+                str(c.at_message),
+                str(c.folded),
+                str(len(c.retention.details)),
+                str(len(c.retention.kept)),
+                "-" if c.ratio is None else f"{100 * c.ratio:.0f}%",
+                ", ".join(lost[:4]) + (f" +{len(lost) - 4}" if len(lost) > 4 else ""),
+            )
+        console.print(table)
+        console.print(f"{name}: {len(rows)} compactions, named details kept: {summary}.")
 
 
 def render_client(console: Any, store: RollingStore, client_id: str) -> int:

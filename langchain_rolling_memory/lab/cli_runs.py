@@ -80,7 +80,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     JSON (a list of such objects) or LoCoMo (a conversation .json or locomo10.zip). Each
     strategy (full buffer, window, rolling summary, rolling summary + facts) uses the same
     summarizer; the table gives the input tokens sent, memory calls and their tokens, the
-    prompt-cacheable share and the break-even message count. --plot draws cumulative tokens.
+    prompt-cacheable share and the break-even message count; then, per compaction, how many of
+    the folded messages' named details (names, numbers, dates, codes) the new summary kept, and
+    their mean. --plot draws cumulative tokens.
     """
     from langchain_rolling_memory.lab.conversations import ConversationMessage, load_conversation
     from langchain_rolling_memory.lab.replay import default_strategies, replay
@@ -100,7 +102,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.json:
         print(
             json.dumps(
-                {"messages": report.messages, "sessions": report.sessions, "strategies": report.rows()},
+                {
+                    "messages": report.messages,
+                    "sessions": report.sessions,
+                    "strategies": report.rows(),
+                    "compactions": {
+                        r.strategy.name: report.compaction_rows(r.strategy.name)
+                        for r in report.results
+                        if r.strategy.kind == "summary"
+                    },
+                },
                 indent=2,
             )
         )

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from langchain_rolling_memory.core.cuts import count_tokens
 from langchain_rolling_memory.core.framing import MEMORY_MESSAGE_ID, SUMMARY_MESSAGE_ID
+from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS
 from langchain_rolling_memory.engine.fact_extractor import FactExtractor
 from langchain_rolling_memory.summarizers.base import Summarizer
 from langchain_rolling_memory.summarizers.extractive import extractive_summarizer
@@ -76,7 +77,7 @@ def keyless_facts(messages: Sequence[BaseMessage], *, max_chars: int = 200) -> l
     return [(key, text) for key, texts in found.items() for text in texts]
 
 
-def keyless_summarizer(max_words: int = 120) -> Summarizer:
+def keyless_summarizer(max_words: int = DEFAULT_MAX_WORDS) -> Summarizer:
     """The package's keyless extractive summarizer (deterministic, calls no model)."""
     return extractive_summarizer(max_words=max_words)
 

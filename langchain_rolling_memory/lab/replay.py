@@ -30,6 +30,7 @@ from langchain_rolling_memory.core.framing import memory_message, memory_text
 from langchain_rolling_memory.core.usage import SummaryUsage
 from langchain_rolling_memory.engine.fact_extractor import FactExtractor
 from langchain_rolling_memory.lab.conversations import ConversationMessage
+from langchain_rolling_memory.lab.details import DetailRetention, detail_retention
 from langchain_rolling_memory.lab.offline import keyless_extractor, keyless_summarizer
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
@@ -79,6 +80,25 @@ def default_strategies(*, window: int = 12, max_turns: int = 12, keep_last: int 
     ]
 
 
+@dataclass(frozen=True)
+class CompactionDetails:
+    """One compaction of a summary strategy, read through the named details it folded
+    (see `details`): how many of the folded messages' names, numbers, dates and codes the
+    new summary still carries."""
+
+    session: str
+    at_message: int
+    """The recording's message (1-based) whose arrival made the summary fold."""
+    folded: int
+    """Messages folded by this compaction."""
+    retention: DetailRetention
+
+    @property
+    def ratio(self) -> float | None:
+        """Share of the folded details the new summary keeps; None when they had none."""
+        return self.retention.ratio
+
+
 @dataclass
 class StrategyResult:
     """What one strategy sent and what its memory cost, over the whole replay."""
@@ -101,6 +121,8 @@ class StrategyResult:
     """After each message of the recording: input tokens + memory tokens so far."""
     request_sizes: list[tuple[int, int]] = field(default_factory=list)
     """``(message index, tokens)`` of each request."""
+    compactions: list[CompactionDetails] = field(default_factory=list)
+    """Summary strategies: each compaction and the named details its summary kept."""
 
     @property
     def memory_calls(self) -> int:
@@ -121,6 +143,13 @@ class StrategyResult:
     @property
     def mean_request_tokens(self) -> float:
         return self.input_tokens / self.requests if self.requests else 0.0
+
+    @property
+    def detail_retention(self) -> float | None:
+        """Mean over the compactions (those that folded any detail) of the share of named
+        details the new summary kept; None without such a compaction."""
+        ratios = [c.ratio for c in self.compactions if c.ratio is not None]
+        return sum(ratios) / len(ratios) if ratios else None
 
 
 @dataclass
@@ -180,9 +209,28 @@ class ReplayReport:
                         else None
                     ),
                     "facts": r.facts,
+                    "detail_retention": (
+                        None if r.detail_retention is None else round(r.detail_retention, 4)
+                    ),
                 }
             )
         return rows
+
+    def compaction_rows(self, name: str) -> list[dict[str, object]]:
+        """One plain dict per compaction of strategy `name`: where it happened, what it folded,
+        the named details found there, those the new summary kept and those it lost."""
+        return [
+            {
+                "session": c.session,
+                "at_message": c.at_message,
+                "folded": c.folded,
+                "details": len(c.retention.details),
+                "kept": len(c.retention.kept),
+                "retention": None if c.ratio is None else round(c.ratio, 4),
+                "missing": [d.text for d in c.retention.missing],
+            }
+            for c in self.result(name).compactions
+        ]
 
 
 class _Runner:
@@ -208,6 +256,7 @@ class _Runner:
         self.seen: dict[str, tuple[int, int, int]] = {}  # session -> (calls, tokens, covered_seq)
         self.previous: list[BaseMessage] = []
         self._sizes: dict[tuple[str, str], int] = {}
+        self.at = 0  # the recording's message being replayed (1-based)
 
     def size(self, message: BaseMessage) -> int:
         key = (message.type, message.text)
@@ -264,9 +313,17 @@ class _Runner:
         self.result.summarizer_calls += calls - old_calls
         self.result.summarizer_tokens += tokens - old_tokens
         self.seen[session] = (calls, tokens, record.covered_seq)
-        if self.strategy.facts and record.covered_seq > old_covered:
-            folded = self.store.read(session, after_seq=old_covered, newest=False)
-            self._extract(client, [m.message for m in folded if m.seq <= record.covered_seq])
+        if record.covered_seq <= old_covered:
+            return
+        rows = self.store.read(session, after_seq=old_covered, newest=False)
+        folded = [m.message for m in rows if m.seq <= record.covered_seq]
+        self.result.compactions.append(
+            CompactionDetails(
+                session, self.at, len(folded), detail_retention([m.text for m in folded], record.text)
+            )
+        )
+        if self.strategy.facts:
+            self._extract(client, folded)
 
     def end_session(self, session: str, client: str) -> None:
         """Facts from what the summary has not folded yet (the end of a session is kept
@@ -378,6 +435,8 @@ def replay(
     clients: set[str] = set()
     total = len(conversation)
     for index, item in enumerate(conversation):
+        for runner in runners:
+            runner.at = index + 1
         clients.add(item.client)
         here = (item.session, item.client)
         if current is not None and here != current:

@@ -14,13 +14,15 @@ A ``prefix`` query parameter sets the table or key prefix: ``sqlite:///app.db?pr
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_rolling_memory.core.records import Fact, FactFilter, SessionInfo, StoredMessage, SummaryRecord
 from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
-from langchain_rolling_memory.stores.sqlite import SQLiteRollingStore
 from langchain_rolling_memory.stores.urls import BACKENDS, open_store
+
+if TYPE_CHECKING:
+    from langchain_rolling_memory.stores.sqlite import SQLiteRollingStore
 
 __all__ = [
     "Fact",
@@ -34,11 +36,11 @@ __all__ = [
     "open_store",
 ]
 
-_LAZY = {"PostgresRollingStore": "postgresql", "RedisRollingStore": "redis"}
+_LAZY = {"SQLiteRollingStore": "sqlite", "PostgresRollingStore": "postgresql", "RedisRollingStore": "redis"}
 
 
 def __getattr__(name: str) -> Any:
-    # Server backends are importable from here without importing their drivers up front.
+    # Backends are importable from here without importing their drivers (sqlite3 included) up front.
     if name in _LAZY:
         module_name, class_name = BACKENDS[_LAZY[name]]
         return getattr(importlib.import_module(module_name), class_name)

@@ -1,46 +1,78 @@
 """The public store API every backend shares, as sync/async twins over the backend's primitives.
 
-Owns the public methods (each checks its arguments, then calls one primitive) and the
-store's settings; the fact methods are in `fact_api.py` (their rules in `fact_rules.py`),
-search in `search_api.py`, the argument checks and serialization in `checks.py`, the
-primitives a backend implements and the data model in `contract.py`, the records in
-`records.py`, the export's JSON shape in `export.py`, opening a store by URL in
-`urls.py`, ``with``, `setup()` and closing in `lifecycle.py`. Does no I/O of its own.
+Owns `RollingStore`: its public methods (each checks its arguments, then calls one primitive
+of the backend it holds: `_sync`, a `SyncBackend`, or `_async`, an `AsyncBackend`), the
+store's settings, its clock (`_now`) and its life (``with``, `setup()`, closing). The fact
+plans are in `fact_api.py` (their rules in `fact_rules.py`), the search steps in
+`search_api.py`, the argument checks and serialization in `checks.py`, the primitives a
+backend implements and the data model in `contract.py`, the export's JSON shape in
+`export.py`, opening a store by URL in `urls.py`, the exit hook in `lifecycle.py`. Does no
+I/O of its own.
+
+One class rather than one per concern: every public method is a thin twin over one
+primitive, and all of them share the same two backend objects, clock and closed state;
+split into mixins, each part had to declare the attributes it expected of the others.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from types import TracebackType
+from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 
 import langchain_rolling_memory.core.fact_rules as fact_rules
 import langchain_rolling_memory.stores.checks as checks
 from langchain_rolling_memory.core.ids import validate_id
+from langchain_rolling_memory.core.lexical_search import SearchHit
 from langchain_rolling_memory.core.records import (
-    FactFilter,
+    Fact,
+    FactPlan,
     Row,
     SessionInfo,
+    SessionMark,
     StoredMessage,
     SummaryRecord,
     TurnRead,
 )
-from langchain_rolling_memory.core.retention import check_ttl
+from langchain_rolling_memory.core.retention import Retention, retention
 from langchain_rolling_memory.core.serde import loads_message
 from langchain_rolling_memory.core.usage import SummaryUsage
-from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
-from langchain_rolling_memory.stores.contract import OPERATOR, AppendBatch, ReadAs, Reader
+from langchain_rolling_memory.errors import OwnershipError, StoreError
+from langchain_rolling_memory.stores.contract import (
+    OPERATOR,
+    AppendBatch,
+    AsyncBackend,
+    ReadAs,
+    Reader,
+    SyncBackend,
+    ThreadedAsync,
+)
 from langchain_rolling_memory.stores.export import client_export, session_export
-from langchain_rolling_memory.stores.fact_api import FactApi
-from langchain_rolling_memory.stores.lifecycle import Lifecycle
-from langchain_rolling_memory.stores.search_api import CreatedAt, SearchApi, dates_of
+from langchain_rolling_memory.stores.fact_api import ExpiresAt, FactOptions, mark_of, plan_add, plan_update
+from langchain_rolling_memory.stores.search_api import (
+    CreatedAt,
+    check_owner,
+    dates_of,
+    hits_of,
+    search_request,
+)
+
+_S = TypeVar("_S", bound="RollingStore")
 
 
-class RollingStore(Lifecycle, SearchApi, FactApi):
-    """Base of every backend: public API with validation, backend primitives underneath.
+class RollingStore:
+    """A store: the public API with validation, over a backend's primitives.
+
+    Built on a `SyncBackend` and, for the async methods, an `AsyncBackend` (None: the sync
+    primitives run in a worker thread, `ThreadedAsync`): ``RollingStore(MyBackend())`` is a
+    working store; the four shipped ones (`InMemoryRollingStore`...) are subclasses that build
+    their backend from a path, URL, pool or client.
 
     Ownership: a session belongs to the first client that writes to it. Writes (`append`,
     `set_state`) naming another client or none are then refused (`OwnershipError`); session
@@ -48,31 +80,115 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
     `read`). A read without it is the operator's API (the CLI's ``inspect``, admin scripts)
     and is not checked; every adapter passes its run's client.
 
+    Life: a store is usable from its constructor on (which runs `setup()` unless given
+    ``setup=False``) until `close()`; after that every call raises `StoreError`. ``with
+    store:`` closes it on exit, ``async with store:`` awaits `aclose()`.
+
     Args:
-        max_fact_chars: longest fact text accepted.
-        max_facts: most facts kept per client.
-        fact_filter: optional ``(text, key) -> text | None`` hook run before a fact is
-            stored; return None to refuse it, or a redacted text.
-        fact_ttl: seconds a fact is kept after it is written, when its write names no `ttl`
-            or `expires_at` (also ``?fact_ttl=`` in a store URL); None keeps facts until
-            deleted. See `add_fact`.
+        sync: the backend's sync primitives.
+        async_: its native async primitives; None runs `sync`'s in a worker thread.
+        options: the fact settings (`FactOptions`), kept as the store's attributes:
+            max_fact_chars: longest fact text accepted.
+            max_facts: most facts kept per client.
+            fact_filter: optional ``(text, key) -> text | None`` hook run before a fact is
+                stored; return None to refuse it, or a redacted text.
+            fact_ttl: seconds a fact is kept after it is written, when its write names no `ttl`
+                or `expires_at` (also ``?fact_ttl=`` in a store URL); None keeps facts until
+                deleted. See `add_fact`.
     """
 
+    #: URL scheme(s) this store answers to in `open_store`.
+    schemes: tuple[str, ...] = ()
+
     def __init__(
-        self,
-        *,
-        max_fact_chars: int = 500,
-        max_facts: int = 200,
-        fact_filter: FactFilter | None = None,
-        fact_ttl: float | None = None,
+        self, sync: SyncBackend, async_: AsyncBackend | None = None, *, options: FactOptions | None = None
     ) -> None:
-        fact_rules.check_limits(max_fact_chars, max_facts)
-        self.max_fact_chars = max_fact_chars
-        self.max_facts = max_facts
-        self.fact_filter = fact_filter
-        self.fact_ttl = (
-            None if fact_ttl is None else check_ttl(fact_ttl, name="fact_ttl", error=ConfigurationError)
-        )
+        options = options or FactOptions()
+        self._sync = sync
+        self._async = ThreadedAsync(sync) if async_ is None else async_
+        self.max_fact_chars = options.max_fact_chars
+        self.max_facts = options.max_facts
+        self.fact_filter = options.fact_filter
+        self.fact_ttl = options.fact_ttl
+        self._closed = False
+
+    @property
+    def backend(self) -> SyncBackend:
+        """The backend's sync primitives (`contract.SyncBackend`), for conformance checks and
+        tests that look under the API: they skip its argument checks, never call them."""
+        return self._sync
+
+    @property
+    def async_backend(self) -> AsyncBackend:
+        """The backend's async primitives: its native ones, or `ThreadedAsync` over `backend`."""
+        return self._async
+
+    @staticmethod
+    def _now() -> float:
+        """The store's clock: every "now" a primitive receives is read here."""
+        return time.time()
+
+    # ------------------------------------------------------------------ life
+
+    @property
+    def closed(self) -> bool:
+        """True once `close()` or `aclose()` was called."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            msg = f"this {type(self).__name__} is closed; open a new store (closing is final)"
+            raise StoreError(msg)
+
+    def setup(self) -> None:
+        """Create or migrate the store's tables or keys; safe to call again (idempotent).
+
+        The constructor calls it unless given ``setup=False``, for a process whose database
+        role may not create tables: run ``setup()`` once from a deployment step instead.
+        """
+        self._check_open()
+        self._sync.setup()
+
+    def _setup_or_close(self) -> None:
+        """`setup` from a constructor: if it fails, what the constructor opened is closed
+        before the error goes on, so a store that cannot be set up leaves nothing open."""
+        try:
+            self.setup()
+        except BaseException:
+            self.close()
+            raise
+
+    async def asetup(self) -> None:
+        """`setup` from async code (native on PostgreSQL and Redis, a worker thread elsewhere)."""
+        self._check_open()
+        await self._async.setup()
+
+    def close(self) -> None:
+        """Release the store's connections (never those handed in by the caller); final."""
+        self._closed = True
+        self._sync.close()
+
+    async def aclose(self) -> None:
+        await self._async.close()
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self: _S) -> _S:
+        self._check_open()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self: _S) -> _S:
+        self._check_open()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
 
     # ------------------------------------------------------------------ shared helpers
 
@@ -104,7 +220,7 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         `OwnershipError` and writes nothing (checked in the same atomic write).
         """
         batch = self._append_batch(session_id, messages, client_id, token_counts, created_at)
-        return self._append(batch) if batch else []
+        return self._sync.append(batch) if batch else []
 
     async def aappend(
         self,
@@ -116,7 +232,7 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         created_at: CreatedAt = None,
     ) -> list[int]:
         batch = self._append_batch(session_id, messages, client_id, token_counts, created_at)
-        return await self._aappend(batch) if batch else []
+        return await self._async.append(batch) if batch else []
 
     def _append_batch(
         self,
@@ -161,7 +277,7 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         validate_id(session_id)
         checks.check_count("after_seq", after_seq)
         checks.check_limit(limit)
-        return self._decode(self._read(session_id, after_seq, limit, newest, checks.reader(client_id)))
+        return self._decode(self._sync.read(session_id, after_seq, limit, newest, checks.reader(client_id)))
 
     async def aread(
         self,
@@ -175,7 +291,9 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         validate_id(session_id)
         checks.check_count("after_seq", after_seq)
         checks.check_limit(limit)
-        return self._decode(await self._aread(session_id, after_seq, limit, newest, checks.reader(client_id)))
+        return self._decode(
+            await self._async.read(session_id, after_seq, limit, newest, checks.reader(client_id))
+        )
 
     def read_turn(self, session_id: str, *, limit: int, client_id: ReadAs = OPERATOR) -> TurnRead:
         """What a turn reads, at one instant: the summary record, the newest `limit` messages it
@@ -184,13 +302,15 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         `generation`, a fact's `planned_from`) is refused once an erase changed the session."""
         validate_id(session_id)
         checks.check_count("limit", limit)
-        record, rows, generation = self._summary_and_tail(session_id, limit, checks.reader(client_id))
+        record, rows, generation = self._sync.summary_and_tail(session_id, limit, checks.reader(client_id))
         return TurnRead(record, self._decode(rows), generation)
 
     async def aread_turn(self, session_id: str, *, limit: int, client_id: ReadAs = OPERATOR) -> TurnRead:
         validate_id(session_id)
         checks.check_count("limit", limit)
-        record, rows, generation = await self._asummary_and_tail(session_id, limit, checks.reader(client_id))
+        record, rows, generation = await self._async.summary_and_tail(
+            session_id, limit, checks.reader(client_id)
+        )
         return TurnRead(record, self._decode(rows), generation)
 
     def summary_and_tail(
@@ -216,18 +336,18 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
 
     def last_seq(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> int:
         """Sequence number of the newest message (0 for an empty session)."""
-        return self._last_seq(validate_id(session_id), checks.reader(client_id))
+        return self._sync.last_seq(validate_id(session_id), checks.reader(client_id))
 
     async def alast_seq(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> int:
-        return await self._alast_seq(validate_id(session_id), checks.reader(client_id))
+        return await self._async.last_seq(validate_id(session_id), checks.reader(client_id))
 
     # ------------------------------------------------------------------ summary & lease
 
     def summary(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> SummaryRecord | None:
-        return self._get_summary(validate_id(session_id), checks.reader(client_id))
+        return self._sync.get_summary(validate_id(session_id), checks.reader(client_id))
 
     async def asummary(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> SummaryRecord | None:
-        return await self._aget_summary(validate_id(session_id), checks.reader(client_id))
+        return await self._async.get_summary(validate_id(session_id), checks.reader(client_id))
 
     def install_summary(
         self,
@@ -252,7 +372,7 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         write = checks.summary_args(
             session_id, text, covered_seq, expected_version, meta, lease_owner, self._now(), generation
         )
-        return self._cas_summary(write)
+        return self._sync.cas_summary(write)
 
     async def ainstall_summary(
         self,
@@ -268,7 +388,7 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         write = checks.summary_args(
             session_id, text, covered_seq, expected_version, meta, lease_owner, self._now(), generation
         )
-        return await self._acas_summary(write)
+        return await self._async.cas_summary(write)
 
     def usage(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> SummaryUsage:
         """What summarizing the session cost (calls, tokens) and saves per call."""
@@ -279,35 +399,35 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
 
     def claim(self, session_id: str, owner: str, ttl: float) -> bool:
         """Take the session's compaction lease for `ttl` seconds; False if someone holds it."""
-        return self._claim(
+        return self._sync.claim(
             validate_id(session_id), checks.lease_owner(owner), checks.lease_ttl(ttl), self._now()
         )
 
     async def aclaim(self, session_id: str, owner: str, ttl: float) -> bool:
-        return await self._aclaim(
+        return await self._async.claim(
             validate_id(session_id), checks.lease_owner(owner), checks.lease_ttl(ttl), self._now()
         )
 
     def release(self, session_id: str, owner: str) -> None:
-        self._release(validate_id(session_id), checks.lease_owner(owner))
+        self._sync.release(validate_id(session_id), checks.lease_owner(owner))
 
     async def arelease(self, session_id: str, owner: str) -> None:
-        await self._arelease(validate_id(session_id), checks.lease_owner(owner))
+        await self._async.release(validate_id(session_id), checks.lease_owner(owner))
 
     # ------------------------------------------------------------------ sessions & state
 
     def session_info(self, session_id: str) -> SessionInfo | None:
-        return self._get_session(validate_id(session_id))
+        return self._sync.get_session(validate_id(session_id))
 
     async def asession_info(self, session_id: str) -> SessionInfo | None:
-        return await self._aget_session(validate_id(session_id))
+        return await self._async.get_session(validate_id(session_id))
 
     def sessions(self, client_id: str) -> list[str]:
         """Ids of the sessions that belong to the client."""
-        return self._list_sessions(validate_id(client_id, kind="client_id"))
+        return self._sync.list_sessions(validate_id(client_id, kind="client_id"))
 
     async def asessions(self, client_id: str) -> list[str]:
-        return await self._alist_sessions(validate_id(client_id, kind="client_id"))
+        return await self._async.list_sessions(validate_id(client_id, kind="client_id"))
 
     def clear_session(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> None:
         """Delete the session's transcript, summary and state (the user asked for it).
@@ -315,31 +435,33 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         With `client_id` (None: a run naming no client), refused (`OwnershipError`, nothing
         erased) unless the session is nobody's or that client's, checked in the erase itself.
         """
-        self._delete_session(validate_id(session_id), checks.reader(client_id))
+        self._sync.delete_session(validate_id(session_id), checks.reader(client_id))
 
     async def aclear_session(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> None:
-        await self._adelete_session(validate_id(session_id), checks.reader(client_id))
+        await self._async.delete_session(validate_id(session_id), checks.reader(client_id))
 
     def get_state(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> dict[str, Any]:
         """The session's structured state (exact business data; never summarized)."""
-        raw = self._get_state(validate_id(session_id), checks.reader(client_id))
+        raw = self._sync.get_state(validate_id(session_id), checks.reader(client_id))
         return {} if raw is None else dict(json.loads(raw))
 
     async def aget_state(self, session_id: str, *, client_id: ReadAs = OPERATOR) -> dict[str, Any]:
-        raw = await self._aget_state(validate_id(session_id), checks.reader(client_id))
+        raw = await self._async.get_state(validate_id(session_id), checks.reader(client_id))
         return {} if raw is None else dict(json.loads(raw))
 
     def set_state(self, session_id: str, state: Mapping[str, Any], *, client_id: str | None = None) -> None:
         """Replace the session's state with `state` (a JSON-serializable mapping); refused on
         an owned session unless `client_id` names its client, as `append` is."""
         validate_id(session_id)
-        self._set_state(session_id, checks.optional_client(client_id), checks.state_json(state), self._now())
+        self._sync.set_state(
+            session_id, checks.optional_client(client_id), checks.state_json(state), self._now()
+        )
 
     async def aset_state(
         self, session_id: str, state: Mapping[str, Any], *, client_id: str | None = None
     ) -> None:
         validate_id(session_id)
-        await self._aset_state(
+        await self._async.set_state(
             session_id, checks.optional_client(client_id), checks.state_json(state), self._now()
         )
 
@@ -347,20 +469,20 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         """Delete the sessions not written for `older_than` seconds (None: no session) and
         every expired fact (see `add_fact`); return how many sessions and facts it deleted."""
         now = self._now()
-        return self._purge(checks.cutoff(older_than, now), now)
+        return self._sync.purge(checks.cutoff(older_than, now), now)
 
     async def apurge(self, *, older_than: float | None = None) -> int:
         now = self._now()
-        return await self._apurge(checks.cutoff(older_than, now), now)
+        return await self._async.purge(checks.cutoff(older_than, now), now)
 
     # ------------------------------------------------------------------ privacy
 
     def forget(self, client_id: str) -> None:
         """Erase the client's facts and every session, transcript, summary and state."""
-        self._delete_client(validate_id(client_id, kind="client_id"))
+        self._sync.delete_client(validate_id(client_id, kind="client_id"))
 
     async def aforget(self, client_id: str) -> None:
-        await self._adelete_client(validate_id(client_id, kind="client_id"))
+        await self._async.delete_client(validate_id(client_id, kind="client_id"))
 
     def vacuum(self) -> None:
         """Remove what erased data leaves in the backend's files, where the backend allows it.
@@ -370,10 +492,10 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         PostgreSQL keeps dead rows until VACUUM (this runs it on the store's tables), Redis
         and the in-memory store have nothing to do here (see each backend's module docstring).
         """
-        self._vacuum()
+        self._sync.vacuum()
 
     async def avacuum(self) -> None:
-        await self._avacuum()
+        await self._async.vacuum()
 
     def export(self, client_id: str) -> dict[str, Any]:
         """Everything stored about the client, as JSON-serializable data.
@@ -386,33 +508,229 @@ class RollingStore(Lifecycle, SearchApi, FactApi):
         validate_id(client_id, kind="client_id")
         reader = Reader(client_id, exact=True)
         sessions = []
-        for session_id in self._list_sessions(client_id):
+        for session_id in self._sync.list_sessions(client_id):
             try:
-                info = self._get_session(session_id)
-                summary = self._get_summary(session_id, reader)
-                state = self._get_state(session_id, reader)
-                rows = self._read(session_id, 0, None, True, reader)
+                info = self._sync.get_session(session_id)
+                summary = self._sync.get_summary(session_id, reader)
+                state = self._sync.get_state(session_id, reader)
+                rows = self._sync.read(session_id, 0, None, True, reader)
             except OwnershipError:
                 continue
             if info is None or info.client_id != client_id:
                 continue
             sessions.append(session_export(info, summary, state, self._decode(rows)))
-        return client_export(client_id, self._list_facts(client_id, -math.inf), sessions, self._now())
+        return client_export(client_id, self._sync.list_facts(client_id, -math.inf), sessions, self._now())
 
     async def aexport(self, client_id: str) -> dict[str, Any]:
         validate_id(client_id, kind="client_id")
         reader = Reader(client_id, exact=True)
         sessions = []
-        for session_id in await self._alist_sessions(client_id):
+        for session_id in await self._async.list_sessions(client_id):
             try:
-                info = await self._aget_session(session_id)
-                summary = await self._aget_summary(session_id, reader)
-                state = await self._aget_state(session_id, reader)
-                rows = await self._aread(session_id, 0, None, True, reader)
+                info = await self._async.get_session(session_id)
+                summary = await self._async.get_summary(session_id, reader)
+                state = await self._async.get_state(session_id, reader)
+                rows = await self._async.read(session_id, 0, None, True, reader)
             except OwnershipError:
                 continue
             if info is None or info.client_id != client_id:
                 continue
             sessions.append(session_export(info, summary, state, self._decode(rows)))
-        facts = await self._alist_facts(client_id, -math.inf)
+        facts = await self._async.list_facts(client_id, -math.inf)
         return client_export(client_id, facts, sessions, self._now())
+
+    # ------------------------------------------------------------------ facts
+
+    def _retention(self, ttl: float | None, expires_at: ExpiresAt) -> tuple[Retention, float]:
+        """The checked retention of a fact write, and the `now` it was computed at."""
+        now = self._now()
+        return retention(ttl, expires_at, now=now, default_ttl=self.fact_ttl), now
+
+    def _add_plan(
+        self,
+        client_id: str,
+        text: object,
+        key: str | None,
+        source: str,
+        pinned: object,
+        ttl: float | None,
+        expires_at: ExpiresAt,
+    ) -> tuple[FactPlan, tuple[str, str | None], float] | None:
+        """`add_fact`'s plan, the checked fact and its "now"; None if the filter refused it."""
+        validate_id(client_id, kind="client_id")
+        keep = self._retention(ttl, expires_at)
+        checked = self._check_fact(text, key, source)
+        if checked is None:
+            return None
+        return (
+            plan_add(client_id, checked, source, checks.pinned_flag(pinned), keep, self.max_facts),
+            checked,
+            keep[1],
+        )
+
+    def _update_plan(
+        self, client_id: str, fact_id: str, text: str, ttl: float | None, expires_at: ExpiresAt
+    ) -> tuple[FactPlan, float]:
+        """`update_fact`'s plan and its "now"."""
+        validate_id(client_id, kind="client_id")
+        validate_id(fact_id, kind="fact_id")
+        keep = self._retention(ttl, expires_at)
+        return plan_update(fact_id, text, keep, self.max_fact_chars, self.fact_filter), keep[1]
+
+    def _check_fact(self, text: object, key: str | None, source: str) -> tuple[str, str | None] | None:
+        """Validate and filter a fact; None if the filter refused it."""
+        return fact_rules.check_fact(
+            text, key, source, max_chars=self.max_fact_chars, fact_filter=self.fact_filter
+        )
+
+    def add_fact(
+        self,
+        client_id: str,
+        text: str,
+        *,
+        key: str | None = None,
+        source: str = "code",
+        pinned: bool = False,
+        planned_from: SessionMark | None = None,
+        ttl: float | None = None,
+        expires_at: ExpiresAt = None,
+    ) -> Fact | None:
+        """Store a fact about the client and return it.
+
+        A fact with the `key` of an existing one replaces its text (a team change updates the
+        team fact). An exact duplicate is not stored twice: the existing fact is returned.
+        Returns None if `fact_filter` refused the fact. A `pinned` fact (an allergy) is sent
+        before the others when the client's facts exceed their budget. `planned_from` (a
+        fact derived from a session's messages, e.g. by the extractor) makes the write
+        conditional on that session still being the client's at the generation read:
+        `StaleWriteError`, nothing written, once an erase overtook it.
+
+        Retention: `ttl` (seconds from now) or `expires_at` (a date) makes the fact expire
+        then, the store's `fact_ttl` when neither is given; an expired fact is invisible at
+        once (no listing, search, prompt or export shows it) and `purge` deletes it. A keyed
+        replacement renews the expiry (the one named, else `fact_ttl` from now, else it keeps
+        its own); so does a duplicate added with a `ttl` or `expires_at`.
+
+        Example:
+            >>> from langchain_rolling_memory import open_store
+            >>> store = open_store("memory://")
+            >>> store.add_fact("client-1", "Allergic to peanuts").text
+            'Allergic to peanuts'
+        """
+        add = self._add_plan(client_id, text, key, source, pinned, ttl, expires_at)
+        if add is None:
+            return None
+        plan, checked, now = add
+        existing, fact = self._sync.change_facts(client_id, plan, now, mark_of(planned_from))
+        return fact if fact is not None else fact_rules.find_fact(existing, *checked)
+
+    async def aadd_fact(
+        self,
+        client_id: str,
+        text: str,
+        *,
+        key: str | None = None,
+        source: str = "code",
+        pinned: bool = False,
+        planned_from: SessionMark | None = None,
+        ttl: float | None = None,
+        expires_at: ExpiresAt = None,
+    ) -> Fact | None:
+        add = self._add_plan(client_id, text, key, source, pinned, ttl, expires_at)
+        if add is None:
+            return None
+        plan, checked, now = add
+        existing, fact = await self._async.change_facts(client_id, plan, now, mark_of(planned_from))
+        return fact if fact is not None else fact_rules.find_fact(existing, *checked)
+
+    def facts(self, client_id: str) -> list[Fact]:
+        """The client's facts, oldest first (the expired ones left out)."""
+        return self._sync.list_facts(validate_id(client_id, kind="client_id"), self._now())
+
+    async def afacts(self, client_id: str) -> list[Fact]:
+        return await self._async.list_facts(validate_id(client_id, kind="client_id"), self._now())
+
+    def update_fact(
+        self,
+        client_id: str,
+        fact_id: str,
+        text: str,
+        *,
+        planned_from: SessionMark | None = None,
+        ttl: float | None = None,
+        expires_at: ExpiresAt = None,
+    ) -> Fact | None:
+        """Replace the text of one fact; None if the client has no such fact (or the filter
+        refused the new text, or the fact expired). Read and write are one step, as in
+        `add_fact`, which also says what `planned_from`, `ttl` and `expires_at` do: an update
+        renews the fact's expiry as a keyed replacement does."""
+        plan, now = self._update_plan(client_id, fact_id, text, ttl, expires_at)
+        return self._sync.change_facts(client_id, plan, now, mark_of(planned_from))[1]
+
+    async def aupdate_fact(
+        self,
+        client_id: str,
+        fact_id: str,
+        text: str,
+        *,
+        planned_from: SessionMark | None = None,
+        ttl: float | None = None,
+        expires_at: ExpiresAt = None,
+    ) -> Fact | None:
+        plan, now = self._update_plan(client_id, fact_id, text, ttl, expires_at)
+        return (await self._async.change_facts(client_id, plan, now, mark_of(planned_from)))[1]
+
+    def delete_fact(self, client_id: str, fact_id: str) -> bool:
+        """Delete one fact of the client; False if there was none with that id."""
+        return self._sync.delete_fact(
+            validate_id(client_id, kind="client_id"), validate_id(fact_id, kind="fact_id")
+        )
+
+    async def adelete_fact(self, client_id: str, fact_id: str) -> bool:
+        client = validate_id(client_id, kind="client_id")
+        return await self._async.delete_fact(client, validate_id(fact_id, kind="fact_id"))
+
+    # ------------------------------------------------------------------ search
+
+    def search(
+        self,
+        query: str,
+        *,
+        client_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 10,
+    ) -> list[SearchHit]:
+        """The messages (and facts) most relevant to `query`, best first, within one scope.
+
+        `client_id` searches every session of the client and its facts; `session_id` one
+        session (with `client_id` too, the session must be that client's: `OwnershipError`
+        otherwise). One of them is required: a search never crosses clients. The query is
+        plain words (`lexical_search.query_terms`): search syntax in it is text, and a query of
+        stop words only finds nothing without querying.
+
+        Example:
+            >>> from langchain_core.messages import HumanMessage
+            >>> from langchain_rolling_memory import open_store
+            >>> store = open_store("memory://")
+            >>> store.append("s1", [HumanMessage("We adopted a cat named Oscar")], client_id="c1")
+            [1]
+            >>> store.search("what is the cat called?", client_id="c1")[0].seq
+            1
+        """
+        terms, client, session = search_request(query, client_id, session_id, limit)
+        if terms and client is not None and session is not None:
+            check_owner(self._sync.get_session(session), session, client)
+        return hits_of(self._sync.search(terms, client, session, limit, self._now())) if terms else []
+
+    async def asearch(
+        self,
+        query: str,
+        *,
+        client_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 10,
+    ) -> list[SearchHit]:
+        terms, client, session = search_request(query, client_id, session_id, limit)
+        if terms and client is not None and session is not None:
+            check_owner(await self._async.get_session(session), session, client)
+        return hits_of(await self._async.search(terms, client, session, limit, self._now())) if terms else []

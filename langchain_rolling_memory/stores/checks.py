@@ -18,7 +18,7 @@ from langchain_core.messages import BaseMessage
 
 from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.serde import check_storable, dumps_message
-from langchain_rolling_memory.errors import ConfigurationError, InvalidTextError
+from langchain_rolling_memory.errors import ConfigurationError, InvalidArgumentError, InvalidTextError
 from langchain_rolling_memory.stores.contract import OPERATOR, Reader, SummaryWrite
 
 MAX_TOKEN_COUNT = 2**31 - 1
@@ -59,7 +59,7 @@ def message_rows(
             f"token_counts must have one entry per message, got {len(token_counts)} "
             f"for {len(messages)} messages"
         )
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg)
     payloads = []
     for index, message in enumerate(messages):
         try:
@@ -88,13 +88,13 @@ def check_count(name: str, value: object) -> None:
     # bool is an int to Python but never a count; a negative seq reads differently per backend.
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         msg = f"{name} must be an int >= 0, got {value!r}; pass 0 to start from the beginning"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg)
 
 
 def check_limit(limit: int | None) -> None:
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
         msg = f"limit must be a non-negative int or None (all), got {limit!r}"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg)
 
 
 def cutoff(older_than: float | None, now: float) -> float:
@@ -117,7 +117,7 @@ def summary_args(
     now: float,
     generation: str | None = None,
 ) -> SummaryWrite:
-    """The one argument of `_cas_summary`, checked and serialized.
+    """The one argument of the `cas_summary` primitive, checked and serialized.
 
     A NUL or lone surrogate in the text is refused here: stored raw, it would fail on
     PostgreSQL every time, and the compaction would be retried forever.
@@ -146,14 +146,14 @@ def summary_args(
 def lease_owner(owner: object) -> str:
     if not isinstance(owner, str) or not owner:
         msg = f"a lease owner must be a non-empty string, got {owner!r}; use e.g. uuid.uuid4().hex"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg)
     return check_storable(owner, what="lease owner")
 
 
 def lease_ttl(ttl: object) -> float:
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < float("inf"):
         msg = f"a lease ttl must be a finite number of seconds > 0, got {ttl!r}"
-        raise ValueError(msg)
+        raise InvalidArgumentError(msg)
     return float(ttl)
 
 
@@ -172,6 +172,6 @@ def state_json(state: Mapping[str, Any]) -> str:
         text = json.dumps(dict(state), ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError) as exc:
         msg = f"state must be JSON-serializable: {exc}"
-        raise ValueError(msg) from exc
+        raise InvalidArgumentError(msg) from exc
     # JSON escapes NUL and control characters, so they round-trip; a lone surrogate cannot.
     return check_storable(text, what="state (as JSON)", allow_nul=True)

@@ -1,9 +1,13 @@
-"""What a storage backend implements: the small ``_primitive`` methods and their async defaults.
+"""What a storage backend implements: two objects of primitives, sync and async, that a store holds.
 
-Owns the contract between `RollingStore` (validation, serialization, fact rules, in
-`api.py`) and a backend: sync primitives are abstract; async ones default to running the
-sync primitive in a worker thread, so the event loop never blocks, and natively async
-backends override them. Does no validation: every primitive receives checked ids.
+Owns the contract between `RollingStore` (validation, serialization, fact rules, the clock, in
+`api.py`) and a backend: a `SyncBackend` (every primitive abstract) and an `AsyncBackend` (the
+same primitives, awaited). A backend with no native async driver (SQLite, in-memory; PostgreSQL
+and Redis handed a sync pool or client) is given `ThreadedAsync(sync)`, which runs each sync
+primitive in a worker thread, so the event loop never blocks. A store is
+``RollingStore(sync, async_)``: which primitive runs is fixed when it is built, never swapped
+later. Does no validation: every primitive receives checked ids, and the time ("now") from the
+store's clock (`RollingStore._now`), never reading one itself.
 
 Data model, per backend:
 
@@ -19,9 +23,10 @@ Data model, per backend:
   counter that only grows), so every erase (clear, purge, forget, expiry) changes it.
 * facts: per client ``(id, text, key, source, created_at, updated_at, pinned, expires_at)``;
   ``expires_at`` (schema 5; None: never) hides a fact from every read at the store's clock
-  (`_now`), in the statement or script that reads it, and `_purge` deletes it.
+  (the `now` or `at` a primitive is given), in the statement or script that reads it, and
+  `purge` deletes it.
 * search index (schema 2): one entry per message and per fact, its `lexical_search.index_text`,
-  erased with its row; `_search` ranks the entries of one scope. A message is found by any
+  erased with its row; `search` ranks the entries of one scope. A message is found by any
   search that starts after its append returns: a backend may index it with the append or
   (SQLite, in-memory) catch up at the next search.
 
@@ -33,7 +38,7 @@ transaction) that reads or writes the rows, never by a look-up before it:
   reach only the sessions it owns at that instant (an expired or re-created session id
   listed under an old owner is skipped, not read or erased).
 * **erase generation**: a write planned from an earlier read carries the session's
-  generation it read (`SummaryWrite.generation`, the `mark` of `_change_facts`) and is
+  generation it read (`SummaryWrite.generation`, the `mark` of `change_facts`) and is
   refused unless the session row still exists with it; a summary is never installed on a
   session that has no row.
 * **statistics per scope**: a search's scores depend only on the entries of its scope, never
@@ -45,17 +50,15 @@ from __future__ import annotations
 import asyncio
 import enum
 import secrets
-import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from types import MethodType
-from typing import Any, Final, Literal, NamedTuple, TypeVar
+from typing import Final, Literal, NamedTuple
 
 from langchain_core.messages import BaseMessage
 
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
-from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError
+from langchain_rolling_memory.errors import InvalidArgumentError, OwnershipError, SchemaVersionError
 
 SCHEMA_VERSION = 5
 """Version of the data layout; a store written by a newer version is refused.
@@ -115,7 +118,7 @@ class IndexedRow(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class SummaryWrite:
-    """One summary install as `_cas_summary` receives it: checked, its meta already JSON.
+    """One summary install as `cas_summary` receives it: checked, its meta already JSON.
 
     Built once by `checks.summary_args`, so the sync and async primitives of every backend
     read the same named fields instead of repeating a seven-argument list.
@@ -136,7 +139,7 @@ class SummaryWrite:
 
 
 class TurnRows(NamedTuple):
-    """What `_summary_and_tail` reads at one instant: the summary record, the newest rows after
+    """What `summary_and_tail` reads at one instant: the summary record, the newest rows after
     it (ascending) and the session's erase generation (None: the session has no row)."""
 
     record: SummaryRecord | None
@@ -145,13 +148,13 @@ class TurnRows(NamedTuple):
 
 
 SearchRow = tuple[float, "str | None", "int | None", "str | None", "float | None", "Fact | None"]
-"""A ranked entry as `_search` returns it: ``(score, session_id, seq, message_json,
+"""A ranked entry as `search` returns it: ``(score, session_id, seq, message_json,
 created_at, fact)``; a message has a session, a seq and its JSON, a fact only the fact."""
 
 
 @dataclass(frozen=True, slots=True)
 class AppendBatch:
-    """Messages to append to one session as `_append` receives them: ids checked, each row
+    """Messages to append to one session as `append` receives them: ids checked, each row
     ``(payload_json, tokens)`` serialized, each message's date checked (`dates`; None: all `now`).
 
     The indexed text is not computed here: a backend that indexes at append asks `entries()`
@@ -173,7 +176,7 @@ class AppendBatch:
             return [self.now] * len(self.rows)
         if len(self.dates) != len(self.rows):  # pragma: no cover - a caller's mistake, not a user's
             msg = f"one date per row is needed, got {len(self.dates)} for {len(self.rows)}"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg)
         return list(self.dates)
 
     def entries(self) -> list[IndexedRow]:
@@ -187,59 +190,58 @@ class AppendBatch:
         return [IndexedRow(at, text) for at, text in zip(self.created_at(), texts, strict=True)]
 
 
-_T = TypeVar("_T")
+class SyncBackend(ABC):
+    """The primitives a backend implements, sync; `RollingStore` builds the public API on them.
 
-
-class StoreBackend(ABC):
-    """The primitives a backend implements; `RollingStore` builds the public API on them."""
-
-    #: URL scheme(s) this backend answers to in `open_store`.
-    schemes: tuple[str, ...] = ()
-
-    # ------------------------------------------------------------------ primitives
-    # Each receives validated ids. Sync primitives are abstract; async ones default to a
-    # worker thread and are overridden by natively async backends.
+    Each receives checked ids and, where time matters, the store's "now". The session reads
+    take a `reader` (None: the operator's, unchecked): with one, the session's owner is read in
+    the same atomic step as the data (one statement, script or transaction: one round trip on
+    server backends) and `reader.check` refuses another's.
+    """
 
     @abstractmethod
-    def _append(self, batch: AppendBatch) -> list[int]:
+    def append(self, batch: AppendBatch) -> list[int]:
         """Append the batch's rows atomically and return their seqs; raise `OwnershipError`
         (writing nothing) if the session belongs to a client other than `batch.client_id`
         (None included: an anonymous append never lands in an owned session), checked in the
-        same atomic write. Each row is stored with
-        its entry of `batch.entries()` (date, indexed text)."""
+        same atomic write. Each row is stored with its entry of `batch.entries()` (date,
+        indexed text)."""
 
     @abstractmethod
-    def _search(
-        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    def search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float
     ) -> list[SearchRow]:
         """The best `limit` entries holding any of `terms` (never empty), best first: the
         messages of `session_id` if given, else of the sessions `client_id` owns, and the
-        facts of `client_id` if given. Owner filtered in the same statement or script that
-        returns the rows: `session_id`'s messages come back only if the session's owner is
-        `client_id` (None: only if it is nobody's), so a session erased and re-created by
-        another client between a caller's check and this search yields nothing. Scores use
-        statistics (document count, term frequencies, lengths) of the scope's entries only."""
-
-    # The session reads take a `reader` (None: the operator's, unchecked): with one, the
-    # session's owner is read in the same atomic step as the data (one statement, script or
-    # transaction: one round trip on server backends) and `reader.check` refuses another's.
+        facts of `client_id` live at `now` if given. Owner filtered in the same statement or
+        script that returns the rows: `session_id`'s messages come back only if the session's
+        owner is `client_id` (None: only if it is nobody's), so a session erased and
+        re-created by another client between a caller's check and this search yields nothing.
+        Scores use statistics (document count, term frequencies, lengths) of the scope's
+        entries only."""
 
     @abstractmethod
-    def _read(
+    def read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
     ) -> list[Row]:
         """Rows with seq > after_seq in ascending order: the last `limit` if `newest`,
         else the first `limit` (all if limit is None); each with its stored date (`Row`), read
-        by the same statement or script (the turn's `_summary_and_tail` too)."""
+        by the same statement or script (the turn's `summary_and_tail` too)."""
 
     @abstractmethod
-    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int: ...
+    def summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+        """The summary, the newest `limit` rows after it and the session's generation, seen at
+        one instant with the owner check (one round trip on server backends: it is most of
+        what a turn costs)."""
 
     @abstractmethod
-    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None: ...
+    def last_seq(self, session_id: str, reader: Reader | None = None) -> int: ...
 
     @abstractmethod
-    def _cas_summary(self, write: SummaryWrite) -> bool:
+    def get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None: ...
+
+    @abstractmethod
+    def cas_summary(self, write: SummaryWrite) -> bool:
         """Install `write` iff, in one atomic step: the session row exists (never create one),
         its generation is `write.generation` when that is given, the current version is
         `expected_version` (0: none) and, when it names a `lease_owner`, the session's lease
@@ -247,28 +249,28 @@ class StoreBackend(ABC):
         compaction planned from a read before an erase never installs after it."""
 
     @abstractmethod
-    def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+    def claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
         """Take the compaction lease if it is free, expired or already `owner`'s."""
 
     @abstractmethod
-    def _release(self, session_id: str, owner: str) -> None: ...
+    def release(self, session_id: str, owner: str) -> None: ...
 
     @abstractmethod
-    def _get_session(self, session_id: str) -> SessionInfo | None: ...
+    def get_session(self, session_id: str) -> SessionInfo | None: ...
 
     @abstractmethod
-    def _list_sessions(self, client_id: str) -> list[str]:
+    def list_sessions(self, client_id: str) -> list[str]:
         """Ids of the sessions whose row names `client_id` as owner now, sorted."""
 
     @abstractmethod
-    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None: ...
+    def get_state(self, session_id: str, reader: Reader | None = None) -> str | None: ...
 
     @abstractmethod
-    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
-        """Replace the state; `OwnershipError` (writing nothing) on the terms of `_append`."""
+    def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+        """Replace the state; `OwnershipError` (writing nothing) on the terms of `append`."""
 
     @abstractmethod
-    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
+    def delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         """Remove the session's transcript, summary, lease, state and session row, atomically
         and serialized with appends: an append racing it lands wholly before (and is erased)
         or wholly after (a fresh session). With a `reader`, its owner check is made in the
@@ -276,131 +278,202 @@ class StoreBackend(ABC):
         must not be erased by a run that is not the claimer's)."""
 
     @abstractmethod
-    def _list_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
-        """The client's facts live at `at` (None: `_now()`), oldest first (by created_at, then
-        id): a fact whose `expires_at` is at or before it is left out by the statement or
-        script that reads them (so it is by `_search`, and from what `_change_facts` hands its
-        plan, at `_now()`). ``at=-inf``: every stored fact (the export's)."""
+    def list_facts(self, client_id: str, at: float) -> list[Fact]:
+        """The client's facts live at `at`, oldest first (by created_at, then id): a fact whose
+        `expires_at` is at or before it is left out by the statement or script that reads
+        them. ``at=-inf``: every stored fact (the export's)."""
 
     @abstractmethod
-    def _put_fact(self, fact: Fact) -> None:
-        """Insert the fact, or replace the one with the same id and client."""
+    def delete_fact(self, client_id: str, fact_id: str) -> bool: ...
 
     @abstractmethod
-    def _delete_fact(self, client_id: str, fact_id: str) -> bool: ...
-
-    @abstractmethod
-    def _delete_client(self, client_id: str) -> None:
+    def delete_client(self, client_id: str) -> None:
         """Remove the client's facts and every session it owns at that instant (owner checked
         in the erase itself: a session id now owned by another client is left alone)."""
 
     @abstractmethod
-    def _purge(self, cutoff: float, now: float) -> int:
+    def purge(self, cutoff: float, now: float) -> int:
         """Delete the sessions not updated since `cutoff` (``-inf``: none) and the facts expired
         at `now` (``expires_at <= now``), every client's; return how many of both."""
 
     @abstractmethod
-    def _change_facts(
-        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    def change_facts(
+        self, client_id: str, plan: FactPlan, now: float, mark: SessionMark | None = None
     ) -> tuple[list[Fact], Fact | None]:
-        """Read the client's facts, let `plan` pick the fact to write (None: nothing), write it;
-        return what was read and what was written. One atomic step per client, so two
-        processes adding the same fact store it once.
+        """Read the client's facts live at `now`, let `plan` pick the fact to write (None:
+        nothing), write it; return what was read and what was written. One atomic step per
+        client, so two processes adding the same fact store it once.
 
         With `mark` (the facts are derived from that session's messages), raise
         `StaleWriteError` and write nothing unless, in the same atomic step, the session row
         exists, is `client_id`'s and has `mark.generation`.
         """
 
-    async def _achange_facts(
-        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
-    ) -> tuple[list[Fact], Fact | None]:
-        return await self._thread(self._change_facts, client_id, plan, mark)
+    # ------------------------------------------------------------------ lifecycle (defaults)
 
-    def _vacuum(self) -> None:  # noqa: B027 - a no-op default that backends may override
+    def setup(self) -> None:  # noqa: B027 - a no-op default that backends may override
+        """Create or migrate the schema, idempotently; the default has none."""
+
+    def vacuum(self) -> None:  # noqa: B027
         """Remove the bytes of erased data where the backend keeps them; the default keeps none."""
 
-    async def _avacuum(self) -> None:
-        await self._thread(self._vacuum)
+    def close(self) -> None:  # noqa: B027
+        """Release every connection the backend opened (never one handed in); final."""
 
-    async def _thread(self, fn: Callable[..., _T], *args: Any) -> _T:
-        return await asyncio.to_thread(fn, *args)
+
+class AsyncBackend(ABC):
+    """The async twins of `SyncBackend`'s primitives (same names, arguments and rules),
+    natively async: PostgreSQL on psycopg's async pools, Redis on `redis.asyncio`. Any other
+    backend is given `ThreadedAsync`."""
 
     @abstractmethod
-    def _summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
-        """The summary, the newest `limit` rows after it and the session's generation, seen at
-        one instant with the owner check (one round trip on server backends: it is most of
-        what a turn costs)."""
+    async def append(self, batch: AppendBatch) -> list[int]: ...
 
-    async def _asummary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
-        return await self._thread(self._summary_and_tail, session_id, limit, reader)
+    @abstractmethod
+    async def search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float
+    ) -> list[SearchRow]: ...
 
-    async def _aappend(self, batch: AppendBatch) -> list[int]:
-        return await self._thread(self._append, batch)
+    @abstractmethod
+    async def read(
+        self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
+    ) -> list[Row]: ...
 
-    async def _asearch(
-        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    @abstractmethod
+    async def summary_and_tail(
+        self, session_id: str, limit: int, reader: Reader | None = None
+    ) -> TurnRows: ...
+
+    @abstractmethod
+    async def last_seq(self, session_id: str, reader: Reader | None = None) -> int: ...
+
+    @abstractmethod
+    async def get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None: ...
+
+    @abstractmethod
+    async def cas_summary(self, write: SummaryWrite) -> bool: ...
+
+    @abstractmethod
+    async def claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool: ...
+
+    @abstractmethod
+    async def release(self, session_id: str, owner: str) -> None: ...
+
+    @abstractmethod
+    async def get_session(self, session_id: str) -> SessionInfo | None: ...
+
+    @abstractmethod
+    async def list_sessions(self, client_id: str) -> list[str]: ...
+
+    @abstractmethod
+    async def get_state(self, session_id: str, reader: Reader | None = None) -> str | None: ...
+
+    @abstractmethod
+    async def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None: ...
+
+    @abstractmethod
+    async def delete_session(self, session_id: str, reader: Reader | None = None) -> None: ...
+
+    @abstractmethod
+    async def list_facts(self, client_id: str, at: float) -> list[Fact]: ...
+
+    @abstractmethod
+    async def delete_fact(self, client_id: str, fact_id: str) -> bool: ...
+
+    @abstractmethod
+    async def delete_client(self, client_id: str) -> None: ...
+
+    @abstractmethod
+    async def purge(self, cutoff: float, now: float) -> int: ...
+
+    @abstractmethod
+    async def change_facts(
+        self, client_id: str, plan: FactPlan, now: float, mark: SessionMark | None = None
+    ) -> tuple[list[Fact], Fact | None]: ...
+
+    @abstractmethod
+    async def setup(self) -> None: ...
+
+    @abstractmethod
+    async def vacuum(self) -> None: ...
+
+    async def close(self) -> None:  # noqa: B027 - a no-op default that backends may override
+        """Close what belongs to the running event loop (its pool or client); the store's sync
+        `close` then releases the rest."""
+
+
+class ThreadedAsync(AsyncBackend):
+    """The async primitives of a backend without a native async driver: each runs its sync
+    twin in a worker thread (`asyncio.to_thread`), so the event loop never blocks."""
+
+    def __init__(self, sync: SyncBackend) -> None:
+        self.sync = sync
+
+    async def append(self, batch: AppendBatch) -> list[int]:
+        return await asyncio.to_thread(self.sync.append, batch)
+
+    async def search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float
     ) -> list[SearchRow]:
-        return await self._thread(self._search, terms, client_id, session_id, limit)
+        return await asyncio.to_thread(self.sync.search, terms, client_id, session_id, limit, now)
 
-    async def _aread(
+    async def read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
     ) -> list[Row]:
-        return await self._thread(self._read, session_id, after_seq, limit, newest, reader)
+        return await asyncio.to_thread(self.sync.read, session_id, after_seq, limit, newest, reader)
 
-    async def _alast_seq(self, session_id: str, reader: Reader | None = None) -> int:
-        return await self._thread(self._last_seq, session_id, reader)
+    async def summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+        return await asyncio.to_thread(self.sync.summary_and_tail, session_id, limit, reader)
 
-    async def _aget_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
-        return await self._thread(self._get_summary, session_id, reader)
+    async def last_seq(self, session_id: str, reader: Reader | None = None) -> int:
+        return await asyncio.to_thread(self.sync.last_seq, session_id, reader)
 
-    async def _acas_summary(self, write: SummaryWrite) -> bool:
-        return await self._thread(self._cas_summary, write)
+    async def get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
+        return await asyncio.to_thread(self.sync.get_summary, session_id, reader)
 
-    async def _aclaim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
-        return await self._thread(self._claim, session_id, owner, ttl, now)
+    async def cas_summary(self, write: SummaryWrite) -> bool:
+        return await asyncio.to_thread(self.sync.cas_summary, write)
 
-    async def _arelease(self, session_id: str, owner: str) -> None:
-        await self._thread(self._release, session_id, owner)
+    async def claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+        return await asyncio.to_thread(self.sync.claim, session_id, owner, ttl, now)
 
-    async def _aget_session(self, session_id: str) -> SessionInfo | None:
-        return await self._thread(self._get_session, session_id)
+    async def release(self, session_id: str, owner: str) -> None:
+        await asyncio.to_thread(self.sync.release, session_id, owner)
 
-    async def _alist_sessions(self, client_id: str) -> list[str]:
-        return await self._thread(self._list_sessions, client_id)
+    async def get_session(self, session_id: str) -> SessionInfo | None:
+        return await asyncio.to_thread(self.sync.get_session, session_id)
 
-    async def _aget_state(self, session_id: str, reader: Reader | None = None) -> str | None:
-        return await self._thread(self._get_state, session_id, reader)
+    async def list_sessions(self, client_id: str) -> list[str]:
+        return await asyncio.to_thread(self.sync.list_sessions, client_id)
 
-    async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
-        await self._thread(self._set_state, session_id, client_id, state, now)
+    async def get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
+        return await asyncio.to_thread(self.sync.get_state, session_id, reader)
 
-    async def _adelete_session(self, session_id: str, reader: Reader | None = None) -> None:
-        await self._thread(self._delete_session, session_id, reader)
+    async def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+        await asyncio.to_thread(self.sync.set_state, session_id, client_id, state, now)
 
-    async def _alist_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
-        return await self._thread(self._list_facts, client_id, at)
+    async def delete_session(self, session_id: str, reader: Reader | None = None) -> None:
+        await asyncio.to_thread(self.sync.delete_session, session_id, reader)
 
-    async def _aput_fact(self, fact: Fact) -> None:
-        await self._thread(self._put_fact, fact)
+    async def list_facts(self, client_id: str, at: float) -> list[Fact]:
+        return await asyncio.to_thread(self.sync.list_facts, client_id, at)
 
-    async def _adelete_fact(self, client_id: str, fact_id: str) -> bool:
-        return await self._thread(self._delete_fact, client_id, fact_id)
+    async def delete_fact(self, client_id: str, fact_id: str) -> bool:
+        return await asyncio.to_thread(self.sync.delete_fact, client_id, fact_id)
 
-    async def _adelete_client(self, client_id: str) -> None:
-        await self._thread(self._delete_client, client_id)
+    async def delete_client(self, client_id: str) -> None:
+        await asyncio.to_thread(self.sync.delete_client, client_id)
 
-    async def _apurge(self, cutoff: float, now: float) -> int:
-        return await self._thread(self._purge, cutoff, now)
+    async def purge(self, cutoff: float, now: float) -> int:
+        return await asyncio.to_thread(self.sync.purge, cutoff, now)
 
-    @staticmethod
-    def _now() -> float:
-        return time.time()
+    async def change_facts(
+        self, client_id: str, plan: FactPlan, now: float, mark: SessionMark | None = None
+    ) -> tuple[list[Fact], Fact | None]:
+        return await asyncio.to_thread(self.sync.change_facts, client_id, plan, now, mark)
 
+    async def setup(self) -> None:
+        await asyncio.to_thread(self.sync.setup)
 
-def use_thread_twins(store: StoreBackend, native: type) -> None:
-    """Make `store` run its sync primitives in a worker thread for the async API, in place of
-    the native async ones `native` defines: for a store handed a sync resource only."""
-    for name, value in vars(native).items():
-        if name.startswith("_a") and callable(value) and callable(getattr(StoreBackend, name, None)):
-            setattr(store, name, MethodType(getattr(StoreBackend, name), store))
+    async def vacuum(self) -> None:
+        await asyncio.to_thread(self.sync.vacuum)

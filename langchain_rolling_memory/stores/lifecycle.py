@@ -1,9 +1,9 @@
-"""A store's life: ``with`` / ``async with``, `setup()`, closed is closed, closed at exit.
+"""A store's end: closed at exit, closed with its event loop, and the error of a store not set up.
 
-Owns the public lifecycle methods every backend shares, the one ``atexit`` hook that closes
-the stores still open when the interpreter exits, and the guard that closes an async pool or
-client when its event loop ends; each backend owns what its `_setup` creates and what its
-`close` releases. Does not open connections.
+Owns the one ``atexit`` hook that closes the stores still open when the interpreter exits, and
+the guard that closes an async pool or client when its event loop ends; the public lifecycle
+(``with``, `setup()`, `close()`) is `RollingStore`'s (`api.py`), and each backend owns what its
+`setup` creates and what its `close` releases. Does not open connections.
 
 Why the exit hook: a psycopg pool left open until the interpreter finalizes is closed by its
 ``__del__``, which joins its worker threads; from Python 3.13 on, threads no longer run once
@@ -21,89 +21,20 @@ import logging
 import threading
 import weakref
 from collections.abc import Awaitable, Callable
-from types import TracebackType
-from typing import TypeVar
+from typing import Protocol
 
 from langchain_rolling_memory.errors import StoreError
 
 logger = logging.getLogger("langchain_rolling_memory")
 
-_S = TypeVar("_S", bound="Lifecycle")
 
-
-class Lifecycle:
-    """Mixed into `RollingStore`: the lifecycle API around a backend's `_setup` and `close`.
-
-    A store is usable from its constructor on (which runs `setup()` unless given
-    ``setup=False``) until `close()`; after that every call raises `StoreError`. ``with
-    store:`` closes it on exit, ``async with store:`` awaits `aclose()`.
-    """
-
-    _closed: bool = False
+class Closable(Protocol):
+    """What the exit hook needs of a store: whether it is closed, and how to close it."""
 
     @property
-    def closed(self) -> bool:
-        """True once `close()` or `aclose()` was called."""
-        return self._closed
+    def closed(self) -> bool: ...
 
-    def _check_open(self) -> None:
-        if self._closed:
-            msg = f"this {type(self).__name__} is closed; open a new store (closing is final)"
-            raise StoreError(msg)
-
-    def setup(self) -> None:
-        """Create or migrate the store's tables or keys; safe to call again (idempotent).
-
-        The constructor calls it unless given ``setup=False``, for a process whose database
-        role may not create tables: run ``setup()`` once from a deployment step instead.
-        """
-        self._check_open()
-        self._setup()
-
-    def _setup_or_close(self) -> None:
-        """`setup` from a constructor: if it fails, what the constructor opened is closed
-        before the error goes on, so a store that cannot be set up leaves nothing open."""
-        try:
-            self.setup()
-        except BaseException:
-            self.close()
-            raise
-
-    async def asetup(self) -> None:
-        """`setup` from async code (native on PostgreSQL, a worker thread elsewhere)."""
-        self._check_open()
-        await self._asetup()
-
-    def _setup(self) -> None:
-        """Create or migrate the schema; backends with one override it."""
-
-    async def _asetup(self) -> None:
-        await asyncio.to_thread(self._setup)
-
-    def close(self) -> None:
-        """Release the store's connections (never those handed in by the caller); final."""
-        self._closed = True
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
-
-    def __enter__(self: _S) -> _S:
-        self._check_open()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self: _S) -> _S:
-        self._check_open()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
+    def close(self) -> None: ...
 
 
 def not_set_up(where: str, cause: object) -> StoreError:
@@ -115,11 +46,11 @@ def not_set_up(where: str, cause: object) -> StoreError:
     return StoreError(msg)
 
 
-_OPEN: weakref.WeakSet[Lifecycle] = weakref.WeakSet()
+_OPEN: weakref.WeakSet[Closable] = weakref.WeakSet()
 _GUARD = threading.Lock()
 
 
-def close_at_exit(store: Lifecycle) -> None:
+def close_at_exit(store: Closable) -> None:
     """Close `store` when the interpreter exits if it is still open then (held weakly)."""
     with _GUARD:
         _OPEN.add(store)

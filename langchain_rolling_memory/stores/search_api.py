@@ -1,7 +1,7 @@
 """The pure steps around a store search and a dated append: scope, dates, hits; no I/O.
 
 Owns what `RollingStore.search` and `append(created_at=...)` check before a backend is
-called (a scope is required, a session searched with a client must be that client's, dates
+called (`api.py` holds those methods) (a scope is required, a session searched with a client must be that client's, dates
 are seconds from 1970 to before the year 9999) and turning a backend's ranked rows into
 `SearchHit`s. It does not rank (the backends do, each on its own engine) and analyses no
 text (`core/lexical_search.py` does).
@@ -18,7 +18,7 @@ from langchain_rolling_memory.core.lexical_search import SearchHit, query_terms
 from langchain_rolling_memory.core.records import SessionInfo
 from langchain_rolling_memory.core.serde import loads_message
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
-from langchain_rolling_memory.stores.contract import SearchRow, StoreBackend
+from langchain_rolling_memory.stores.contract import SearchRow
 
 CreatedAt = float | datetime | Sequence[float | datetime] | None
 """``created_at=`` of `append`: one date for the whole batch, one per message, or None (now)."""
@@ -114,50 +114,3 @@ def search_request(
         msg = f"query must be a str, got {type(query).__name__}; pass the user's words as text"
         raise TypeError(msg)
     return query_terms(query), client, session
-
-
-class SearchApi(StoreBackend):
-    """The public ``search``/``asearch`` of every store, on the backend's `_search` primitive."""
-
-    def search(
-        self,
-        query: str,
-        *,
-        client_id: str | None = None,
-        session_id: str | None = None,
-        limit: int = 10,
-    ) -> list[SearchHit]:
-        """The messages (and facts) most relevant to `query`, best first, within one scope.
-
-        `client_id` searches every session of the client and its facts; `session_id` one
-        session (with `client_id` too, the session must be that client's: `OwnershipError`
-        otherwise). One of them is required: a search never crosses clients. The query is
-        plain words (`lexical_search.query_terms`): search syntax in it is text, and a query of
-        stop words only finds nothing without querying.
-
-        Example:
-            >>> from langchain_core.messages import HumanMessage
-            >>> from langchain_rolling_memory import open_store
-            >>> store = open_store("memory://")
-            >>> store.append("s1", [HumanMessage("We adopted a cat named Oscar")], client_id="c1")
-            [1]
-            >>> store.search("what is the cat called?", client_id="c1")[0].seq
-            1
-        """
-        terms, client, session = search_request(query, client_id, session_id, limit)
-        if terms and client is not None and session is not None:
-            check_owner(self._get_session(session), session, client)
-        return hits_of(self._search(terms, client, session, limit)) if terms else []
-
-    async def asearch(
-        self,
-        query: str,
-        *,
-        client_id: str | None = None,
-        session_id: str | None = None,
-        limit: int = 10,
-    ) -> list[SearchHit]:
-        terms, client, session = search_request(query, client_id, session_id, limit)
-        if terms and client is not None and session is not None:
-            check_owner(await self._aget_session(session), session, client)
-        return hits_of(await self._asearch(terms, client, session, limit)) if terms else []

@@ -10,16 +10,23 @@ when to summarize nor enforce the overall timeout (that is the engine's).
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 
 from langchain_rolling_memory.core.cuts import count_tokens
-from langchain_rolling_memory.core.prompts import SummaryPrompt, clean_summary, default_prompt
+from langchain_rolling_memory.core.prompts import (
+    DEFAULT_MAX_WORDS,
+    SummaryPrompt,
+    clean_summary,
+    default_prompt,
+)
 from langchain_rolling_memory.core.structured_summary import (
     StructuredSummary,
     parse_structured_summary,
@@ -29,7 +36,31 @@ from langchain_rolling_memory.core.summary_result import SummaryResult
 from langchain_rolling_memory.core.texts import check_language
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.runtime.tracing import SUMMARIZE, traced
+from langchain_rolling_memory.summarizers.base import (
+    check_token_cap,
+    check_word_limits,
+    merged_results,
+    usable_summary,
+)
 from langchain_rolling_memory.summarizers.failures import is_transient_error
+
+if TYPE_CHECKING:  # tenacity (and what it imports) only once a retrying summarizer is built
+    from langchain_core.runnables.retry import RunnableRetry
+
+
+@functools.cache
+def _first_wait_parameter() -> str:
+    """The name `tenacity.wait_exponential_jitter` gives the first wait: ``multiplier`` from
+    tenacity 9.2 (where ``initial`` warns as deprecated), ``initial`` before it.
+
+    tenacity is langchain-core's dependency (its `with_retry`), imported here only to read the
+    signature of the installed release.
+    """
+    from tenacity import wait_exponential_jitter
+
+    return (
+        "multiplier" if "multiplier" in inspect.signature(wait_exponential_jitter).parameters else "initial"
+    )
 
 
 def _is_parse_failure(exc: BaseException) -> bool:
@@ -38,11 +69,6 @@ def _is_parse_failure(exc: BaseException) -> bool:
     if isinstance(exc, ValueError):
         return True
     return any(cls.__name__ == "ModelRefusalError" for cls in type(exc).__mro__)
-
-
-def _long_enough(text: str, min_words: int, max_words: int) -> bool:
-    # A summary is never required to be longer than its own cap.
-    return len(text.split()) >= min(min_words, max_words)
 
 
 @dataclass(frozen=True)
@@ -72,8 +98,12 @@ class ChatModelSummarizer:
 
     Args:
         model: any LangChain chat model.
-        prompt: the summary prompt (default: the built-in one of the language, `default_prompt`).
+        prompt: your `SummaryPrompt`, or the name of a built-in one (`prompts.PROMPT_KINDS`:
+            ``"general"``, the default; ``"support"``, which also keeps products, references
+            and quantities; ``"compact"``, about five lines), in the summarizer's language.
         max_words: word cap of the summary.
+        max_summary_tokens: the token cap stated in the prompt (the memory's
+            ``max_summary_tokens`` when None, see `with_token_cap`; the memory enforces it).
         min_words: a shorter cleaned reply is retried once (lesson 2 validates at 20 words);
             never more than `max_words`; 0 accepts any non-empty reply.
         structured: ask for a structured summary.
@@ -90,24 +120,18 @@ class ChatModelSummarizer:
         self,
         model: BaseChatModel,
         *,
-        prompt: SummaryPrompt | None = None,
-        max_words: int = 120,
+        prompt: SummaryPrompt | str | None = None,
+        max_words: int = DEFAULT_MAX_WORDS,
         min_words: int = 20,
         structured: bool = False,
         language: str | None = None,
         retries: int = 2,
         backoff: float = 0.5,
         max_backoff: float = 8.0,
+        max_summary_tokens: int | None = None,
         is_transient: Callable[[BaseException], bool] = is_transient_error,
     ) -> None:
-        if max_words < 1:
-            msg = f"max_words must be positive, got max_words={max_words!r}"
-            raise ConfigurationError(msg)
-        if min_words < 0:
-            msg = (
-                f"min_words must not be negative (0 accepts any non-empty reply), got min_words={min_words!r}"
-            )
-            raise ConfigurationError(msg)
+        check_word_limits(min_words, max_words)
         if retries < 0 or backoff < 0 or max_backoff < 0:
             msg = (
                 "retries, backoff and max_backoff must not be negative, got "
@@ -117,8 +141,15 @@ class ChatModelSummarizer:
         self.model = model
         self.language = check_language(language) if language is not None else "en"
         self.explicit_language = language is not None
-        self.explicit_prompt = prompt is not None
-        self.prompt = prompt if prompt is not None else default_prompt(self.language)
+        # A built-in prompt (by name or by default) follows the memory's language.
+        self.prompt_kind: str | None = None
+        if isinstance(prompt, SummaryPrompt):
+            self.prompt = prompt
+        else:
+            self.prompt_kind = "general" if prompt is None else prompt
+            self.prompt = default_prompt(self.language, self.prompt_kind)
+        self.max_summary_tokens = check_token_cap(max_summary_tokens)
+        self.explicit_token_cap = max_summary_tokens is not None
         self.max_words = max_words
         self.min_words = min_words
         self.structured = structured
@@ -150,9 +181,18 @@ class ChatModelSummarizer:
             return self
         localized = copy.copy(self)
         localized.language = language
-        if not self.explicit_prompt:
-            localized.prompt = default_prompt(language)
+        if self.prompt_kind is not None:
+            localized.prompt = default_prompt(language, self.prompt_kind)
         return localized
+
+    def with_token_cap(self, max_summary_tokens: int | None) -> ChatModelSummarizer:
+        """This summarizer in a memory whose summaries are capped at `max_summary_tokens`: a
+        copy whose prompt states the cap, unless it was given one (then itself)."""
+        if self.explicit_token_cap or max_summary_tokens == self.max_summary_tokens:
+            return self
+        capped = copy.copy(self)
+        capped.max_summary_tokens = check_token_cap(max_summary_tokens)
+        return capped
 
     def _retrying(self, runnable: Runnable[Any, Any]) -> Runnable[Any, Any]:
         """`runnable` retried on transient errors only; itself when `retries` is 0."""
@@ -160,16 +200,18 @@ class ChatModelSummarizer:
             return runnable
         # `Runnable.with_retry`, not the binding's own: a binding (see `traced`) would move its
         # run name onto the retry wrapper; here each attempt is the named model run.
-        return Runnable.with_retry(
+        retrying = Runnable.with_retry(
             runnable,
             retry_if_exception_type=self.is_transient,
             wait_exponential_jitter=True,
-            exponential_jitter_params={
-                "initial": self.backoff,
-                "max": self.max_backoff,
-                "jitter": self.backoff,
-            },
             stop_after_attempt=self.retries + 1,
+        )
+        # The wait, set past validation (pydantic's model_copy does not validate an update):
+        # tenacity 9.2 calls the first wait `multiplier` (`initial` warns as deprecated), a key
+        # langchain-core's ExponentialJitterParams lacks and its validation would drop.
+        params = {_first_wait_parameter(): self.backoff, "max": self.max_backoff, "jitter": self.backoff}
+        return cast("RunnableRetry[Any, Any]", retrying).model_copy(
+            update={"exponential_jitter_params": params}
         )
 
     # ------------------------------------------------------------------ shared steps
@@ -182,6 +224,7 @@ class ChatModelSummarizer:
             max_words=self.max_words,
             strict=strict,
             structured=self.structured and not strict,
+            max_tokens=self.max_summary_tokens,
         )
 
     def _reply(self, output: Any, structured: bool) -> _Reply:
@@ -208,19 +251,10 @@ class ChatModelSummarizer:
         else:
             result = SummaryResult(text, count_tokens(request), count_tokens([reply.message]), fields=fields)
         # A parsed structured answer is short by design: its fields, not its length, count.
-        long_enough = reply.parsed is not None or _long_enough(text, self.min_words, self.max_words)
-        usable = bool(text) and long_enough and len(raw.split()) <= 2 * self.max_words
-        return result, usable
-
-    @staticmethod
-    def _merge(first: SummaryResult, second: SummaryResult) -> SummaryResult:
-        return SummaryResult(
-            second.text or first.text,
-            (first.input_tokens or 0) + (second.input_tokens or 0),
-            (first.output_tokens or 0) + (second.output_tokens or 0),
-            calls=first.calls + second.calls,
-            fields=second.fields if second.text else first.fields,
+        usable = (
+            usable_summary(result, self.min_words, self.max_words) and len(raw.split()) <= 2 * self.max_words
         )
+        return result, usable
 
     # ------------------------------------------------------------------ sync
 
@@ -244,7 +278,7 @@ class ChatModelSummarizer:
         if usable:
             return result
         second, _ = self._ask(previous, messages, strict=True)
-        return self._merge(result, second)
+        return merged_results(result, second)
 
     # ------------------------------------------------------------------ async
 
@@ -268,7 +302,7 @@ class ChatModelSummarizer:
         if usable:
             return result
         second, _ = await self._aask(previous, messages, strict=True)
-        return self._merge(result, second)
+        return merged_results(result, second)
 
     def __repr__(self) -> str:
         mode = ", structured" if self.structured else ""
@@ -278,9 +312,9 @@ class ChatModelSummarizer:
 def chat_model_summarizer(
     model: BaseChatModel,
     *,
-    prompt: SummaryPrompt | None = None,
+    prompt: SummaryPrompt | str | None = None,
     language: str | None = None,
-    max_words: int = 120,
+    max_words: int = DEFAULT_MAX_WORDS,
     min_words: int = 20,
     structured: bool = False,
     retries: int = 2,
@@ -291,7 +325,8 @@ def chat_model_summarizer(
 
     Args:
         model: any LangChain chat model.
-        prompt: your `SummaryPrompt` (default: the built-in one for `language`).
+        prompt: your `SummaryPrompt`, or a built-in one's name (``"general"``, the default;
+            ``"support"``; ``"compact"``; see `ChatModelSummarizer`) in `language`.
         language: ``"en"`` or ``"fr"`` (prompt and structured labels); None (the default):
             the language of the memory it is given to, English alone (see `in_memory_language`).
         max_words: word cap of the summary.

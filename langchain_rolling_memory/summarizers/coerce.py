@@ -19,9 +19,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable
 
+from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS, clean_summary
 from langchain_rolling_memory.core.summary_result import SummaryResult
 from langchain_rolling_memory.core.texts import ENGLISH, check_language, memory_texts
-from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, require
+from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, SummarizerError, require
 from langchain_rolling_memory.runtime.background import run_coroutine_sync
 from langchain_rolling_memory.runtime.tracing import SUMMARIZE, traced
 from langchain_rolling_memory.summarizers.base import (
@@ -30,34 +31,96 @@ from langchain_rolling_memory.summarizers.base import (
     SummarizerLike,
     SummaryFunction,
     as_result,
+    check_word_limits,
     in_memory_language,
+    merged_results,
+    usable_summary,
 )
 from langchain_rolling_memory.summarizers.chat_model import chat_model_summarizer
+
+
+def _unusable(result: SummaryResult, min_words: int, max_words: int) -> SummarizerError:
+    """The failure of a function whose answer, asked for twice, was still unusable."""
+    words = len(clean_summary(result.text, max_words=max_words).split())
+    if not words:
+        msg = f"the summarizer function returned nothing usable twice (last answer {result.text[:80]!r})"
+        return SummarizerError(msg)
+    msg = (
+        f"the summarizer function answered {words} words twice (last answer {result.text[:80]!r}), "
+        f"under min_words={min_words}: return a longer summary, or build "
+        "FunctionSummarizer(fn, min_words=...) with a lower minimum"
+    )
+    return SummarizerError(msg)
 
 
 class FunctionSummarizer:
     """Adapts a plain function, sync or async, to the `Summarizer` interface.
 
     The function is called as ``fn(previous_summary, messages)`` with `messages` a `list`.
+    Its answer is held to the check a chat model's is (`base.usable_summary`): one that is
+    empty once cleaned (a title, blanks, ``""``), or under `min_words` words (never more than
+    `max_words`), is asked for once more; a second such answer is a `SummarizerError`, which
+    the engine reports and backs off like any failure, so nothing unusable is installed. What
+    the function raises is not retried here (the engine's back-off does, and a permanent
+    error waits the longest).
+
+    A plain function given as ``summarizer=`` is held to a non-empty answer only
+    (``min_words=0``): functions are often deterministic and short by design (an outline,
+    "3 more messages"), and asking again could not lengthen them. Wrap one to apply lesson 2's
+    validation: ``summarizer=FunctionSummarizer(fn, min_words=20)``.
+
+    Args:
+        fn: ``(previous_summary, messages) -> str | SummaryResult``, sync or async.
+        min_words: the shortest usable answer in words (lesson 2 validates at 20); 0 (the
+            default) accepts any non-empty answer.
+        max_words: the summary's word cap (a summary is never required to be longer).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> answers = iter(["Ana.", "Ana Ruiz, a client from Lyon, wants her parcels delivered on Saturdays."])
+        >>> s = FunctionSummarizer(lambda previous, messages: next(answers), min_words=10)
+        >>> result = s.summarize("", [HumanMessage("I'm Ana from Lyon, deliver on Saturdays")])
+        >>> result.calls, result.text.split(",")[0]
+        (2, 'Ana Ruiz')
     """
 
-    def __init__(self, fn: SummaryFunction | AsyncSummaryFunction) -> None:
+    def __init__(
+        self, fn: SummaryFunction | AsyncSummaryFunction, *, min_words: int = 0, max_words: int = 120
+    ) -> None:
+        check_word_limits(min_words, max_words)
         self.fn = fn
+        self.min_words = min_words
+        self.max_words = max_words
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)  # noqa: B004 - callables with async __call__
         )
 
-    def summarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
-        batch = list(messages)
+    def _call(self, previous: str, batch: list[BaseMessage]) -> SummaryResult:
         if self.is_async:
             return as_result(run_coroutine_sync(lambda: self.fn(previous, batch)))  # type: ignore[arg-type, return-value]
         return as_result(self.fn(previous, batch))
 
-    async def asummarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
-        batch = list(messages)
+    def _second(self, first: SummaryResult, second: SummaryResult) -> SummaryResult:
+        if usable_summary(second, self.min_words, self.max_words):
+            return merged_results(first, second)
+        raise _unusable(second, self.min_words, self.max_words)
+
+    def summarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
+        first = self._call(previous, list(messages))
+        if usable_summary(first, self.min_words, self.max_words):
+            return first
+        return self._second(first, self._call(previous, list(messages)))
+
+    async def _acall(self, previous: str, batch: list[BaseMessage]) -> SummaryResult:
         if self.is_async:
             return as_result(await self.fn(previous, batch))  # type: ignore[misc]
         return as_result(await asyncio.to_thread(self.fn, previous, batch))
+
+    async def asummarize(self, previous: str, messages: Sequence[BaseMessage]) -> SummaryResult:
+        first = await self._acall(previous, list(messages))
+        if usable_summary(first, self.min_words, self.max_words):
+            return first
+        return self._second(first, await self._acall(previous, list(messages)))
 
     def __repr__(self) -> str:
         return f"FunctionSummarizer({getattr(self.fn, '__name__', self.fn)!r})"
@@ -213,7 +276,9 @@ def context_window(summarizer: object) -> int:
 _PLAIN_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
 
 
-def as_summarizer(obj: SummarizerLike, *, language: str = "en", max_words: int = 120) -> Summarizer:
+def as_summarizer(
+    obj: SummarizerLike, *, language: str = "en", max_words: int = DEFAULT_MAX_WORDS, structured: bool = False
+) -> Summarizer:
     """Turn a function, an async function, a chat model, a model string, a Runnable or a
     `Summarizer` into a `Summarizer`.
 
@@ -227,7 +292,12 @@ def as_summarizer(obj: SummarizerLike, *, language: str = "en", max_words: int =
             of the default prompt for chat models and model strings, of a Runnable's lead, and
             of a built-in summarizer built without one (`in_memory_language`); a summarizer
             given its own language keeps it, a function writes its own text.
-        max_words: word cap of the default prompt for chat models.
+        max_words: word cap of the default prompt for chat models (and of a function's
+            answer, which is asked once more when empty: `FunctionSummarizer`).
+        structured: ask a chat model or model string for the structured summary (topic,
+            preferences, decisions, open questions, facts; see `chat_model_summarizer`); a
+            summarizer of another kind is refused with it (`ConfigurationError`), but one
+            already built structured.
 
     Example:
         >>> s = as_summarizer(lambda previous, messages: f"{len(messages)} messages")
@@ -237,18 +307,26 @@ def as_summarizer(obj: SummarizerLike, *, language: str = "en", max_words: int =
     check_language(language)
     # Built here for the memory: in its language, and still taking another memory's.
     if isinstance(obj, BaseChatModel):
-        return chat_model_summarizer(obj, max_words=max_words).with_language(language)
+        return chat_model_summarizer(obj, max_words=max_words, structured=structured).with_language(language)
     if isinstance(obj, str):
-        return chat_model_summarizer(init_chat_model(obj), max_words=max_words).with_language(language)
+        chat = chat_model_summarizer(init_chat_model(obj), max_words=max_words, structured=structured)
+        return chat.with_language(language)
+    if structured and not getattr(obj, "structured", False):
+        msg = (
+            f"structured=True needs a chat model or a model string as summarizer (it asks the model "
+            f"for the summary's fields), got {type(obj).__name__}; or give "
+            "chat_model_summarizer(model, structured=True)"
+        )
+        raise ConfigurationError(msg)
     if isinstance(obj, _PLAIN_FUNCTIONS):
         # Histories are built at every call of a chain: skip the slow protocol check.
-        return FunctionSummarizer(obj)
+        return FunctionSummarizer(obj, max_words=max_words)
     if isinstance(obj, Summarizer):
         return in_memory_language(obj, language)
     if isinstance(obj, Runnable):
         return RunnableSummarizer(obj).with_language(language)
     if callable(obj):
-        return FunctionSummarizer(obj)
+        return FunctionSummarizer(obj, max_words=max_words)
     msg = (
         "summarizer must be a function (previous_summary, messages) -> str, an async one, "
         "a chat model, a model string ('openai:gpt-4o-mini'), a Runnable or a Summarizer, "

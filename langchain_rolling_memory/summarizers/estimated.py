@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from langchain_core.messages import AIMessage, BaseMessage
 
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
-from langchain_rolling_memory.core.prompts import default_prompt
+from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS, default_prompt
 from langchain_rolling_memory.core.summary_result import SummaryResult
 from langchain_rolling_memory.summarizers.base import Summarizer
 
@@ -32,7 +32,7 @@ class EstimatedCostSummarizer:
         inner: Summarizer,
         *,
         token_counter: TokenCounter = count_tokens,
-        max_words: int = 120,
+        max_words: int = DEFAULT_MAX_WORDS,
         record_only: bool = False,
     ) -> None:
         self.inner = inner

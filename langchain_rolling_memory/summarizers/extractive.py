@@ -14,10 +14,9 @@ from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_rolling_memory.core.prompts import clean_summary
+from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS, check_max_words, clean_summary
 from langchain_rolling_memory.core.summary_result import SummaryResult
 from langchain_rolling_memory.core.texts import CATALOGUES, check_language, memory_texts
-from langchain_rolling_memory.errors import ConfigurationError
 
 # A previous summary's speaker labels, in any language ("User: ", "Utilisateur : ").
 _LABELS = {
@@ -286,10 +285,8 @@ class ExtractiveSummarizer:
             (`with_language`). Given explicitly, it is kept.
     """
 
-    def __init__(self, *, max_words: int = 120, language: str | None = None) -> None:
-        if max_words < 1:
-            msg = f"max_words must be positive, got max_words={max_words!r}"
-            raise ConfigurationError(msg)
+    def __init__(self, *, max_words: int = DEFAULT_MAX_WORDS, language: str | None = None) -> None:
+        check_max_words(max_words)
         self.max_words = max_words
         self.explicit_language = language is not None
         self._speak(language if language is not None else "en")
@@ -431,7 +428,9 @@ class ExtractiveSummarizer:
         return f"ExtractiveSummarizer(max_words={self.max_words}, language={self.language!r})"
 
 
-def extractive_summarizer(*, max_words: int = 120, language: str | None = None) -> ExtractiveSummarizer:
+def extractive_summarizer(
+    *, max_words: int = DEFAULT_MAX_WORDS, language: str | None = None
+) -> ExtractiveSummarizer:
     """A keyless, deterministic summarizer that extracts sentences (a stand-in, not an LLM).
 
     Keeps the sentences that carry names, numbers, decisions and requests, drops

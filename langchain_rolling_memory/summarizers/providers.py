@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from langchain_rolling_memory.core.prompts import SummaryPrompt
+from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS, SummaryPrompt
 from langchain_rolling_memory.errors import ConfigurationError, MissingCredentialsError, require
 from langchain_rolling_memory.summarizers.chat_model import ChatModelSummarizer, chat_model_summarizer
 
@@ -47,9 +47,9 @@ def _check_retries(retries: int) -> None:
 def openai_summarizer(
     model: str = "gpt-4o-mini",
     *,
-    prompt: SummaryPrompt | None = None,
+    prompt: SummaryPrompt | str | None = None,
     language: str | None = None,
-    max_words: int = 120,
+    max_words: int = DEFAULT_MAX_WORDS,
     min_words: int = 20,
     structured: bool = False,
     retries: int = 2,
@@ -63,7 +63,9 @@ def openai_summarizer(
     (exponential back-off, ``Retry-After`` honoured); a 400, 401, 403 or 404 is never retried.
     A summary under `min_words` words gets one stricter retry (see `ChatModelSummarizer`).
     Without `language`, the prompt is in the language of the memory it is given to (English
-    alone); a `language` given here is kept (see `in_memory_language`).
+    alone); a `language` given here is kept (see `in_memory_language`). `prompt` is a
+    `SummaryPrompt` or a built-in one's name (``"support"``, ``"compact"``; see
+    `ChatModelSummarizer`).
 
     Example:
         >>> s = openai_summarizer("gpt-4o-mini", api_key="sk-test", base_url="http://127.0.0.1:9/v1")
@@ -94,9 +96,9 @@ def openai_summarizer(
 def gemini_summarizer(
     model: str = "gemini-2.5-flash",
     *,
-    prompt: SummaryPrompt | None = None,
+    prompt: SummaryPrompt | str | None = None,
     language: str | None = None,
-    max_words: int = 120,
+    max_words: int = DEFAULT_MAX_WORDS,
     min_words: int = 20,
     structured: bool = False,
     retries: int = 2,
@@ -111,6 +113,7 @@ def gemini_summarizer(
     404 is never retried. A summary under `min_words` words gets one stricter retry (see
     `ChatModelSummarizer`). Without `language`, the prompt is in the language of the memory it
     is given to (English alone); a `language` given here is kept (see `in_memory_language`).
+    `prompt` is a `SummaryPrompt` or a built-in one's name (``"support"``, ``"compact"``).
 
     Example:
         >>> s = gemini_summarizer("gemini-2.5-flash", api_key="test", base_url="http://127.0.0.1:9")

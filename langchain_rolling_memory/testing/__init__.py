@@ -1,25 +1,28 @@
 """A conformance kit for storage backends: the store contract as pytest classes to subclass.
 
-Every backend of this package runs it; a backend of yours runs it the same way, in your own
-tests, by subclassing `RollingStoreConformance` and giving it a `store` fixture that yields an
-EMPTY store of your backend (its own file, table prefix or key prefix)::
+Every backend of this package runs it; a backend of yours (a `SyncBackend` subclass, see
+`stores/contract.py`) runs it the same way, in your own tests, by subclassing
+`RollingStoreConformance` and giving it a `store` fixture that yields an EMPTY store on your
+backend (its own file, table prefix or key prefix)::
 
     import pytest
+    from langchain_rolling_memory.stores import RollingStore
     from langchain_rolling_memory.testing import RollingStoreConformance
 
     class TestMyStore(RollingStoreConformance):
         @pytest.fixture
         def store(self, tmp_path):
-            with MyRollingStore(tmp_path / "data") as store:
+            with RollingStore(MyBackend(tmp_path / "data")) as store:
                 yield store
 
         def raw_contents(self, store):  # optional: lets the kit check what erases leave
-            return sorted(f"{row}" for row in store.dump_rows())
+            return sorted(f"{row}" for row in store.backend.dump_rows())
 
 Optional hooks, each skipping the checks that need it (with the reason) when not defined:
 `raw_contents` (every row or key the backend holds, one line each), `reopen` (a new store
 object on the same data) and `set_schema_version`. The checks also set the store's clock
-through its `_now` method and call the `_search` primitive directly.
+through its `_now` method and call the backend's `search` primitive directly
+(`store.backend`, `store.async_backend`).
 
 Needs pytest and pytest-asyncio (the async checks carry ``@pytest.mark.asyncio``): install
 ``langchain-rolling-memory[testing]``. The library never imports this package.

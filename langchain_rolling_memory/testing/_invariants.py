@@ -5,7 +5,7 @@ session row's erase generation (set by its first write, changed by every erase, 
 a summary install planned from a read is refused once an erase overtook it, and never lands on
 a session with no row; a fact write planned from a session (its `SessionMark`) needs the
 session live, with that generation and owned by the writer; a read, search, listing, export
-and forget reach a session only for its owner now (the `_search` primitive is called directly:
+and forget reach a session only for its owner now (the `search` primitive, `store.backend`, is called directly:
 the API's look-up before it is the race window); a search's scores depend on its scope's
 entries only. (The project's own tests also race erases against these reads and writes on its
 four backends: `tests/test_store_races.py`.)
@@ -266,7 +266,7 @@ class OwnershipChecks(StoreHarness):
         store.add_fact("alice", "alice saw a zebra")
 
         def found(client_id: str | None, session_id: str) -> list[tuple[Any, ...]]:
-            rows = store._search(["zebra"], client_id, session_id, 10)
+            rows = store.backend.search(["zebra"], client_id, session_id, 10, store._now())
             return sorted((row[1] or "", row[2] or 0, "" if row[5] is None else row[5].text) for row in rows)
 
         assert found("alice", "s1") == [("", 0, "alice saw a zebra")]
@@ -283,17 +283,17 @@ class OwnershipChecks(StoreHarness):
     ) -> None:
         _recreated_by_bob(store)
         for rows in (
-            store._search(["oscar"], "alice", "s1", 10),
-            store._search(["oscar"], "alice", None, 10),
+            store.backend.search(["oscar"], "alice", "s1", 10, store._now()),
+            store.backend.search(["oscar"], "alice", None, 10, store._now()),
         ):
             assert [row[5].text for row in rows if row[5] is not None] == ["alice's cat is oscar"]
             assert [row for row in rows if row[5] is None] == []
-        assert [row[1] for row in store._search(["oscar"], "bob", "s1", 10)] == ["s1"]
+        assert [row[1] for row in store.backend.search(["oscar"], "bob", "s1", 10, store._now())] == ["s1"]
 
     @pytest.mark.asyncio
     async def test_the_async_search_filters_the_owner_in_the_statement_too(self, store: RollingStore) -> None:
         _recreated_by_bob(store)
-        rows = await store._asearch(["oscar", "secret"], "alice", "s1", 10)
+        rows = await store.async_backend.search(["oscar", "secret"], "alice", "s1", 10, store._now())
         assert [row for row in rows if row[5] is None] == []
 
     def test_a_clients_listing_search_export_and_forget_reach_only_the_sessions_it_owns_now(

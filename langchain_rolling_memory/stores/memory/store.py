@@ -28,9 +28,11 @@ from langchain_rolling_memory.stores.contract import (
     Reader,
     SearchRow,
     SummaryWrite,
+    SyncBackend,
     TurnRows,
     new_generation,
 )
+from langchain_rolling_memory.stores.fact_api import FactOptions
 
 
 @dataclass
@@ -61,16 +63,10 @@ class _Closed:
         return None
 
 
-class InMemoryRollingStore(RollingStore):
-    """Keeps everything in dicts guarded by one lock; lost when the process ends.
+class MemoryBackend(SyncBackend):
+    """The primitives on dicts guarded by one lock; safe with several threads."""
 
-    Opened by ``open_store("memory://")``. Safe with several threads.
-    """
-
-    schemes = ("memory",)
-
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
+    def __init__(self) -> None:
         self._lock = threading.RLock()
         self._sessions: dict[str, _Session] = {}
         self._facts: dict[str, dict[str, Fact]] = {}
@@ -86,9 +82,8 @@ class InMemoryRollingStore(RollingStore):
 
     def close(self) -> None:
         """Drop the data and refuse every later call, as the other backends do once closed."""
-        if self._closed:
+        if isinstance(self._lock, _Closed):
             return
-        super().close()
         with self._lock:
             self._lock = _Closed()  # type: ignore[assignment]
             self._sessions.clear()
@@ -149,7 +144,7 @@ class InMemoryRollingStore(RollingStore):
             self._adopt(session_id, session)
         return session
 
-    def _append(self, batch: AppendBatch) -> list[int]:
+    def append(self, batch: AppendBatch) -> list[int]:
         session_id, rows, now = batch.session_id, batch.rows, batch.now
         with self._lock:
             session = self._session(session_id, batch.client_id, now)
@@ -164,8 +159,8 @@ class InMemoryRollingStore(RollingStore):
             session.updated_at = now
             return seqs
 
-    def _search(
-        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    def search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float
     ) -> list[SearchRow]:
         with self._lock:
             self._catch_up()
@@ -182,7 +177,7 @@ class InMemoryRollingStore(RollingStore):
             else:  # pragma: no cover - `search_scope` refuses a search without a scope
                 return []
             if client_id is not None:
-                for fact in self._expired(client_id, self._now()):
+                for fact in self._expired(client_id, now):
                     self._unindex(("f", client_id, fact.id))
             index = self._indexes.get(scope)
             out: list[SearchRow] = []
@@ -212,7 +207,7 @@ class InMemoryRollingStore(RollingStore):
             reader.check(session_id, session.client_id if session else None)
         return session
 
-    def _read(
+    def read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
     ) -> list[Row]:
         with self._lock:
@@ -227,26 +222,26 @@ class InMemoryRollingStore(RollingStore):
                 return rows[max(start, len(rows) - limit) :]
             return rows[start : start + limit]
 
-    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
+    def last_seq(self, session_id: str, reader: Reader | None = None) -> int:
         with self._lock:
             session = self._seen(session_id, reader)
             return session.rows[-1][0] if session and session.rows else 0
 
-    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
+    def get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
         with self._lock:
             session = self._seen(session_id, reader)
             return session.summary if session else None
 
-    def _summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+    def summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
         with self._lock:  # the reads, the owner check and the generation at one instant
             session = self._seen(session_id, reader)
             if session is None:
                 return TurnRows(None, [], None)
             record = session.summary
-            rows = self._read(session_id, record.covered_seq if record else 0, limit, True)
+            rows = self.read(session_id, record.covered_seq if record else 0, limit, True)
             return TurnRows(record, rows, session.generation)
 
-    def _cas_summary(self, write: SummaryWrite) -> bool:
+    def cas_summary(self, write: SummaryWrite) -> bool:
         import json
 
         with self._lock:
@@ -263,7 +258,7 @@ class InMemoryRollingStore(RollingStore):
             session.summary = SummaryRecord(write.text, write.covered_seq, current + 1, meta, write.now)
             return True
 
-    def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+    def claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
         with self._lock:  # a lease is kept apart: taking one creates no session
             lease = self._leases.get(session_id)
             if lease and lease[0] != owner and lease[1] > now:
@@ -271,47 +266,46 @@ class InMemoryRollingStore(RollingStore):
             self._leases[session_id] = (owner, now + ttl)
             return True
 
-    def _release(self, session_id: str, owner: str) -> None:
+    def release(self, session_id: str, owner: str) -> None:
         with self._lock:
             lease = self._leases.get(session_id)
             if lease and lease[0] == owner:
                 del self._leases[session_id]
 
-    def _get_session(self, session_id: str) -> SessionInfo | None:
+    def get_session(self, session_id: str) -> SessionInfo | None:
         with self._lock:
             s = self._sessions.get(session_id)
             return SessionInfo(session_id, s.client_id, s.created_at, s.updated_at) if s else None
 
-    def _list_sessions(self, client_id: str) -> list[str]:
+    def list_sessions(self, client_id: str) -> list[str]:
         with self._lock:
             return sorted(sid for sid, s in self._sessions.items() if s.client_id == client_id)
 
-    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
+    def get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
         with self._lock:
             session = self._seen(session_id, reader)
             return session.state if session else None
 
-    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+    def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
         with self._lock:
             session = self._session(session_id, client_id, now)
             session.state = state
             session.updated_at = now
 
-    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
+    def delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         with self._lock:
             if self._seen(session_id, reader) is None and reader is not None:
                 return  # no row yet: a claim racing it is not this run's to erase
             self._forget_entries(session_id)
             self._sessions.pop(session_id, None)
 
-    def _list_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
-        """Facts of the client live at `at` (None: now), oldest first."""
+    def list_facts(self, client_id: str, at: float) -> list[Fact]:
+        """Facts of the client live at `at`, oldest first."""
         with self._lock:
-            now = self._now() if at is None else at
             facts = [
                 f
                 for f in self._facts.get(client_id, {}).values()
-                if f.expires_at is None or f.expires_at > now
+                if f.expires_at is None or f.expires_at > at
             ]
             return sorted(facts, key=lambda f: (f.created_at, f.id))
 
@@ -325,34 +319,34 @@ class InMemoryRollingStore(RollingStore):
             self._facts.setdefault(fact.client_id, {})[fact.id] = replace(fact)
             self._to_index(("f", fact.client_id, fact.id), index_text(fact.text))
 
-    def _change_facts(
-        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    def change_facts(
+        self, client_id: str, plan: FactPlan, now: float, mark: SessionMark | None = None
     ) -> tuple[list[Fact], Fact | None]:
         with self._lock:
             if mark is not None:
                 session = self._sessions.get(mark.session_id)
                 if session is None or session.client_id != client_id or session.generation != mark.generation:
                     raise StaleWriteError.for_session(mark.session_id, "fact write")
-            existing = self._list_facts(client_id)
+            existing = self.list_facts(client_id, now)
             fact = plan(existing)
             if fact is not None:
                 self._put_fact(fact)
             return existing, fact
 
-    def _delete_fact(self, client_id: str, fact_id: str) -> bool:
+    def delete_fact(self, client_id: str, fact_id: str) -> bool:
         with self._lock:
             self._unindex(("f", client_id, fact_id))
             return self._facts.get(client_id, {}).pop(fact_id, None) is not None
 
-    def _delete_client(self, client_id: str) -> None:
+    def delete_client(self, client_id: str) -> None:
         with self._lock:
             for fact_id in self._facts.pop(client_id, {}):
                 self._unindex(("f", client_id, fact_id))
-            for session_id in self._list_sessions(client_id):
+            for session_id in self.list_sessions(client_id):
                 self._forget_entries(session_id)
                 del self._sessions[session_id]
 
-    def _purge(self, cutoff: float, now: float) -> int:
+    def purge(self, cutoff: float, now: float) -> int:
         with self._lock:
             old = [sid for sid, s in self._sessions.items() if s.updated_at < cutoff]
             for sid in old:
@@ -360,5 +354,17 @@ class InMemoryRollingStore(RollingStore):
                 del self._sessions[sid]
             expired = [fact for client_id in list(self._facts) for fact in self._expired(client_id, now)]
             for fact in expired:
-                self._delete_fact(fact.client_id, fact.id)
+                self.delete_fact(fact.client_id, fact.id)
             return len(old) + len(expired)
+
+
+class InMemoryRollingStore(RollingStore):
+    """Keeps everything in dicts guarded by one lock (`MemoryBackend`); lost when the process ends.
+
+    Opened by ``open_store("memory://")``. Safe with several threads.
+    """
+
+    schemes = ("memory",)
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(MemoryBackend(), options=FactOptions(**options))

@@ -1,7 +1,8 @@
 """The native async twins of the PostgreSQL primitives, on psycopg's AsyncConnectionPool.
 
-Owns the async pools (one per event loop, see `loops.py`: async connections belong to the loop
-that made them; or the caller's, see `conn.py`) and the ``_a*`` primitives; the store class is in `store.py`, the sync twin in
+Owns `AsyncPostgres`: the async retry loop and the async primitives, on the running loop's
+pool (one per event loop, see `conn.py` and `loops.py`: async connections belong to the loop
+that made them; or the caller's); the store class is in `store.py`, the sync twin in
 `sync.py`, the SQL and what both twins share in `sql.py`. Every primitive is the same statement as its sync
 twin, so both behave alike, retries included.
 """
@@ -9,7 +10,6 @@ twin, so both behave alike, retries included.
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -20,101 +20,61 @@ from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionIn
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError, StaleWriteError
 from langchain_rolling_memory.stores.contract import (
     AppendBatch,
+    AsyncBackend,
     Reader,
     SearchRow,
-    StoreBackend,
     SummaryWrite,
     TurnRows,
     new_generation,
 )
 from langchain_rolling_memory.stores.lifecycle import not_set_up
-from langchain_rolling_memory.stores.loops import PerLoop
-from langchain_rolling_memory.stores.postgres.conn import check_connection
+from langchain_rolling_memory.stores.postgres.conn import Connections, check_connection
+from langchain_rolling_memory.stores.postgres.setup import Migration
 
 logger = logging.getLogger("langchain_rolling_memory")
 
 _T = TypeVar("_T")
 
 
-class OwnedAsyncPool:
-    """An async pool the store opened, with every connection it made (held weakly).
+class AsyncPostgres(AsyncBackend):
+    """The native async primitives: the same statements as `SyncPostgres`'s, awaited on the
+    running loop's async pool (or the caller's), retries included.
 
-    The connections are tracked because the pool's own close can stop short: at the end of
-    ``asyncio.run`` the loop cancels the pool's workers together with the store's guard, and
-    the pool's close, waiting for them, is cancelled before it closes a single connection.
+    Args:
+        setup_pending: set up at the first call (an async pool or connection handed in with
+            ``setup=True``: the constructor could not await it).
     """
 
-    def __init__(self) -> None:
-        self.pool: Any = None
-        self.conns: weakref.WeakSet[Any] = weakref.WeakSet()
+    def __init__(
+        self,
+        link: Connections,
+        q: pg.Queries,
+        search_config: str,
+        statement_timeout: float | None,
+        *,
+        setup_pending: bool = False,
+    ) -> None:
+        self.link, self.q, self.prefix = link, q, q.prefix
+        self.search_config, self.statement_timeout = search_config, statement_timeout
+        self.migration = Migration(link.psycopg, q, search_config)
+        self._setup_pending = setup_pending
 
-    async def track(self, conn: Any) -> None:
-        self.conns.add(conn)
+    async def setup(self) -> None:
+        await self._arun("migrate", self.migration.arun)
+        self._setup_pending = False
+
+    async def vacuum(self, *, full: bool = True) -> None:
+        async def go(conn: Any) -> None:
+            await conn.execute(pg.VACUUM_UNLIMITED)
+            try:
+                await conn.execute(self.q.vacuum_full if full else self.q.vacuum_plain)
+            finally:
+                await conn.execute(pg.VACUUM_RESTORE)
+
+        await self._arun("vacuum", go)
 
     async def close(self) -> None:
-        try:
-            await self.pool.close()
-        except BaseException:
-            self.finish()
-            raise
-
-    def finish(self) -> None:
-        """Hang up every connection at once (libpq's own close, which needs no event loop)."""
-        for conn in list(self.conns):
-            if not conn.closed:
-                conn.pgconn.finish()
-
-
-class AsyncPostgresPrimitives(StoreBackend):
-    """Mixed into `PostgresRollingStore` ahead of `RollingStore`: these replace the
-    thread-based async defaults of `StoreBackend`."""
-
-    q: pg.Queries
-    prefix: str
-    search_config: str
-    statement_timeout: float | None
-    _psycopg: Any
-    _psycopg_pool: Any
-    _conninfo: str | None
-    _pool_size: int
-    _timeout: float
-    _kwargs: dict[str, Any]
-    _apools: PerLoop[OwnedAsyncPool]
-    _borrowed: Any
-    _setup_pending: bool
-    _borrowed_apool: Callable[[], Any]
-    _asetup: Callable[[], Awaitable[None]]
-
-    async def _apool_for_loop(self) -> Any:
-        borrowed = self._borrowed_apool()
-        if borrowed is not None:
-            return borrowed
-        return (await self._apools.get()).pool
-
-    def _loop_pools(self) -> PerLoop[OwnedAsyncPool]:
-        """The store's async pools, one per event loop (`loops`)."""
-        return PerLoop(self._open_apool, OwnedAsyncPool.close, OwnedAsyncPool.finish)
-
-    async def _open_apool(self) -> OwnedAsyncPool:
-        owned = OwnedAsyncPool()
-        owned.pool = self._psycopg_pool.AsyncConnectionPool(
-            self._conninfo,
-            min_size=1,
-            max_size=self._pool_size,
-            kwargs=self._kwargs,
-            timeout=self._timeout,
-            open=False,
-            configure=owned.track,
-            name=f"rolling-memory-async-{self.prefix}",
-        )
-        try:
-            # Wait for the first connection: a call that found none would grow the pool, and a
-            # connection attempt still in flight when the loop ends is beyond anyone's close.
-            await owned.pool.open(wait=True, timeout=self._timeout)
-        except BaseException:
-            await owned.close()
-            raise
-        return owned
+        await self.link.aclose()
 
     async def _arun(
         self,
@@ -122,18 +82,18 @@ class AsyncPostgresPrimitives(StoreBackend):
         fn: Callable[[Any], Awaitable[_T]],
         retry: Callable[[Any], Awaitable[_T]] | None = None,
     ) -> _T:
-        psycopg = self._psycopg
+        psycopg = self.link.psycopg
         try:
-            pool = await self._apool_for_loop()
+            pool = await self.link.async_pool()
         except psycopg.Error as exc:  # no first connection within `timeout`
             raise pg.failure(op, exc, False) from exc
         if self._setup_pending and op != "migrate":  # an async resource handed in: set up now
-            await self._asetup()
+            await self.setup()
         for attempt in (1, 2):
             conn = watch = None
             try:
                 async with pool.connection() as conn:
-                    if self._borrowed is not None:
+                    if self.link.borrowed is not None:
                         check_connection(psycopg, conn)
                     with pg.deadline(op, conn, self.statement_timeout) as watch:
                         return await (fn if attempt == 1 else retry or fn)(conn)
@@ -144,15 +104,15 @@ class AsyncPostgresPrimitives(StoreBackend):
                     raise pg.unanswered(op, self.statement_timeout) from None
                 if isinstance(exc, psycopg.errors.UndefinedTable):
                     raise not_set_up(f"PostgreSQL tables {self.prefix}*", exc) from None
-                if self._borrowed is None and self._apools.ended():  # closed under us by the loop's end
-                    raise self._apools.ended_error() from None
+                if self.link.ended():  # closed under us by the loop's end
+                    raise self.link.apools.ended_error() from None
                 if attempt == 2 or not pg.lost(psycopg, exc, conn):
                     raise pg.failure(op, exc, attempt == 2) from exc
                 logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)
                 await pool.check()
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _aappend(self, batch: AppendBatch) -> list[int]:
+    async def append(self, batch: AppendBatch) -> list[int]:
         params = pg.append_params(self.q, batch, self.search_config)
         q, session_id, client_id, now = self.q, batch.session_id, batch.client_id, batch.now
 
@@ -197,57 +157,57 @@ class AsyncPostgresPrimitives(StoreBackend):
         wrapped, args = postgres_reads.owned(self.prefix, sql, params, session_id)
         return postgres_reads.checked(await self._afetch("read", wrapped, args), reader, session_id)
 
-    async def _aread(
+    async def read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
     ) -> list[Row]:
         sql, params = self.q.read(session_id, after_seq, limit, newest)
         return pg.rows_of(await self._afetch_session(sql, params, session_id, reader), newest, limit)
 
-    async def _asummary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+    async def summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
         params = {"sid": session_id, "limit": limit}
         owner, turn = pg.summary_and_tail_of(await self._afetch("read", self.q.summary_and_tail, params))
         if reader is not None:
             reader.check(session_id, owner)
         return turn
 
-    async def _asearch(
-        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    async def search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float
     ) -> list[SearchRow]:
         sql, params = pgs.search_params(
-            self.q, list(terms), client_id, session_id, limit, self.search_config, self._now()
+            self.q, list(terms), client_id, session_id, limit, self.search_config, now
         )
         return pgs.search_rows_of(await self._afetch("search", sql, params))
 
-    async def _alast_seq(self, session_id: str, reader: Reader | None = None) -> int:
+    async def last_seq(self, session_id: str, reader: Reader | None = None) -> int:
         rows = await self._afetch_session(self.q.last_seq, (session_id,), session_id, reader)
         return int(rows[0][0]) if rows else 0
 
-    async def _aget_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
+    async def get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
         rows = await self._afetch_session(self.q.get_summary, (session_id,), session_id, reader)
         return pg.summary_of(rows[0] if rows else None)
 
-    async def _acas_summary(self, write: SummaryWrite) -> bool:
+    async def cas_summary(self, write: SummaryWrite) -> bool:
         sql, params = self.q.cas(write)
         return await self._acount("summary", sql, params) == 1
 
-    async def _aclaim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+    async def claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
         return await self._acount("lease", self.q.claim, (session_id, owner, now + ttl, now)) == 1
 
-    async def _arelease(self, session_id: str, owner: str) -> None:
+    async def release(self, session_id: str, owner: str) -> None:
         await self._acount("lease", self.q.release, (session_id, owner))
 
-    async def _aget_session(self, session_id: str) -> SessionInfo | None:
+    async def get_session(self, session_id: str) -> SessionInfo | None:
         rows = await self._afetch("read", self.q.get_session, (session_id,))
         return pg.session_of(session_id, rows[0] if rows else None)
 
-    async def _alist_sessions(self, client_id: str) -> list[str]:
+    async def list_sessions(self, client_id: str) -> list[str]:
         return [str(r[0]) for r in await self._afetch("read", self.q.list_sessions, (client_id,))]
 
-    async def _aget_state(self, session_id: str, reader: Reader | None = None) -> str | None:
+    async def get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
         rows = await self._afetch_session(self.q.get_state, (session_id,), session_id, reader)
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
-    async def _aset_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+    async def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
         lock = self.q.client_lock(client_id or "")
         params = {"sid": session_id, "cid": client_id, "now": now, "state": state, "lock": lock}
         params["gen"] = new_generation()  # used only if this creates the session row
@@ -274,15 +234,14 @@ class AsyncPostgresPrimitives(StoreBackend):
 
         return await self._arun(op, go)
 
-    async def _adelete_session(self, session_id: str, reader: Reader | None = None) -> None:
+    async def delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         await self._aerase("delete", self.q.erase("session", session_id), reader)
 
-    async def _alist_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
-        params = (client_id, self._now() if at is None else at)
-        return [pg.fact_of(r) for r in await self._afetch("facts", self.q.list_facts, params)]
+    async def list_facts(self, client_id: str, at: float) -> list[Fact]:
+        return [pg.fact_of(r) for r in await self._afetch("facts", self.q.list_facts, (client_id, at))]
 
-    async def _achange_facts(
-        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    async def change_facts(
+        self, client_id: str, plan: FactPlan, now: float, mark: SessionMark | None = None
     ) -> tuple[list[Fact], Fact | None]:
         q = self.q
 
@@ -293,7 +252,7 @@ class AsyncPostgresPrimitives(StoreBackend):
                     cur = await conn.execute(q.session_mark, pg.mark_params(mark, client_id))
                     if not await cur.fetchall():
                         raise StaleWriteError.for_session(mark.session_id, "fact write")
-                cur = await conn.execute(q.list_facts, (client_id, self._now()))
+                cur = await conn.execute(q.list_facts, (client_id, now))
                 existing = [pg.fact_of(r) for r in await cur.fetchall()]
                 fact = plan(existing)
                 if fact is not None:
@@ -302,14 +261,11 @@ class AsyncPostgresPrimitives(StoreBackend):
 
         return await self._arun("facts", go)
 
-    async def _aput_fact(self, fact: Fact) -> None:
-        await self._acount("facts", self.q.put_fact, pg.fact_params(fact, self.search_config))
-
-    async def _adelete_fact(self, client_id: str, fact_id: str) -> bool:
+    async def delete_fact(self, client_id: str, fact_id: str) -> bool:
         return await self._acount("facts", self.q.delete_fact, (client_id, fact_id)) == 1
 
-    async def _adelete_client(self, client_id: str) -> None:
+    async def delete_client(self, client_id: str) -> None:
         await self._aerase("forget", self.q.erase("client", client_id))
 
-    async def _apurge(self, cutoff: float, now: float) -> int:
+    async def purge(self, cutoff: float, now: float) -> int:
         return await self._aerase("purge", self.q.erase("purge", cutoff, now))

@@ -1,9 +1,11 @@
-"""Where a PostgreSQL store's connections come from when the caller hands them in.
+"""Where a PostgreSQL store's connections come from: its own pools, or the caller's.
 
-Owns the check of a handed-in psycopg pool or connection (what the store needs of it) and the
-wrappers that let one connection serve as a pool of one; the store's own pools are opened in
-`store.py`. Imports no driver: the store hands it psycopg. A handed-in resource is the
-caller's: the store never opens, closes or reconfigures it.
+Owns `Connections`, the one object the sync and async primitives share (the sync pool, the
+async pools one per event loop, or the pool or connection the caller handed in; closing,
+forking), the check of a handed-in psycopg pool or connection (what the store needs of it) and
+the wrappers that let one connection serve as a pool of one. Imports no driver: the store
+hands it psycopg. A handed-in resource is the caller's: the store never opens, closes or
+reconfigures it.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import langchain_rolling_memory.stores.forks as forks
 from langchain_rolling_memory.errors import ConfigurationError, StoreError
+from langchain_rolling_memory.stores.loops import PerLoop
 
 
 class OneConnection:
@@ -111,3 +116,181 @@ def forked_error(kind: str) -> StoreError:
         "parent's connections: open a new store (or a new pool) in the child"
     )
     return StoreError(msg)
+
+
+class OwnedAsyncPool:
+    """An async pool the store opened, with every connection it made (held weakly).
+
+    The connections are tracked because the pool's own close can stop short: at the end of
+    ``asyncio.run`` the loop cancels the pool's workers together with the store's guard, and
+    the pool's close, waiting for them, is cancelled before it closes a single connection.
+    """
+
+    def __init__(self) -> None:
+        self.pool: Any = None
+        self.conns: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    async def track(self, conn: Any) -> None:
+        self.conns.add(conn)
+
+    async def close(self) -> None:
+        try:
+            await self.pool.close()
+        except BaseException:
+            self.finish()
+            raise
+
+    def finish(self) -> None:
+        """Hang up every connection at once (libpq's own close, which needs no event loop)."""
+        for conn in list(self.conns):
+            if not conn.closed:
+                conn.pgconn.finish()
+
+
+class Connections:
+    """The connections of one store, shared by its sync and async primitives: the pools it
+    opens on `conninfo` (one sync pool, opened now; one async pool per event loop, opened at
+    the loop's first call, see `loops`), or the pool or connection handed in as `conn`.
+
+    Args:
+        psycopg, psycopg_pool: the driver's modules.
+        conninfo: the URL the store's own pools connect to (None with `conn`).
+        conn: the caller's pool or connection (None: the store opens its own).
+        kwargs: the keyword arguments of every connection the store opens.
+        name: the store's class name, for the error of a closed store.
+    """
+
+    def __init__(
+        self,
+        psycopg: Any,
+        psycopg_pool: Any,
+        *,
+        conninfo: str | None,
+        conn: Any,
+        prefix: str,
+        pool_size: int,
+        timeout: float,
+        kwargs: dict[str, Any],
+        name: str,
+    ) -> None:
+        self.psycopg, self.psycopg_pool = psycopg, psycopg_pool
+        self.conninfo, self.prefix, self.pool_size, self.timeout = conninfo, prefix, pool_size, timeout
+        self.kwargs, self.name = kwargs, name
+        self.closed = False
+        self.forked = False
+        self._pool_lock = threading.Lock()
+        self.apools: PerLoop[OwnedAsyncPool] = PerLoop(
+            self._open_apool, OwnedAsyncPool.close, OwnedAsyncPool.finish
+        )
+        self.borrowed = None if conn is None else borrow(psycopg, psycopg_pool, conn)
+        self.pool: Any = None if self.borrowed is None else self.borrowed.sync
+        forks.track(self)
+
+    def check_open(self) -> None:
+        if self.closed:
+            msg = f"this {self.name} is closed; open a new store (closing is final)"
+            raise StoreError(msg)
+
+    @property
+    def sync_only(self) -> bool:
+        """True for a sync pool or connection handed in: the async API runs in a thread."""
+        return self.borrowed is not None and self.borrowed.asynchronous is None
+
+    def open_pool(self) -> None:
+        """Open the store's own sync pool (the constructor's, after its probe)."""
+        self.pool = self._new_pool()
+
+    def _new_pool(self) -> Any:
+        return self.psycopg_pool.ConnectionPool(
+            self.conninfo,
+            min_size=1,
+            max_size=self.pool_size,
+            kwargs=self.kwargs,
+            timeout=self.timeout,
+            open=True,
+            name=f"rolling-memory-{self.prefix}",
+        )
+
+    def sync_pool(self) -> Any:
+        """The sync pool of this process: a forked child opens its own on first use."""
+        self.check_open()
+        pool = self.pool
+        if pool is None:
+            if self.borrowed is not None:
+                if self.forked:
+                    raise forked_error(self.borrowed.kind)
+                msg = (
+                    f"this store was given an {self.borrowed.kind}: use its async methods "
+                    "(aappend, aread, asetup...), or hand it a sync pool or connection"
+                )
+                raise StoreError(msg)
+            with self._pool_lock:
+                if self.pool is None:
+                    self.pool = self._new_pool()
+                pool = self.pool
+        return pool
+
+    async def async_pool(self) -> Any:
+        """The running loop's async pool: the caller's, or the store's own for this loop."""
+        self.check_open()
+        if self.borrowed is not None:
+            if self.forked:
+                raise forked_error(self.borrowed.kind)
+            return self.borrowed.asynchronous
+        return (await self.apools.get()).pool
+
+    def ended(self) -> bool:
+        """True if the store's own pool of the running loop was closed by the loop's end."""
+        return self.borrowed is None and self.apools.ended()
+
+    async def _open_apool(self) -> OwnedAsyncPool:
+        owned = OwnedAsyncPool()
+        owned.pool = self.psycopg_pool.AsyncConnectionPool(
+            self.conninfo,
+            min_size=1,
+            max_size=self.pool_size,
+            kwargs=self.kwargs,
+            timeout=self.timeout,
+            open=False,
+            configure=owned.track,
+            name=f"rolling-memory-async-{self.prefix}",
+        )
+        try:
+            # Wait for the first connection: a call that found none would grow the pool, and a
+            # connection attempt still in flight when the loop ends is beyond anyone's close.
+            await owned.pool.open(wait=True, timeout=self.timeout)
+        except BaseException:
+            await owned.close()
+            raise
+        return owned
+
+    def _after_fork(self) -> None:
+        # The inherited pools' sockets are the parent's and their worker threads do not exist
+        # here: abandon them unclosed (see `forks`) and open fresh ones on first use. A pool or
+        # connection the caller handed in cannot be replaced: the child refuses to use it.
+        self._pool_lock = threading.Lock()
+        if self.closed:
+            return
+        if self.borrowed is not None:
+            self.forked = True
+            self.pool = None
+            return
+        forks.abandon(self.pool)
+        self.pool = None
+        self.apools.abandon()
+
+    def close(self) -> None:
+        """Close the pools the store opened (never a pool or connection handed in); an async
+        pool whose loop is running is closed on that loop as soon as it gets to it."""
+        self.closed = True
+        pool, self.pool = self.pool, None
+        if self.borrowed is not None:
+            return
+        if pool is not None:
+            pool.close()
+        self.apools.close()
+
+    async def aclose(self) -> None:
+        """Close the running loop's own pool on it (`close` then does the rest)."""
+        if self.borrowed is None:
+            await self.apools.aclose()

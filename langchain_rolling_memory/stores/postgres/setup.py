@@ -1,6 +1,6 @@
 """Creating and migrating a PostgreSQL store's tables, as sync and async twins.
 
-Owns `setup()` / `asetup()` of `PostgresRollingStore` (the schema record, the migrations in
+Owns what `setup()` / `asetup()` of `PostgresRollingStore` run (the schema record, the migrations in
 order under an advisory lock, the search backfill of schema 2); the SQL text is in
 `sql.py`, the store class in `store.py`. Imports no driver: the store hands it
 psycopg.
@@ -8,35 +8,20 @@ psycopg.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import langchain_rolling_memory.stores.postgres.search as pgs
 import langchain_rolling_memory.stores.postgres.sql as pg
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.stores.contract import SCHEMA_VERSION, newer_schema
 
-_T = TypeVar("_T")
 
+class Migration:
+    """The schema of one store's tables, created or brought up to date on a connection."""
 
-class PostgresSetup:
-    """Mixed into `PostgresRollingStore`: the schema, created or brought up to date."""
-
-    q: pg.Queries
-    prefix: str
-    search_config: str
-    _psycopg: Any
-    _setup_pending: bool
-    _run: Callable[..., Any]
-    _arun: Callable[..., Awaitable[Any]]
-
-    def _setup(self) -> None:
-        self._run("migrate", self._migrate)
-        self._setup_pending = False
-
-    async def _asetup(self) -> None:
-        await self._arun("migrate", self._amigrate)
-        self._setup_pending = False
+    def __init__(self, psycopg: Any, q: pg.Queries, search_config: str) -> None:
+        self._psycopg, self.q, self.search_config = psycopg, q, search_config
+        self.prefix = q.prefix
 
     def _config_error(self, exc: BaseException) -> ConfigurationError:
         msg = (
@@ -45,7 +30,7 @@ class PostgresSetup:
         )
         return ConfigurationError(msg)
 
-    def _migrate(self, conn: Any) -> None:
+    def run(self, conn: Any) -> None:
         q = self.q
         try:
             conn.execute(q.check_config, (self.search_config,))
@@ -66,7 +51,7 @@ class PostgresSetup:
                     self._backfill(conn)
                 conn.execute(q.set_version, (str(number),))
 
-    async def _amigrate(self, conn: Any) -> None:
+    async def arun(self, conn: Any) -> None:
         q = self.q
         try:
             await conn.execute(q.check_config, (self.search_config,))

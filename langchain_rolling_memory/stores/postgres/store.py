@@ -1,10 +1,10 @@
-"""PostgreSQL backend on psycopg 3 pools: the store class, which joins the two twins.
+"""PostgreSQL backend on psycopg 3 pools: the store class, which builds the two twins.
 
-Owns the pools and closing; the sync primitives are in `sync.py`, the async ones in
-`aio.py`, the migrations in `setup.py`, a pool or connection handed in by
-the caller in `conn.py`, the SQL and what both share in `sql.py`, the
-public API in `stores/api.py`. psycopg is imported only when a store is created, so the package
-works without the ``postgres`` extra.
+Owns the store's settings and the choice of its async primitives; the connections (its own
+pools, or a pool or connection handed in by the caller; closing) are in `conn.py`, the sync
+primitives in `sync.py`, the async ones in `aio.py`, the migrations in `setup.py`, the SQL and
+what both share in `sql.py`, the public API in `stores/api.py`. psycopg is imported only when
+a store is created, so the package works without the ``postgres`` extra.
 
 What an erase leaves behind: `forget`, `clear_session` and `purge` delete the rows at once,
 but PostgreSQL keeps the old row versions (dead tuples) in the table and index files until
@@ -19,20 +19,16 @@ WAL archives and replicas keep their own copies: those are the operator's to exp
 from __future__ import annotations
 
 import asyncio
-import threading
 from typing import Any
 
-import langchain_rolling_memory.stores.forks as forks
-import langchain_rolling_memory.stores.postgres.sql as pg
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, StoreError
 from langchain_rolling_memory.stores.api import RollingStore
-from langchain_rolling_memory.stores.contract import use_thread_twins
+from langchain_rolling_memory.stores.fact_api import FactOptions
 from langchain_rolling_memory.stores.lifecycle import close_at_exit
-from langchain_rolling_memory.stores.postgres.aio import AsyncPostgresPrimitives
-from langchain_rolling_memory.stores.postgres.conn import borrow, forked_error
-from langchain_rolling_memory.stores.postgres.setup import PostgresSetup
+from langchain_rolling_memory.stores.postgres.aio import AsyncPostgres
+from langchain_rolling_memory.stores.postgres.conn import Connections
 from langchain_rolling_memory.stores.postgres.sql import Queries, check_config, check_prefix
-from langchain_rolling_memory.stores.postgres.sync import SyncPostgresPrimitives
+from langchain_rolling_memory.stores.postgres.sync import SyncPostgres
 from langchain_rolling_memory.stores.urls import url_options
 
 
@@ -49,7 +45,7 @@ def _driver() -> Any:
     return psycopg, psycopg_pool
 
 
-class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, PostgresSetup, RollingStore):
+class PostgresRollingStore(RollingStore):
     """Transcripts, summaries and facts in PostgreSQL, shared by many app processes.
 
     A turn costs two statements whatever the transcript's length: one append (the session
@@ -111,8 +107,8 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Post
         search_config: str = "simple",
         **options: Any,
     ) -> None:
-        super().__init__(**options)
-        self._psycopg, self._psycopg_pool = _driver()
+        fact_options = FactOptions(**options)
+        psycopg, psycopg_pool = _driver()
         if (conninfo is None) == (conn is None):
             msg = f"give a PostgreSQL URL or conn=, not both nor neither; got conninfo={conninfo!r}, conn={conn!r}"
             raise ConfigurationError(msg)
@@ -125,38 +121,46 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Post
         self.prefix = check_prefix(table_prefix)
         self.q = Queries(self.prefix)
         self.search_config = check_config(search_config)
-        self._conninfo = conninfo
-        self._pool_size = pool_size
-        self._timeout = timeout
         self.statement_timeout = statement_timeout
-        self._pool_lock = threading.Lock()
-        self._pool: Any = None
-        self._apools = self._loop_pools()
-        self._setup_pending = setup
-        self._kwargs: dict[str, Any] = {"autocommit": True, **(connect_kwargs or {})}
-        if conn is not None:
-            self._borrowed = borrow(self._psycopg, self._psycopg_pool, conn)
-            forks.track(self)
-            self._pool = self._borrowed.sync
-            if self._pool is None:
-                return  # async only: setup (if asked) runs at the first async call
-            use_thread_twins(
-                self, AsyncPostgresPrimitives
-            )  # no async resource: the async API runs in a thread
-            if setup:
+        kwargs: dict[str, Any] = {"autocommit": True, **(connect_kwargs or {})}
+        if conninfo is not None and statement_timeout is not None:
+            # Sent at connect time, so RESET (after vacuum) returns to it; keeps the caller's options.
+            given = kwargs.get("options") or psycopg.conninfo.conninfo_to_dict(conninfo).get("options")
+            ours = f"-c statement_timeout={max(1, round(statement_timeout * 1000))}"
+            kwargs["options"] = f"{given} {ours}" if given else ours
+        link = Connections(
+            psycopg,
+            psycopg_pool,
+            conninfo=conninfo,
+            conn=conn,
+            prefix=self.prefix,
+            pool_size=pool_size,
+            timeout=timeout,
+            kwargs=kwargs,
+            name=type(self).__name__,
+        )
+        self._pg = SyncPostgres(link, self.q, self.search_config, statement_timeout)
+        # Native async unless the caller handed in a sync resource only: its async API runs
+        # the sync primitives in a worker thread. An async one handed in is set up at its
+        # first call (a constructor cannot await).
+        self._apg = (
+            None
+            if link.sync_only
+            else AsyncPostgres(
+                link,
+                self.q,
+                self.search_config,
+                statement_timeout,
+                setup_pending=setup and link.borrowed is not None and link.pool is None,
+            )
+        )
+        super().__init__(self._pg, self._apg, options=fact_options)
+        if conninfo is None:  # the caller's pool or connection
+            if setup and link.pool is not None:
                 self.setup()
             return
-        self._borrowed = None
-        if statement_timeout is not None:
-            # Sent at connect time, so RESET (after vacuum) returns to it; keeps the caller's options.
-            given = self._kwargs.get("options") or self._psycopg.conninfo.conninfo_to_dict(conninfo).get(
-                "options"
-            )
-            ours = f"-c statement_timeout={max(1, round(statement_timeout * 1000))}"
-            self._kwargs["options"] = f"{given} {ours}" if given else ours
-        self._probe(connect_timeout)
-        self._pool = self._open_pool()
-        forks.track(self)
+        _probe(psycopg, conninfo, kwargs, connect_timeout)
+        link.open_pool()
         close_at_exit(self)
         if setup:
             self._setup_or_close()
@@ -171,87 +175,6 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Post
             conninfo = f"{scheme.split('+', 1)[0]}://{rest}"
         return cls(conninfo, **options)
 
-    # ------------------------------------------------------------------ plumbing
-
-    def _probe(self, connect_timeout: float) -> None:
-        """Connect once, now: a server that cannot be reached or refuses us fails in seconds,
-        with its own reason, instead of as a pool timeout after retrying for `timeout`."""
-        if not 0 < connect_timeout < float("inf"):
-            msg = f"connect_timeout must be a number of seconds > 0, got {connect_timeout!r}"
-            raise ConfigurationError(msg)
-        assert self._conninfo is not None
-        # libpq counts whole seconds, at least 2; a connect_timeout in the URL wins.
-        kwargs = {"connect_timeout": max(2, round(connect_timeout)), **self._kwargs}
-        try:
-            self._psycopg.connect(self._conninfo, **kwargs).close()
-        except self._psycopg.Error as exc:
-            reason = " ".join(str(exc).split()) or type(exc).__name__
-            msg = (
-                f"cannot connect to PostgreSQL at {_where(self._psycopg, self._conninfo)}: {reason}; "
-                "check the URL (host, port, database, user, password) and that the server is running"
-            )
-            raise StoreError(msg) from None
-
-    def _open_pool(self) -> Any:
-        return self._psycopg_pool.ConnectionPool(
-            self._conninfo,
-            min_size=1,
-            max_size=self._pool_size,
-            kwargs=self._kwargs,
-            timeout=self._timeout,
-            open=True,
-            name=f"rolling-memory-{self.prefix}",
-        )
-
-    def _sync_pool(self) -> Any:
-        """The sync pool of this process: a forked child opens its own on first use."""
-        self._check_open()
-        pool = self._pool
-        if pool is None:
-            if self._borrowed is not None:
-                if self._forked:
-                    raise forked_error(self._borrowed.kind)
-                msg = (
-                    f"this store was given an {self._borrowed.kind}: use its async methods "
-                    "(aappend, aread, asetup...), or hand it a sync pool or connection"
-                )
-                raise StoreError(msg)
-            with self._pool_lock:
-                if self._pool is None:
-                    self._pool = self._open_pool()
-                pool = self._pool
-        return pool
-
-    def _borrowed_apool(self) -> Any:
-        """The async source handed in by the caller, or None if the store opens its own."""
-        self._check_open()
-        if self._borrowed is None:
-            return None
-        if self._forked:
-            raise forked_error(self._borrowed.kind)
-        return self._borrowed.asynchronous
-
-    @property
-    def _sync_only(self) -> bool:
-        return self._borrowed is not None and self._borrowed.asynchronous is None
-
-    _forked = False
-
-    def _after_fork(self) -> None:
-        # The inherited pools' sockets are the parent's and their worker threads do not exist
-        # here: abandon them unclosed (see `forks`) and open fresh ones on first use. A pool or
-        # connection the caller handed in cannot be replaced: the child refuses to use it.
-        self._pool_lock = threading.Lock()
-        if self._closed:
-            return
-        if self._borrowed is not None:
-            self._forked = True
-            self._pool = None
-            return
-        forks.abandon(self._pool)
-        self._pool = None
-        self._apools.abandon()
-
     def vacuum(self, *, full: bool = True) -> None:
         """VACUUM the store's tables so that erased rows leave their files (see the module
         docstring for what stays in the WAL and backups).
@@ -261,45 +184,31 @@ class PostgresRollingStore(SyncPostgresPrimitives, AsyncPostgresPrimitives, Post
                 no byte of an erased row stays in it, but locks the table while it runs; False
                 runs a plain VACUUM (no lock against turns; the bytes stay until overwritten).
         """
-        self._run("vacuum", lambda conn: pg.vacuum(conn, self.q, full=full))
+        self._pg.vacuum(full=full)
 
     async def avacuum(self, *, full: bool = True) -> None:
-        if self._sync_only:
-            await asyncio.to_thread(self.vacuum, full=full)
-            return
-
-        async def go(conn: Any) -> None:
-            await conn.execute(pg.VACUUM_UNLIMITED)
-            try:
-                await conn.execute(self.q.vacuum_full if full else self.q.vacuum_plain)
-            finally:
-                await conn.execute(pg.VACUUM_RESTORE)
-
-        await self._arun("vacuum", go)
-
-    async def _asetup(self) -> None:
-        if self._sync_only:
-            await asyncio.to_thread(self._setup)
+        if self._apg is None:
+            await asyncio.to_thread(self._pg.vacuum, full=full)
         else:
-            await super()._asetup()
+            await self._apg.vacuum(full=full)
 
-    def close(self) -> None:
-        """Close the pools the store opened (never a pool or connection handed in). An async
-        pool whose event loop is running (this thread's or another's) is closed on that loop
-        as soon as it gets to it; in async code prefer ``await store.aclose()`` or ``async
-        with``. Final: later calls raise `StoreError`."""
-        super().close()
-        pool, self._pool = self._pool, None
-        if self._borrowed is not None:
-            return
-        if pool is not None:
-            pool.close()
-        self._apools.close()
 
-    async def aclose(self) -> None:
-        if self._borrowed is None:
-            await self._apools.aclose()  # this loop's pool on this loop
-        await asyncio.to_thread(self.close)
+def _probe(psycopg: Any, conninfo: str, kwargs: dict[str, Any], connect_timeout: float) -> None:
+    """Connect once, now: a server that cannot be reached or refuses us fails in seconds,
+    with its own reason, instead of as a pool timeout after retrying for `timeout`."""
+    if not 0 < connect_timeout < float("inf"):
+        msg = f"connect_timeout must be a number of seconds > 0, got {connect_timeout!r}"
+        raise ConfigurationError(msg)
+    # libpq counts whole seconds, at least 2; a connect_timeout in the URL wins.
+    try:
+        psycopg.connect(conninfo, **{"connect_timeout": max(2, round(connect_timeout)), **kwargs}).close()
+    except psycopg.Error as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        msg = (
+            f"cannot connect to PostgreSQL at {_where(psycopg, conninfo)}: {reason}; "
+            "check the URL (host, port, database, user, password) and that the server is running"
+        )
+        raise StoreError(msg) from None
 
 
 def _where(psycopg: Any, conninfo: str) -> str:

@@ -1,8 +1,9 @@
 """The sync twin of the PostgreSQL primitives, on psycopg's ConnectionPool.
 
-Owns the sync retry loop and the sync ``_primitive`` methods; the store class (pools,
-migrations, closing) is in `store.py`, the async twin in `aio.py`, the SQL and
-what both twins share in `sql.py`. Imports no driver: the store hands it psycopg.
+Owns `SyncPostgres`: the sync retry loop and the sync primitives; the connections (pools,
+closing) are in `conn.py`, the migrations in `setup.py`, the store class in `store.py`, the
+async twin in `aio.py`, the SQL and what both twins share in `sql.py`. Imports no driver: the
+store hands it psycopg.
 """
 
 from __future__ import annotations
@@ -20,30 +21,40 @@ from langchain_rolling_memory.stores.contract import (
     AppendBatch,
     Reader,
     SearchRow,
-    StoreBackend,
     SummaryWrite,
+    SyncBackend,
     TurnRows,
     new_generation,
 )
 from langchain_rolling_memory.stores.lifecycle import not_set_up
-from langchain_rolling_memory.stores.postgres.conn import check_connection
+from langchain_rolling_memory.stores.postgres.conn import Connections, check_connection
+from langchain_rolling_memory.stores.postgres.setup import Migration
 
 logger = logging.getLogger("langchain_rolling_memory")
 
 _T = TypeVar("_T")
 
 
-class SyncPostgresPrimitives(StoreBackend):
-    """Mixed into `PostgresRollingStore`: every sync primitive is one statement (or one
-    transaction) on a pooled connection, retried once if the connection was lost."""
+class SyncPostgres(SyncBackend):
+    """The sync primitives: each is one statement (or one transaction) on a pooled connection,
+    retried once if the connection was lost."""
 
-    q: pg.Queries
-    prefix: str
-    search_config: str
-    statement_timeout: float | None
-    _psycopg: Any
-    _sync_pool: Callable[[], Any]
-    _borrowed: Any
+    def __init__(
+        self, link: Connections, q: pg.Queries, search_config: str, statement_timeout: float | None
+    ) -> None:
+        self.link, self.q, self.prefix = link, q, q.prefix
+        self.search_config, self.statement_timeout = search_config, statement_timeout
+        self.migration = Migration(link.psycopg, q, search_config)
+
+    def setup(self) -> None:
+        self._run("migrate", self.migration.run)
+
+    def vacuum(self, *, full: bool = True) -> None:
+        """VACUUM (FULL by default) the store's tables: see `PostgresRollingStore.vacuum`."""
+        self._run("vacuum", lambda conn: pg.vacuum(conn, self.q, full=full))
+
+    def close(self) -> None:
+        self.link.close()
 
     def _run(
         self,
@@ -52,12 +63,12 @@ class SyncPostgresPrimitives(StoreBackend):
         retry: Callable[[Any], _T] | None = None,
     ) -> _T:
         """Run `fn(conn)`; if the connection was lost, run `retry` (default `fn`) once more."""
-        psycopg, pool = self._psycopg, self._sync_pool()
+        psycopg, pool = self.link.psycopg, self.link.sync_pool()
         for attempt in (1, 2):
             conn = watch = None
             try:
                 with pool.connection() as conn:
-                    if self._borrowed is not None:
+                    if self.link.borrowed is not None:
                         check_connection(psycopg, conn)
                     with pg.deadline(op, conn, self.statement_timeout) as watch:
                         return (fn if attempt == 1 else retry or fn)(conn)
@@ -76,7 +87,7 @@ class SyncPostgresPrimitives(StoreBackend):
 
     # ------------------------------------------------------------------ append
 
-    def _append(self, batch: AppendBatch) -> list[int]:
+    def append(self, batch: AppendBatch) -> list[int]:
         params = pg.append_params(self.q, batch, self.search_config)
         q, session_id, client_id, now = self.q, batch.session_id, batch.client_id, batch.now
 
@@ -114,13 +125,13 @@ class SyncPostgresPrimitives(StoreBackend):
         wrapped, args = postgres_reads.owned(self.prefix, sql, params, session_id)
         return postgres_reads.checked(self._fetch("read", wrapped, args), reader, session_id)
 
-    def _read(
+    def read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
     ) -> list[Row]:
         sql, params = self.q.read(session_id, after_seq, limit, newest)
         return pg.rows_of(self._fetch_session(sql, params, session_id, reader), newest, limit)
 
-    def _summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+    def summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
         # One statement: the summary, the tail, the owner (checked here) and the generation.
         params = {"sid": session_id, "limit": limit}
         owner, turn = pg.summary_and_tail_of(self._fetch("read", self.q.summary_and_tail, params))
@@ -128,46 +139,46 @@ class SyncPostgresPrimitives(StoreBackend):
             reader.check(session_id, owner)
         return turn
 
-    def _search(
-        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    def search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float
     ) -> list[SearchRow]:
         sql, params = pgs.search_params(
-            self.q, list(terms), client_id, session_id, limit, self.search_config, self._now()
+            self.q, list(terms), client_id, session_id, limit, self.search_config, now
         )
         return pgs.search_rows_of(self._fetch("search", sql, params))
 
-    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
+    def last_seq(self, session_id: str, reader: Reader | None = None) -> int:
         rows = self._fetch_session(self.q.last_seq, (session_id,), session_id, reader)
         return int(rows[0][0]) if rows else 0
 
-    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
+    def get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
         rows = self._fetch_session(self.q.get_summary, (session_id,), session_id, reader)
         return pg.summary_of(rows[0] if rows else None)
 
     # A CAS retried after a lost reply answers False if the first attempt landed: the
     # compactor then treats the window as done by someone else, which it is.
-    def _cas_summary(self, write: SummaryWrite) -> bool:
+    def cas_summary(self, write: SummaryWrite) -> bool:
         sql, params = self.q.cas(write)
         return self._count("summary", sql, params) == 1
 
-    def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+    def claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
         return self._count("lease", self.q.claim, (session_id, owner, now + ttl, now)) == 1
 
-    def _release(self, session_id: str, owner: str) -> None:
+    def release(self, session_id: str, owner: str) -> None:
         self._count("lease", self.q.release, (session_id, owner))
 
-    def _get_session(self, session_id: str) -> SessionInfo | None:
+    def get_session(self, session_id: str) -> SessionInfo | None:
         rows = self._fetch("read", self.q.get_session, (session_id,))
         return pg.session_of(session_id, rows[0] if rows else None)
 
-    def _list_sessions(self, client_id: str) -> list[str]:
+    def list_sessions(self, client_id: str) -> list[str]:
         return [str(r[0]) for r in self._fetch("read", self.q.list_sessions, (client_id,))]
 
-    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
+    def get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
         rows = self._fetch_session(self.q.get_state, (session_id,), session_id, reader)
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
-    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+    def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
         lock = self.q.client_lock(client_id or "")
         params = {"sid": session_id, "cid": client_id, "now": now, "state": state, "lock": lock}
         params["gen"] = new_generation()  # used only if this creates the session row
@@ -196,15 +207,14 @@ class SyncPostgresPrimitives(StoreBackend):
 
         return self._run(op, go)
 
-    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
+    def delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         self._erase("delete", self.q.erase("session", session_id), reader)
 
-    def _list_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
-        params = (client_id, self._now() if at is None else at)
-        return [pg.fact_of(r) for r in self._fetch("facts", self.q.list_facts, params)]
+    def list_facts(self, client_id: str, at: float) -> list[Fact]:
+        return [pg.fact_of(r) for r in self._fetch("facts", self.q.list_facts, (client_id, at))]
 
-    def _change_facts(
-        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    def change_facts(
+        self, client_id: str, plan: FactPlan, now: float, mark: SessionMark | None = None
     ) -> tuple[list[Fact], Fact | None]:
         q = self.q
 
@@ -217,7 +227,7 @@ class SyncPostgresPrimitives(StoreBackend):
                     found = conn.execute(q.session_mark, pg.mark_params(mark, client_id)).fetchall()
                     if not found:
                         raise StaleWriteError.for_session(mark.session_id, "fact write")
-                live = conn.execute(q.list_facts, (client_id, self._now())).fetchall()
+                live = conn.execute(q.list_facts, (client_id, now)).fetchall()
                 existing = [pg.fact_of(r) for r in live]
                 fact = plan(existing)
                 if fact is not None:
@@ -227,14 +237,11 @@ class SyncPostgresPrimitives(StoreBackend):
         # Retried after a lost reply, the plan sees the fact it wrote and writes nothing.
         return self._run("facts", go)
 
-    def _put_fact(self, fact: Fact) -> None:
-        self._count("facts", self.q.put_fact, pg.fact_params(fact, self.search_config))
-
-    def _delete_fact(self, client_id: str, fact_id: str) -> bool:
+    def delete_fact(self, client_id: str, fact_id: str) -> bool:
         return self._count("facts", self.q.delete_fact, (client_id, fact_id)) == 1
 
-    def _delete_client(self, client_id: str) -> None:
+    def delete_client(self, client_id: str) -> None:
         self._erase("forget", self.q.erase("client", client_id))
 
-    def _purge(self, cutoff: float, now: float) -> int:
+    def purge(self, cutoff: float, now: float) -> int:
         return self._erase("purge", self.q.erase("purge", cutoff, now))

@@ -1,7 +1,8 @@
-"""Redis backend on redis-py (sync) and `redis.asyncio`: the store class, which joins the two twins.
+"""Redis backend on redis-py (sync) and `redis.asyncio`: the store class, which builds the two twins.
 
-Owns the clients (its own, or one the caller handed in), setup and closing; the sync
-primitives are in `sync.py`, the async ones in `aio.py`, the Lua scripts and what
+Owns the store's settings, opening its clients and the choice of its async primitives; the
+clients (its own, or one the caller handed in; closing) are in `clients.py`, the sync
+primitives in `sync.py`, the async ones in `aio.py`, the Lua scripts and what
 both twins share in `scripts.py` (erasing in `erase.py`, search in
 `search.py`), the key layout and its migrations in `layout.py`, the public API in
 `stores/api.py`. redis-py is imported only when a store is created, so the package works without
@@ -31,20 +32,17 @@ messages' JSON at every recalling turn, for a saving of a few microseconds per a
 
 from __future__ import annotations
 
-import asyncio
 import math
 from typing import Any
 from urllib.parse import urlsplit
 
-import langchain_rolling_memory.stores.forks as forks
 import langchain_rolling_memory.stores.redis.layout as layout
-import langchain_rolling_memory.stores.redis.scripts as lua
 from langchain_rolling_memory.errors import ConfigurationError, MissingExtraError, StoreError
 from langchain_rolling_memory.stores.api import RollingStore
-from langchain_rolling_memory.stores.contract import SCHEMA_VERSION, newer_schema, use_thread_twins
-from langchain_rolling_memory.stores.lifecycle import close_now, not_set_up
-from langchain_rolling_memory.stores.redis.aio import AsyncRedisPrimitives
-from langchain_rolling_memory.stores.redis.sync import SyncRedisPrimitives
+from langchain_rolling_memory.stores.fact_api import FactOptions
+from langchain_rolling_memory.stores.redis.aio import AsyncRedis
+from langchain_rolling_memory.stores.redis.clients import Clients
+from langchain_rolling_memory.stores.redis.sync import SyncRedis
 from langchain_rolling_memory.stores.urls import url_options
 
 
@@ -72,7 +70,7 @@ def _driver() -> Any:
     return redis
 
 
-class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore):
+class RedisRollingStore(RollingStore):
     """Transcripts, summaries and facts in plain Redis, shared by many app processes.
 
     A turn costs two round trips whatever the transcript's length: one append script and
@@ -125,8 +123,8 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         connect_timeout: float = 5.0,
         **options: Any,
     ) -> None:
-        super().__init__(**options)
-        self._redis = _driver()
+        fact_options = FactOptions(**options)
+        redis = _driver()
         if (url is None) == (client is None):
             msg = f"give a Redis URL or client=, not both nor neither; got url={url!r}, client={client!r}"
             raise ConfigurationError(msg)
@@ -136,37 +134,39 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         self.prefix = layout.check_prefix(key_prefix)
         self.keys = layout.Keys(self.prefix)
         self.ttl = ttl
-        self._ttl_ms = 0 if ttl is None else max(1, math.ceil(ttl * 1000))
-        self._url = url or ""
+        ttl_ms = 0 if ttl is None else max(1, math.ceil(ttl * 1000))
         from redis.asyncio.retry import Retry as AsyncRetry
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
         # redis-py would silently resend a command after a dropped connection; an append
         # resent that way could land twice, so retries are ours (and idempotent).
-        self._kwargs: dict[str, Any] = {"decode_responses": True, **(client_kwargs or {})}
-        self._akwargs: dict[str, Any] = {"retry": AsyncRetry(NoBackoff(), 0), **self._kwargs}
-        self._ar: Any = None
-        self._ar_loop: asyncio.AbstractEventLoop | None = None
-        self._ascripts: dict[str, Any] = {}
-        self._borrowed: Any = None
-        self._schema_state = "ok" if setup else "check"
+        kwargs: dict[str, Any] = {"decode_responses": True, **(client_kwargs or {})}
+        akwargs: dict[str, Any] = {"retry": AsyncRetry(NoBackoff(), 0), **kwargs}
         if client is None:
-            self._probe(Retry(NoBackoff(), 0), connect_timeout)
-            self._r = self._redis.Redis.from_url(url, **{"retry": Retry(NoBackoff(), 0), **self._kwargs})
+            assert url is not None
+            _probe(redis, url, {**kwargs, "retry": Retry(NoBackoff(), 0)}, connect_timeout)
+            borrowed, sync = None, redis.Redis.from_url(url, **{"retry": Retry(NoBackoff(), 0), **kwargs})
         else:
-            self._borrowed = _check_client(self._redis, client)
-            self._r = None if isinstance(client, self._redis.asyncio.Redis) else client
-        self._scripts = (
-            {} if self._r is None else {n: self._r.register_script(s) for n, s in lua.SCRIPTS.items()}
+            borrowed = _check_client(redis, client)
+            sync = None if isinstance(client, redis.asyncio.Redis) else client
+        # An async client handed in is set up (if asked) at its first call: a constructor cannot await.
+        state = "ok" if setup else "check"
+        state = "setup" if setup and sync is None else state
+        clients = Clients(
+            redis,
+            url=url or "",
+            sync=sync,
+            borrowed=borrowed,
+            akwargs=akwargs,
+            schema_state=state,
+            name=type(self).__name__,
         )
-        forks.track(self)
-        if self._r is None:  # async only: setup (if asked) runs at the first async call
-            self._schema_state = "setup" if setup else "check"
-            return
-        if self._borrowed is not None:
-            use_thread_twins(self, AsyncRedisPrimitives)  # no async resource: the async API runs in a thread
-        if setup:
+        # Native async unless the caller handed in a sync client: its async API then runs the
+        # sync primitives in a worker thread.
+        native = None if borrowed is not None and sync is not None else AsyncRedis(clients, self.keys, ttl_ms)
+        super().__init__(SyncRedis(clients, self.keys, ttl_ms), native, options=fact_options)
+        if sync is not None and setup:
             self._setup_or_close()
 
     @classmethod
@@ -176,117 +176,26 @@ class RedisRollingStore(SyncRedisPrimitives, AsyncRedisPrimitives, RollingStore)
         clean, options = url_options(url, options, "key_prefix")
         return cls(clean, **options)
 
-    # ------------------------------------------------------------------ plumbing
 
-    def _probe(self, retry: Any, connect_timeout: float) -> None:
-        """Connect once, now, within `connect_timeout`: a refused port, an unknown host or a
-        wrong password is one `StoreError` with the server's reason, not a retried call."""
-        if not 0 < connect_timeout < float("inf"):
-            msg = f"connect_timeout must be a number of seconds > 0, got {connect_timeout!r}"
-            raise ConfigurationError(msg)
-        limits = {"socket_connect_timeout": connect_timeout, "socket_timeout": connect_timeout}
-        client = self._redis.Redis.from_url(self._url, **{**self._kwargs, **limits, "retry": retry})
-        try:
-            client.ping()
-        except self._redis.RedisError as exc:
-            reason = " ".join(str(exc).split()).rstrip(".") or type(exc).__name__
-            msg = (
-                f"cannot connect to Redis at {_where(self._url)}: {reason}; "
-                "check the URL (host, port, user, password, database) and that the server is running"
-            )
-            raise StoreError(msg) from None
-        finally:
-            client.close()
-
-    def _migrate(self) -> None:
-        layout.migrate(self._r, self.prefix, self._redis.WatchError)
-
-    def _setup(self) -> None:
-        self._call("migrate", self._migrate)
-        self._schema_state = "ok"
-
-    async def _asetup(self) -> None:
-        if self._r is not None and self._borrowed is not None:  # a sync client handed in
-            await asyncio.to_thread(self._setup)
-            return
-        client = await self._aclient_now()
-        await self._acall("migrate", lambda: self._amigrate(client))
-        self._schema_state = "ok"
-
-    async def _amigrate(self, client: Any) -> None:
-        await layout.amigrate(client, self.prefix, self._redis.WatchError)
-
-    def _check_schema(self) -> None:
-        version = self._call("migrate", lambda: self._r.get(self.keys.schema))
-        self._schema_ok(version)
-
-    async def _acheck_schema(self, client: Any) -> None:
-        version = await self._acall("migrate", lambda: client.get(self.keys.schema))
-        self._schema_ok(version)
-
-    def _schema_ok(self, version: Any) -> None:
-        where = f"Redis keys {self.prefix}*"
-        if version is None:
-            raise not_set_up(f"the schema record of the {where}", "no key " + self.keys.schema)
-        if int(version) > SCHEMA_VERSION:
-            raise newer_schema(where, int(version))
-        if int(version) < SCHEMA_VERSION:
-            raise not_set_up(f"the {where} at schema {SCHEMA_VERSION}", f"they are at {version}")
-        self._schema_state = "ok"
-
-    def _sync_client(self) -> Any:
-        self._check_open()
-        if self._r is None:
-            kind = type(self._borrowed).__module__ + "." + type(self._borrowed).__name__
-            msg = f"this store was given a {kind}: use its async methods (aappend, aread, asetup...)"
-            raise StoreError(msg)
-        return self._r
-
-    _forked = False
-
-    def _borrowed_aclient(self) -> Any:
-        self._check_open()
-        if self._borrowed is None or self._r is not None:
-            return None
-        if self._forked:
-            msg = (
-                "this store was given a redis.asyncio client before the process forked; a child "
-                "never shares its parent's connections: open a new store (or client) in the child"
-            )
-            raise StoreError(msg)
-        return self._borrowed
-
-    def _after_fork(self) -> None:
-        # The sync client is already fork-safe: redis-py's pool sees the new pid, drops the
-        # inherited connections without shutting the parent's sockets, and connects anew (a
-        # sync client handed in by the caller too). The async client has no such check and
-        # belongs to the parent's loop: abandon it (see `forks`); the child's first async call
-        # opens its own, or refuses if the caller handed it in.
-        if self._borrowed is not None and self._r is None:
-            self._forked = True
-            self._ascripts = {}
-            return
-        forks.abandon(self._ar, self._aguard)
-        self._ar, self._ar_loop, self._ascripts, self._aguard = None, None, {}, None
-
-    def close(self) -> None:
-        """Close the clients the store opened (never one handed in). An async client is closed
-        here only if its event loop is idle; in async code prefer ``await store.aclose()`` or
-        ``async with``. Final: later calls raise `StoreError`."""
-        super().close()
-        if self._borrowed is not None:
-            return
-        self._r.close()
-        guard, loop, self._aguard, self._ar, self._ar_loop = self._aguard, self._ar_loop, None, None, None
-        if guard is not None and loop is not None and not loop.is_closed() and not loop.is_running():
-            loop.run_until_complete(close_now(guard))
-
-    async def aclose(self) -> None:
-        guard, loop = self._aguard, self._ar_loop
-        if guard is not None and loop is asyncio.get_running_loop():
-            self._aguard, self._ar, self._ar_loop = None, None, None
-            await close_now(guard)  # closes the async client
-        await asyncio.to_thread(self.close)
+def _probe(redis: Any, url: str, kwargs: dict[str, Any], connect_timeout: float) -> None:
+    """Connect once, now, within `connect_timeout`: a refused port, an unknown host or a
+    wrong password is one `StoreError` with the server's reason, not a retried call."""
+    if not 0 < connect_timeout < float("inf"):
+        msg = f"connect_timeout must be a number of seconds > 0, got {connect_timeout!r}"
+        raise ConfigurationError(msg)
+    limits = {"socket_connect_timeout": connect_timeout, "socket_timeout": connect_timeout}
+    client = redis.Redis.from_url(url, **{**kwargs, **limits})
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        reason = " ".join(str(exc).split()).rstrip(".") or type(exc).__name__
+        msg = (
+            f"cannot connect to Redis at {_where(url)}: {reason}; "
+            "check the URL (host, port, user, password, database) and that the server is running"
+        )
+        raise StoreError(msg) from None
+    finally:
+        client.close()
 
 
 def _check_client(redis: Any, client: Any) -> Any:

@@ -1,8 +1,9 @@
 """The sync twin of the Redis primitives, on a redis-py client.
 
-Owns the sync retry and the sync ``_primitive`` methods; the store class (clients, schema
-record, closing) is in `store.py`, the async twin in `aio.py`, the scripts, the keys
-and what both twins share in `scripts.py`. Imports no driver: the store hands it redis-py.
+Owns `SyncRedis`: the sync retry and the sync primitives, and setting up the key layout; the
+clients (schema state, closing) are in `clients.py`, the store class in `store.py`, the async
+twin in `aio.py`, the scripts, the keys and what both twins share in `scripts.py`. Imports no
+driver: the store hands it redis-py.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import langchain_rolling_memory.stores.redis.erase as erase
+import langchain_rolling_memory.stores.redis.layout as layout
 import langchain_rolling_memory.stores.redis.scripts as lua
 import langchain_rolling_memory.stores.redis.search as found
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
@@ -20,10 +22,11 @@ from langchain_rolling_memory.stores.contract import (
     AppendBatch,
     Reader,
     SearchRow,
-    StoreBackend,
     SummaryWrite,
+    SyncBackend,
     TurnRows,
 )
+from langchain_rolling_memory.stores.redis.clients import Clients
 from langchain_rolling_memory.stores.redis.layout import Keys
 
 logger = logging.getLogger("langchain_rolling_memory")
@@ -31,30 +34,39 @@ logger = logging.getLogger("langchain_rolling_memory")
 _T = TypeVar("_T")
 
 
-class SyncRedisPrimitives(StoreBackend):
-    """Mixed into `RedisRollingStore`: every sync primitive is one script or one command,
-    retried once on a fresh connection if the connection dropped."""
+class SyncRedis(SyncBackend):
+    """The sync primitives: each is one script or one command, retried once on a fresh
+    connection if the connection dropped.
 
-    prefix: str
-    keys: Keys
-    _redis: Any
-    _r: Any
-    _scripts: dict[str, Any]
-    _ttl_ms: int
-    _schema_state: str
-    _sync_client: Callable[[], Any]
-    _check_schema: Callable[[], None]
+    Args:
+        ttl_ms: milliseconds a session lives after its last write (0: no expiry).
+    """
+
+    def __init__(self, clients: Clients, keys: Keys, ttl_ms: int) -> None:
+        self.clients, self.keys, self.prefix, self._ttl_ms = clients, keys, keys.prefix, ttl_ms
+
+    def setup(self) -> None:
+        sync = self.clients.sync_client()
+        self._call("migrate", lambda: layout.migrate(sync, self.prefix, self.clients.redis.WatchError))
+        self.clients.schema_state = "ok"
+
+    def close(self) -> None:
+        self.clients.close()
+
+    def _check_schema(self) -> None:
+        version = self._call("migrate", lambda: self.clients.sync.get(self.keys.schema))
+        self.clients.schema_ok(version, self.prefix)
 
     def _call(self, op: str, fn: Callable[[], _T], retry: Callable[[], _T] | None = None) -> _T:
-        redis = self._redis
-        self._sync_client()
-        if self._schema_state == "check" and op != "migrate":
+        redis = self.clients.redis
+        self.clients.sync_client()
+        if self.clients.schema_state == "check" and op != "migrate":
             self._check_schema()
         try:
             return fn()
         except redis.ConnectionError:
             logger.warning("rolling memory: Redis connection lost during %s, retrying once", op)
-            self._r.connection_pool.disconnect(inuse_connections=False)
+            self.clients.sync.connection_pool.disconnect(inuse_connections=False)
             try:
                 return (retry or fn)()
             except redis.RedisError as again:
@@ -63,24 +75,24 @@ class SyncRedisPrimitives(StoreBackend):
             raise lua.failure(redis, op, exc, False) from exc
 
     def _run(self, op: str, name: str, keys: list[str], args: list[Any]) -> Any:
-        return self._call(op, lambda: self._scripts[name](keys=keys, args=args))
+        return self._call(op, lambda: self.clients.scripts[name](keys=keys, args=args))
 
-    def _append(self, batch: AppendBatch) -> list[int]:
+    def append(self, batch: AppendBatch) -> list[int]:
         keys = self.keys.append(batch.session_id, batch.client_id)
         args, again = lua.append_args(self.prefix, batch, self._ttl_ms)
-        script = self._scripts["append"]
+        script = self.clients.scripts["append"]
         reply = self._call(
             "append", lambda: script(keys=keys, args=args), lambda: script(keys=keys, args=again)
         )
         return lua.seqs_of(reply, batch.session_id, batch.client_id)
 
-    def _search(
-        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    def search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float
     ) -> list[SearchRow]:
         # Two scripts, each checking the owner (and the second the generation) itself: see
         # `search`.
         scope = found.search_args(self.prefix, client_id, session_id)
-        seen = found.found_of(self._run("search", "search_scope", [], scope), self._now())
+        seen = found.found_of(self._run("search", "search_scope", [], scope), now)
         ranked = found.rank(terms, seen, limit)
         fetch = found.fetch_args(self.prefix, client_id, seen, ranked)
         payloads = [] if fetch is None else self._run("search", "search_fetch", [], fetch)
@@ -93,7 +105,7 @@ class SyncRedisPrimitives(StoreBackend):
         instant): `empty` when the hash is gone, and with a `reader` the owner checked."""
 
         def go() -> Any:
-            with self._r.pipeline(transaction=True) as pipe:
+            with self.clients.sync.pipeline(transaction=True) as pipe:
                 pipe.hmget(self.keys.info(session_id), "created_at", "client_id")
                 command(pipe)
                 (created, owner), value = pipe.execute()
@@ -103,79 +115,80 @@ class SyncRedisPrimitives(StoreBackend):
 
         return self._call("read", go)
 
-    def _read(
+    def read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
     ) -> list[Row]:
         args = lua.read_args(after_seq, limit, newest, reader is not None)
         reply = self._run("read", "read", self.keys.read(session_id), args)
         return lua.rows_of(lua.checked(reply, session_id, reader))
 
-    def _summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+    def summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
         keys = self.keys.summary_and_tail(session_id)
         return lua.turn_of(self._run("read", "summary_and_tail", keys, [limit]), session_id, reader)
 
-    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
+    def last_seq(self, session_id: str, reader: Reader | None = None) -> int:
         return int(self._session_get(session_id, reader, lambda r: r.llen(self.keys.msgs(session_id)), 0))
 
-    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
+    def get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
         key = self.keys.summary(session_id)
         return lua.summary_of(
             *self._session_get(session_id, reader, lambda r: r.hmget(key, lua.SUMMARY_FIELDS), lua.NO_SUMMARY)
         )
 
-    def _cas_summary(self, write: SummaryWrite) -> bool:
+    def cas_summary(self, write: SummaryWrite) -> bool:
         args = lua.cas_args(self.prefix, write, self._ttl_ms)
         return int(self._run("summary", "cas", self.keys.cas(write.session_id), args)) == 1
 
-    def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+    def claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
         args = lua.claim_args(owner, ttl, now)
         return int(self._run("lease", "claim", self.keys.claim(session_id), args)) == 1
 
-    def _release(self, session_id: str, owner: str) -> None:
+    def release(self, session_id: str, owner: str) -> None:
         self._run("lease", "release", [self.keys.lease(session_id)], [owner])
 
-    def _get_session(self, session_id: str) -> SessionInfo | None:
+    def get_session(self, session_id: str) -> SessionInfo | None:
         info = self.keys.info(session_id)
-        return lua.session_of(session_id, self._call("read", lambda: self._r.hmget(info, lua.SESSION_FIELDS)))
+        return lua.session_of(
+            session_id, self._call("read", lambda: self.clients.sync.hmget(info, lua.SESSION_FIELDS))
+        )
 
-    def _list_sessions(self, client_id: str) -> list[str]:
+    def list_sessions(self, client_id: str) -> list[str]:
         key = self.keys.client_sessions(client_id)
         return sorted(self._run("read", "list_sessions", [key], [self.prefix, client_id]))
 
-    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
+    def get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
         info = self.keys.info(session_id)
         value = self._session_get(session_id, reader, lambda r: r.hget(info, "state"), None)
         return None if value is None else str(value)
 
-    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+    def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
         args = lua.state_args(self.prefix, session_id, client_id, state, now, self._ttl_ms)
         if not int(self._run("state", "set_state", self.keys.state(session_id, client_id), args)):
             raise OwnershipError.for_session(session_id, client_id)
 
-    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
+    def delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         args = erase.delete_args(self.prefix, session_id, reader)
         erase.deleted(self._run("delete", "delete_session", [], args), session_id, reader)
 
-    def _list_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
+    def list_facts(self, client_id: str, at: float) -> list[Fact]:
         key = self.keys.facts(client_id)
-        raw = self._call("facts", lambda: self._r.hgetall(key))
-        return lua.facts_of(raw, self._now() if at is None else at)
+        return lua.facts_of(self._call("facts", lambda: self.clients.sync.hgetall(key)), at)
 
-    def _change_facts(
-        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    def change_facts(
+        self, client_id: str, plan: FactPlan, now: float, mark: SessionMark | None = None
     ) -> tuple[list[Fact], Fact | None]:
         keys = self.keys.put_fact(client_id, mark.session_id if mark else "")
         key, info = keys[0], keys[1]
-        script = self._scripts["put_fact"]
+        script = self.clients.scripts["put_fact"]
 
         def go() -> tuple[list[Fact], Fact | None]:
-            with self._r.pipeline() as pipe:
+            with self.clients.sync.pipeline() as pipe:
                 while True:  # optimistic: start again if another writer changed the facts meanwhile
                     try:
                         pipe.watch(key)
                         if mark is not None:
                             lua.check_mark(pipe.hmget(info, lua.MARK_FIELDS), client_id, mark)
-                        existing = lua.facts_of(pipe.hgetall(key), self._now())
+                        existing = lua.facts_of(pipe.hgetall(key), now)
                         fact = plan(existing)
                         if fact is not None:
                             pipe.multi()
@@ -183,23 +196,19 @@ class SyncRedisPrimitives(StoreBackend):
                             script(keys=keys, args=lua.fact_args(fact, client_id, mark), client=pipe)
                             lua.check_put(pipe.execute()[0], mark)
                         return existing, fact
-                    except self._redis.WatchError:
+                    except self.clients.redis.WatchError:
                         continue
 
         return self._call("facts", go)
 
-    def _put_fact(self, fact: Fact) -> None:
-        keys, args = self.keys.put_fact(fact.client_id, ""), lua.fact_args(fact, fact.client_id, None)
-        self._run("facts", "put_fact", keys, args)
-
-    def _delete_fact(self, client_id: str, fact_id: str) -> bool:
+    def delete_fact(self, client_id: str, fact_id: str) -> bool:
         key = self.keys.facts(client_id)
-        return int(self._call("facts", lambda: self._r.hdel(key, fact_id))) == 1
+        return int(self._call("facts", lambda: self.clients.sync.hdel(key, fact_id))) == 1
 
-    def _delete_client(self, client_id: str) -> None:
+    def delete_client(self, client_id: str) -> None:
         self._run("forget", "delete_client", self.keys.client(client_id), [self.prefix, client_id])
 
-    def _purge(self, cutoff: float, now: float) -> int:
+    def purge(self, cutoff: float, now: float) -> int:
         gone = 0
         for name, key, at in erase.purges(self.keys, cutoff, now):
             while True:  # in chunks, so one script never blocks the server for long

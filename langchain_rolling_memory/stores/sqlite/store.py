@@ -45,10 +45,12 @@ from langchain_rolling_memory.stores.contract import (
     Reader,
     SearchRow,
     SummaryWrite,
+    SyncBackend,
     TurnRows,
     new_generation,
     newer_schema,
 )
+from langchain_rolling_memory.stores.fact_api import FactOptions
 from langchain_rolling_memory.stores.lifecycle import not_set_up
 
 logger = logging.getLogger("langchain_rolling_memory")
@@ -68,40 +70,13 @@ def _statements(script: str) -> list[str]:
     return out
 
 
-class SQLiteRollingStore(RollingStore):
-    """The default persistent backend: one SQLite file, shared by threads and processes.
-
-    Args:
-        path: database file (created with its parent folder), or ``":memory:"``.
-        table_prefix: prefix of every table, so several apps can share one file.
-        read_only: open the file read-only (reads work, writes raise `StoreError`); a file
-            the process may not write is opened read-only anyway.
-        setup: create or migrate the tables now (the default); False opens nothing until the
-            first call and creates nothing: run `setup()` yourself (a missing table then
-            raises `StoreError` naming it).
-        **options: fact limits and filter, see `RollingStore`.
-
-    Example:
-        >>> from langchain_core.messages import HumanMessage
-        >>> from langchain_rolling_memory import open_store
-        >>> store = open_store("sqlite:///:memory:")
-        >>> store.append("s1", [HumanMessage("hi")])
-        [1]
-        >>> store.close()
-    """
-
-    schemes = ("sqlite",)
+class SQLiteBackend(SyncBackend):
+    """The primitives on one SQLite file (or ``":memory:"``), shared by threads and processes;
+    see `SQLiteRollingStore` for the arguments."""
 
     def __init__(
-        self,
-        path: str | Path,
-        *,
-        table_prefix: str = "lrm_",
-        read_only: bool = False,
-        setup: bool = True,
-        **options: Any,
+        self, path: str | Path, *, table_prefix: str = "lrm_", read_only: bool = False, setup: bool = True
     ) -> None:
-        super().__init__(**options)
         self.path = str(path)
         self.prefix = sql.check_prefix(table_prefix)
         self.q = sql.Queries(self.prefix)
@@ -112,6 +87,7 @@ class SQLiteRollingStore(RollingStore):
         )
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
+        self._closed = False
         self._unset = not setup
         forks.track(self)
         if not setup:  # nothing is opened or created until the first call
@@ -181,7 +157,9 @@ class SQLiteRollingStore(RollingStore):
     def _db(self) -> sqlite3.Connection:
         """The connection of this process (call with the lock held); reopened after a fork."""
         if self._conn is None:
-            self._check_open()
+            if self._closed:
+                msg = f"this SQLite store ({self.path}) is closed; open a new store (closing is final)"
+                raise StoreError(msg)
             if self._unset and self.path != ":memory:" and not os.path.exists(self.path):
                 raise not_set_up(self._tables, f"no file {self.path}")
             self._conn = self._connect()
@@ -245,7 +223,7 @@ class SQLiteRollingStore(RollingStore):
                 self.path,
             )
 
-    def _vacuum(self) -> None:
+    def vacuum(self) -> None:
         self._checkpoint()
 
     def _schema_version(self) -> int | None:
@@ -285,7 +263,7 @@ class SQLiteRollingStore(RollingStore):
                     search.backfill_lengths(conn, q)
                 conn.execute(q.set_version, (str(number),))
 
-    def _setup(self) -> None:
+    def setup(self) -> None:
         with self._lock, self._errors("setup"):
             if self.path != ":memory:" and not self.read_only:
                 Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
@@ -294,7 +272,7 @@ class SQLiteRollingStore(RollingStore):
 
     def close(self) -> None:
         with self._lock:
-            super().close()
+            self._closed = True
             conn, self._conn = self._conn, None
             if conn is not None:
                 conn.close()
@@ -310,7 +288,7 @@ class SQLiteRollingStore(RollingStore):
 
     # ------------------------------------------------------------------ primitives
 
-    def _append(self, batch: AppendBatch) -> list[int]:
+    def append(self, batch: AppendBatch) -> list[int]:
         session_id, client_id, rows, now = batch.session_id, batch.client_id, batch.rows, batch.now
         q = self.q
         with self._write() as conn:
@@ -348,24 +326,24 @@ class SQLiteRollingStore(RollingStore):
     def _index_pending(self, conn: sqlite3.Connection) -> None:
         search.index_pending(conn, self.q)
 
-    def _search(
-        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int
+    def search(
+        self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float
     ) -> list[SearchRow]:
         # One statement (one snapshot): the owner filter, the owner's statistics and the rows.
-        statement = search.search(self.q, terms, client_id, session_id, limit, self._now())
+        statement = search.search(self.q, terms, client_id, session_id, limit, now)
         if statement is None:
             return []
         self._catch_up()
         return search.search_rows_of(self._query(*statement))
 
-    def _read(
+    def read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
     ) -> list[Row]:
         statement, params = self.q.read(session_id, after_seq, limit, newest)
         with self._reading(session_id, reader):
             return sql.rows_of(self._query(statement, params), newest, limit)
 
-    def _summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+    def summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
         q = self.q
         with self._lock, self._errors("read"):
             conn = self._db()
@@ -384,17 +362,17 @@ class SQLiteRollingStore(RollingStore):
                 if conn.in_transaction:
                     conn.execute("COMMIT")
 
-    def _last_seq(self, session_id: str, reader: Reader | None = None) -> int:
+    def last_seq(self, session_id: str, reader: Reader | None = None) -> int:
         with self._reading(session_id, reader):
             rows = self._query(self.q.last_seq, (session_id,))
         return int(rows[0][0]) if rows else 0
 
-    def _get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
+    def get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
         with self._reading(session_id, reader):
             rows = self._query(self.q.get_summary, (session_id,))
         return sql.summary_of(rows[0] if rows else None)
 
-    def _cas_summary(self, write: SummaryWrite) -> bool:
+    def cas_summary(self, write: SummaryWrite) -> bool:
         q, sid, owner = self.q, write.session_id, write.lease_owner
         body = (write.text, write.covered_seq, write.meta_json, write.now)
         with self._write() as conn:
@@ -409,27 +387,27 @@ class SQLiteRollingStore(RollingStore):
                 cur = conn.execute(q.update_summary, (*body, sid, write.expected_version))
             return cur.rowcount == 1
 
-    def _claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
+    def claim(self, session_id: str, owner: str, ttl: float, now: float) -> bool:
         with self._write() as conn:
             return conn.execute(self.q.claim, (session_id, owner, now + ttl, now)).rowcount == 1
 
-    def _release(self, session_id: str, owner: str) -> None:
+    def release(self, session_id: str, owner: str) -> None:
         with self._write() as conn:
             conn.execute(self.q.release, (session_id, owner))
 
-    def _get_session(self, session_id: str) -> SessionInfo | None:
+    def get_session(self, session_id: str) -> SessionInfo | None:
         rows = self._query(self.q.get_session, (session_id,))
         return sql.session_of(session_id, rows[0] if rows else None)
 
-    def _list_sessions(self, client_id: str) -> list[str]:
+    def list_sessions(self, client_id: str) -> list[str]:
         return [str(r[0]) for r in self._query(self.q.list_sessions, (client_id,))]
 
-    def _get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
+    def get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
         with self._reading(session_id, reader):
             rows = self._query(self.q.get_state, (session_id,))
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
-    def _set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+    def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
         q = self.q
         with self._write() as conn:
             row = conn.execute(q.session_client, (session_id,)).fetchone()
@@ -444,7 +422,7 @@ class SQLiteRollingStore(RollingStore):
             conn.executemany(statement, ids)
         return len(ids)
 
-    def _delete_session(self, session_id: str, reader: Reader | None = None) -> None:
+    def delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         with self._write() as conn:
             if reader is not None:
                 row = conn.execute(self.q.session_client, (session_id,)).fetchone()
@@ -455,12 +433,11 @@ class SQLiteRollingStore(RollingStore):
                 conn.execute(statement, (session_id,))
         self._checkpoint()
 
-    def _list_facts(self, client_id: str, at: float | None = None) -> list[Fact]:
-        live_at = self._now() if at is None else at
-        return [sql.fact_of(row) for row in self._query(self.q.list_facts, (client_id, live_at))]
+    def list_facts(self, client_id: str, at: float) -> list[Fact]:
+        return [sql.fact_of(row) for row in self._query(self.q.list_facts, (client_id, at))]
 
-    def _change_facts(
-        self, client_id: str, plan: FactPlan, mark: SessionMark | None = None
+    def change_facts(
+        self, client_id: str, plan: FactPlan, now: float, mark: SessionMark | None = None
     ) -> tuple[list[Fact], Fact | None]:
         # One write transaction: a second process adding the same fact waits, then sees it; the
         # session of `mark` is checked in it, so an erase lands wholly before (refused) or after.
@@ -469,15 +446,11 @@ class SQLiteRollingStore(RollingStore):
                 row = conn.execute(self.q.session_mark, (mark.session_id,)).fetchone()
                 if row is None or row[0] != client_id or row[1] != mark.generation:
                     raise StaleWriteError.for_session(mark.session_id, "fact write")
-            existing = self._list_facts(client_id)
+            existing = self.list_facts(client_id, now)
             fact = plan(existing)
             if fact is not None:
                 self._insert_fact(conn, fact)
             return existing, fact
-
-    def _put_fact(self, fact: Fact) -> None:
-        with self._write() as conn:
-            self._insert_fact(conn, fact)
 
     def _insert_fact(self, conn: sqlite3.Connection, fact: Fact) -> None:
         q = self.q
@@ -487,11 +460,11 @@ class SQLiteRollingStore(RollingStore):
             self._index_pending(conn)
             search.index_fact(conn, q, fact.id, fact.client_id, fact.text)
 
-    def _delete_fact(self, client_id: str, fact_id: str) -> bool:
+    def delete_fact(self, client_id: str, fact_id: str) -> bool:
         with self._write() as conn:
             return conn.execute(self.q.delete_fact, (client_id, fact_id)).rowcount == 1
 
-    def _delete_client(self, client_id: str) -> None:
+    def delete_client(self, client_id: str) -> None:
         q = self.q
         with self._write() as conn:
             conn.execute(q.delete_facts, (client_id,))
@@ -500,13 +473,57 @@ class SQLiteRollingStore(RollingStore):
             conn.execute(q.optimize_search)
         self._checkpoint()
 
-    def _purge(self, cutoff: float, now: float) -> int:
+    def purge(self, cutoff: float, now: float) -> int:
         with self._write() as conn:
             count = self._delete_sessions(conn, self.q.old_sessions, (cutoff,))
             count += conn.execute(self.q.delete_expired_facts, (now,)).rowcount
         if count:
             self._checkpoint()
         return count
+
+
+class SQLiteRollingStore(RollingStore):
+    """The default persistent store: one SQLite file (`SQLiteBackend`), shared by threads and processes.
+
+    Args:
+        path: database file (created with its parent folder), or ``":memory:"``.
+        table_prefix: prefix of every table, so several apps can share one file.
+        read_only: open the file read-only (reads work, writes raise `StoreError`); a file
+            the process may not write is opened read-only anyway.
+        setup: create or migrate the tables now (the default); False opens nothing until the
+            first call and creates nothing: run `setup()` yourself (a missing table then
+            raises `StoreError` naming it).
+        **options: fact limits and filter, see `RollingStore`.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langchain_rolling_memory import open_store
+        >>> store = open_store("sqlite:///:memory:")
+        >>> store.append("s1", [HumanMessage("hi")])
+        [1]
+        >>> store.close()
+    """
+
+    schemes = ("sqlite",)
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        table_prefix: str = "lrm_",
+        read_only: bool = False,
+        setup: bool = True,
+        **options: Any,
+    ) -> None:
+        fact_options = FactOptions(**options)
+        backend = SQLiteBackend(path, table_prefix=table_prefix, read_only=read_only, setup=setup)
+        super().__init__(backend, options=fact_options)
+        self.path, self.prefix, self.q, self.read_only = (
+            backend.path,
+            backend.prefix,
+            backend.q,
+            backend.read_only,
+        )
 
 
 def _failure(path: str, op: str, exc: sqlite3.Error) -> StoreError:
