@@ -103,7 +103,12 @@ def test_a_chain_recall_is_a_retriever_run_under_the_chain_with_its_hits_as_docu
 
 async def test_an_async_chain_recall_is_traced_the_same_way() -> None:
     collector = RunCollector()
-    chat = with_rolling_memory(ScriptedChatModel(), store=seeded(), summarizer=summarize, recall_tokens=500)
+    store = seeded()
+    # A fact the facts block shows is not recalled again: the pinned fact fills its budget.
+    store.add_fact("ana", "Lives in Porto", pinned=True)
+    chat = with_rolling_memory(
+        ScriptedChatModel(), store=store, summarizer=summarize, recall_tokens=500, max_fact_tokens=10
+    )
     await chat.ainvoke([HumanMessage("Which seats on trains?")], config=config(collector))
     documents = assert_a_retriever_run_of_the_turn(collector, "Which seats on trains?")
     facts = [d for d in documents if d.metadata["kind"] == "fact"]

@@ -11,7 +11,6 @@ plumbing (ids, what is stored yet, the checkpointer) is `agent_run`, the tool bu
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Unpack, cast
 
@@ -45,10 +44,9 @@ from langchain_rolling_memory.adapters.agent_run import (  # noqa: E402
 )
 from langchain_rolling_memory.adapters.agent_state import StateKeeper  # noqa: E402
 from langchain_rolling_memory.adapters.memory_tools import TOOL_BUILDERS, UNBOUND, refusing  # noqa: E402
-from langchain_rolling_memory.core.framing import memory_block  # noqa: E402
 from langchain_rolling_memory.core.graph_state import state_summary  # noqa: E402
 from langchain_rolling_memory.core.ids import validate_id  # noqa: E402
-from langchain_rolling_memory.core.records import Fact, SessionState  # noqa: E402
+from langchain_rolling_memory.core.records import SessionState  # noqa: E402
 from langchain_rolling_memory.core.settings import MemoryOptions, MemorySettings  # noqa: E402
 from langchain_rolling_memory.core.tool_pairs import pair_tool_calls  # noqa: E402
 from langchain_rolling_memory.core.usage import SummaryUsage  # noqa: E402
@@ -56,6 +54,7 @@ from langchain_rolling_memory.engine.compaction import Compactor  # noqa: E402
 from langchain_rolling_memory.engine.fact_extractor import FactExtractor, compaction_listener  # noqa: E402
 from langchain_rolling_memory.engine.recaller import Recaller, latest_user_text  # noqa: E402
 from langchain_rolling_memory.engine.shutdown import Drained  # noqa: E402
+from langchain_rolling_memory.engine.turn import TurnStep  # noqa: E402
 from langchain_rolling_memory.runtime.tracing import unstreamed  # noqa: E402
 from langchain_rolling_memory.stores.api import RollingStore  # noqa: E402
 from langchain_rolling_memory.stores.checks import token_count  # noqa: E402
@@ -230,19 +229,9 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             for i, m in enumerate(messages)
         ]
 
-    def _memory(
-        self, facts: Sequence[Fact], state: Mapping[str, Any], query: str | None = None, recall: str = ""
-    ) -> str:
-        # The summary is not here: it is the engine's framed message at the head of the view.
-        block = memory_block(
-            facts,
-            state=state,
-            max_fact_tokens=self.max_fact_tokens,
-            token_counter=self.token_counter,
-            query=query,
-            language=self.language,
-        )
-        return dataclasses.replace(block, recall=recall).render(summary=False)
+    def _step(self) -> TurnStep:
+        # The summary is not the step's here: it is the engine's framed message at the head of the view.
+        return TurnStep(self.store, self.max_fact_tokens, self.token_counter, self.language, self.recaller)
 
     def _view(self, request: ModelRequest[Any], session: SessionState, session_id: str) -> list[BaseMessage]:
         """Without a checkpointer: the store's view, then the messages an outer middleware
@@ -347,17 +336,9 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             if kept
             else self._view(request, self._advanced(ids), ids.session_id)
         )
-        facts = self.store.facts(ids.client_id) if ids.client_id else []
-        query = latest_user_text(view)  # the question, even when it was folded (pinned)
-        recall = ""
-        if self.recaller is not None:
-            recall = self.recaller.recall(
-                query, client_id=ids.client_id, session_id=ids.session_id, view=view
-            ).text
-        memory = self._memory(
-            facts, self.store.get_state(ids.session_id, client_id=ids.client_id), query, recall
-        )
-        return handler(self._request(request, view, memory))
+        # The query is the question, even when it was folded (pinned).
+        block = self._step().read(ids.client_id, ids.session_id, query=latest_user_text(view), view=view)
+        return handler(self._request(request, view, block.render(summary=False)))
 
     def wrap_tool_call(
         self,
@@ -432,17 +413,10 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             view = self.keeper.view(request.messages, ids.session_id)
         else:
             view = self._view(request, await self._aadvanced(ids), ids.session_id)
-        facts = await self.store.afacts(ids.client_id) if ids.client_id else []
-        query = latest_user_text(view)
-        recall = ""
-        if self.recaller is not None:
-            found = await self.recaller.arecall(
-                query, client_id=ids.client_id, session_id=ids.session_id, view=view
-            )
-            recall = found.text
-        state = await self.store.aget_state(ids.session_id, client_id=ids.client_id)
-        memory = self._memory(facts, state, query, recall)
-        return await handler(self._request(request, view, memory))
+        block = await self._step().aread(
+            ids.client_id, ids.session_id, query=latest_user_text(view), view=view
+        )
+        return await handler(self._request(request, view, block.render(summary=False)))
 
     async def awrap_tool_call(
         self,

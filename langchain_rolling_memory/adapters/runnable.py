@@ -1,7 +1,8 @@
 """`with_rolling_memory`: any chain gets a rolling-summary history plus the client's facts and state.
 
 Owns the wiring only: `RollingMemoryRunnable` (`history_runnable`) does the history plumbing, the
-histories do the memory, `memory_reads` reads the facts and `framing` renders them. This module
+histories do the memory, `turn` reads and assembles the facts, state and recall and `framing`
+renders them. This module
 decides where the memory goes in the chain's input (a leading system message and/or prompt
 variables).
 """
@@ -34,8 +35,8 @@ from langchain_rolling_memory.core.framing import (
 from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.settings import HistoryOptions, MemoryOptions, MemorySettings
 from langchain_rolling_memory.engine.fact_extractor import FactExtractor, compaction_listener
-from langchain_rolling_memory.engine.memory_reads import aload_memory, load_memory
 from langchain_rolling_memory.engine.recaller import Recaller, latest_user_text
+from langchain_rolling_memory.engine.turn import TurnStep
 from langchain_rolling_memory.runtime.background import jobs_of
 from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.stores.urls import rolling_store
@@ -251,44 +252,24 @@ class _Injector:
             out[self.messages_key] = messages
         return out
 
+    def _step(self) -> TurnStep:
+        return TurnStep(self.store, self.max_fact_tokens, self.token_counter, self.language, self.recaller)
+
+    def _turn(self, value: Any) -> dict[str, Any]:
+        """What the turn step reads for this input: the latest user words, the view, its summary."""
+        view = self._messages(value)
+        return {
+            "query": latest_user_text(value, self.input_key),
+            "view": view,
+            "summary": self._summary(view),
+        }
+
     def inject(self, value: Any, ids: MemoryIds) -> Any:
-        client_id, session_id = ids.client_id, ids.session_id
-        query = latest_user_text(value, self.input_key)
-        block = load_memory(
-            self.store,
-            client_id,
-            session_id,
-            summary=self._summary(self._messages(value)),
-            max_fact_tokens=self.max_fact_tokens,
-            token_counter=self.token_counter,
-            query=query,
-            language=self.language,
-        )
-        if self.recaller is not None:
-            found = self.recaller.recall(
-                query, client_id=client_id, session_id=session_id, view=self._messages(value)
-            )
-            block = dataclasses.replace(block, recall=found.text)
+        block = self._step().read(ids.client_id, ids.session_id, **self._turn(value))
         return self._apply(value, block)
 
     async def ainject(self, value: Any, ids: MemoryIds) -> Any:
-        client_id, session_id = ids.client_id, ids.session_id
-        query = latest_user_text(value, self.input_key)
-        block = await aload_memory(
-            self.store,
-            client_id,
-            session_id,
-            summary=self._summary(self._messages(value)),
-            max_fact_tokens=self.max_fact_tokens,
-            token_counter=self.token_counter,
-            query=query,
-            language=self.language,
-        )
-        if self.recaller is not None:
-            found = await self.recaller.arecall(
-                query, client_id=client_id, session_id=session_id, view=self._messages(value)
-            )
-            block = dataclasses.replace(block, recall=found.text)
+        block = await self._step().aread(ids.client_id, ids.session_id, **self._turn(value))
         return self._apply(value, block)
 
 

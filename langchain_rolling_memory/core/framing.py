@@ -13,13 +13,13 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
-from langchain_rolling_memory.core.lexical_search import relevance
+from langchain_rolling_memory.core.lexical_search import query_terms, relevance
 from langchain_rolling_memory.core.prompts import SUMMARY_FRAMES, summary_frame
 from langchain_rolling_memory.core.quoting import one_line, quote_json, quote_text, visible
 from langchain_rolling_memory.core.records import Fact
@@ -101,8 +101,15 @@ def _display_order(fact: Fact) -> tuple[float, str]:
     return (fact.created_at, fact.id)
 
 
+def _terms(query: str | None, terms: Sequence[str] | None) -> Sequence[str]:
+    """The query's terms: the caller's when given, else analysed from `query` (none without one)."""
+    if terms is not None:
+        return terms
+    return query_terms(query) if query else ()
+
+
 def _select(
-    facts: Sequence[Fact], max_tokens: int | None, token_counter: TokenCounter, query: str | None = None
+    facts: Sequence[Fact], max_tokens: int | None, token_counter: TokenCounter, terms: Sequence[str] = ()
 ) -> tuple[list[Fact], int, dict[str, str]]:
     if max_tokens is not None and max_tokens < 0:
         msg = f"max_tokens must be None or >= 0, got max_tokens={max_tokens!r}"
@@ -116,7 +123,7 @@ def _select(
     line_tokens = _line_counter(token_counter)
     # Ranked by relevance only when a budget bites: a fact the question is about (an allergy
     # asked about) is kept even when it is the oldest of hundreds.
-    scores = relevance({f.id: f.text for f in unique}, query) if query else None
+    scores = relevance({f.id: f.text for f in unique}, "", terms=terms) if terms else None
     for fact in sorted(unique, key=lambda f: _priority(f, scores)):
         line = _fact_line(fact)
         used += line_tokens(line)
@@ -141,7 +148,7 @@ def select_facts(
     When they do not all fit, keyed and pinned facts are kept first, then those most relevant
     to `query` (the user's latest words), then the newest ones.
     """
-    chosen, left_out, _ = _select(facts, max_tokens, token_counter, query)
+    chosen, left_out, _ = _select(facts, max_tokens, token_counter, _terms(query, None))
     return chosen, left_out
 
 
@@ -163,11 +170,22 @@ def render_facts(
         - "Delivers on Saturdays"
         - ["team"] "Logistics team"
     """
-    chosen, left_out, known = _select(facts, max_tokens, token_counter, query)
+    return _facts_block(facts, max_tokens, token_counter, _terms(query, None), language)[0]
+
+
+def _facts_block(
+    facts: Sequence[Fact],
+    max_tokens: int | None,
+    token_counter: TokenCounter,
+    terms: Sequence[str],
+    language: str,
+) -> tuple[str, list[Fact]]:
+    """`render_facts` and the facts it shows."""
+    chosen, left_out, known = _select(facts, max_tokens, token_counter, terms)
     lines = [known.get(f.id) or _fact_line(f) for f in chosen]
     if lines and left_out:
         lines.append(memory_texts(language).left_out(left_out))
-    return "\n".join(lines)
+    return "\n".join(lines), chosen
 
 
 def render_state(state: Mapping[str, Any] | None) -> str:
@@ -194,6 +212,7 @@ class MemoryBlock:
             authors who frame it).
         recall: the recalled excerpts, header included (`recall_block.recall_block`).
         language: the language of the frame and headers `render` writes (`texts`).
+        shown_facts: the facts the `facts` text shows, in its order (a recall leaves them out).
     """
 
     facts: str = ""
@@ -201,6 +220,7 @@ class MemoryBlock:
     summary: str = ""
     recall: str = ""
     language: str = "en"
+    shown_facts: tuple[Fact, ...] = field(default=(), repr=False)
 
     def render(self, *, state: bool = True, summary: bool = True, recall: bool = True) -> str:
         """The framed memory text with the chosen parts ('' when they are all empty)."""
@@ -278,17 +298,19 @@ def memory_block(
     token_counter: TokenCounter = count_tokens,
     query: str | None = None,
     language: str = "en",
+    terms: Sequence[str] | None = None,
 ) -> MemoryBlock:
-    """Every rendering of one turn's memory at once (see `MemoryBlock`); `query` ranks facts;
-    the texts are `language`'s (an unknown one raises `ConfigurationError`)."""
+    """Every rendering of one turn's memory at once (see `MemoryBlock`); `query` ranks facts
+    (`terms`, its `query_terms` when the caller has them, instead of analysing it again); the
+    texts are `language`'s (an unknown one raises `ConfigurationError`)."""
     memory_texts(language)  # refused here, not at the first render
+    text, shown = _facts_block(facts, max_fact_tokens, token_counter, _terms(query, terms), language)
     return MemoryBlock(
-        facts=render_facts(
-            facts, max_tokens=max_fact_tokens, token_counter=token_counter, query=query, language=language
-        ),
+        facts=text,
         state=render_state(state),
         summary=visible(summary).strip(),
         language=language,
+        shown_facts=tuple(shown),
     )
 
 

@@ -353,18 +353,22 @@ class Bm25Index:
         return heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], added[item[0]]))
 
 
-def relevance(texts: Mapping[Hashable, str], query: str) -> dict[Hashable, float]:
+def relevance(
+    texts: Mapping[Hashable, str], query: str, *, terms: Sequence[str] | None = None
+) -> dict[Hashable, float]:
     """BM25 scores of the `texts` that share a content word with `query`, by their ids.
 
     For ranking a handful of texts held in memory (a client's facts against the user's latest
     words); an id absent from the answer is not relevant. ``{}`` for an empty or stop-word-only
-    query. Stems like the recall evaluation's best setting.
+    query. Stems like the recall evaluation's best setting. `terms`, when the caller already
+    has them (`query_terms` of `query`), are used instead of analysing `query` again.
 
     Example:
         >>> relevance({"a": "Allergic to peanuts", "b": "Lives in Lyon"}, "Any peanut in it?")
         {'a': 0.6931471805599453}
     """
-    terms = query_terms(query)
+    if terms is None:
+        terms = query_terms(query)
     if not terms or not texts:
         return {}
     index = Bm25Index(stem=True)

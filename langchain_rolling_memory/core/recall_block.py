@@ -1,7 +1,7 @@
 """Choosing and rendering recalled excerpts within a token budget; pure, no I/O and no clock.
 
-Owns which search hits are shown (skip what the view already holds, add the answer that
-followed a recalled question, stop at the budget) and how each is written: one line, dated,
+Owns which search hits are shown (skip what the view already holds and what the facts block
+shows, add the answer that followed a recalled question, stop at the budget) and how each is written: one line, dated,
 with its session, speaker and text quoted by `quoting.quote_text` so no excerpt can forge
 prompt structure. It does not search (see `lexical_search` and the stores) and places nothing in a
 prompt (the adapters do).
@@ -10,7 +10,7 @@ prompt (the adapters do).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from enum import Enum
@@ -20,6 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
 from langchain_rolling_memory.core.lexical_search import SearchHit
 from langchain_rolling_memory.core.quoting import one_line, quote_text
+from langchain_rolling_memory.core.records import Fact
 from langchain_rolling_memory.core.relative_dates import RelativeDate, resolve_relative_dates
 from langchain_rolling_memory.core.texts import CATALOGUES, ENGLISH, MemoryTexts, memory_texts
 from langchain_rolling_memory.errors import ConfigurationError
@@ -164,6 +165,30 @@ def render_hit(hit: SearchHit, language: str = "en", *, dates: bool = True) -> s
     body = _body(hit)
     note = date_note(body, hit.created_at, language) if dates else ""
     return f"- {', '.join(where)}, {_speaker(hit, texts)}{texts.separator}{quote_text(body)}{note}"
+
+
+def repeats_of(hits: Iterable[SearchHit], facts: Collection[Fact]) -> set[Hashable]:
+    """The keys of the hits that would repeat one of `facts` (those the facts block shows):
+    the fact itself, or an excerpt of the same words as quoted (`quoting.one_line`).
+
+    Example:
+        >>> fact = Fact("f1", "c", "My cat is Oscar", None, "code", 0.0, 0.0)
+        >>> hits = [SearchHit("fact", None, None, 0.0, 1.0, fact=fact),
+        ...         SearchHit("message", "s1", 3, 0.0, 1.0, HumanMessage("My  cat is Oscar")),
+        ...         SearchHit("message", "s1", 4, 0.0, 1.0, HumanMessage("Oscar is grey"))]
+        >>> sorted(repeats_of(hits, [fact]), key=str)
+        [('fact', None, 'f1'), ('message', 's1', 3)]
+    """
+    if not facts:
+        return set()
+    ids = {fact.id for fact in facts}
+    words = {one_line(fact.text) for fact in facts}
+    return {
+        hit.key
+        for hit in hits
+        if (hit.kind == "fact" and hit.fact is not None and hit.fact.id in ids)
+        or one_line(_body(hit)) in words
+    }
 
 
 def is_question(hit: SearchHit) -> bool:

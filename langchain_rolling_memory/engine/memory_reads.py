@@ -1,14 +1,15 @@
-"""Reading one turn's memory (facts, session state, summary) from a store for given ids.
+"""Reading a client's memory (facts, session state, summary) from a store for given ids.
 
-Owns only the reads, with sync and async twins; how the memory is rendered is `framing`, where a
-chain puts it is `runnable` (and the agent middleware).
+The functions of the public API over `turn.TurnStep` without recall, with sync and async twins;
+how the memory is rendered is `framing`, where a chain puts it is `runnable` (and the agent
+middleware).
 """
 
 from __future__ import annotations
 
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
-from langchain_rolling_memory.core.framing import MemoryBlock, memory_block
-from langchain_rolling_memory.core.ids import validate_id
+from langchain_rolling_memory.core.framing import MemoryBlock
+from langchain_rolling_memory.engine.turn import TurnStep
 from langchain_rolling_memory.stores.api import RollingStore
 
 
@@ -46,24 +47,8 @@ def load_memory(
         >>> load_memory(store, "client-1").facts
         '- "Delivers on Saturdays"'
     """
-    if client_id is not None:
-        validate_id(client_id, kind="client_id")
-    # Each session read names the client (None: an anonymous run): the store refuses a
-    # session that is not that client's in the read itself.
-    state = store.get_state(session_id, client_id=client_id) if session_id is not None else None
-    facts = store.facts(client_id) if client_id is not None else []
-    if summary is None:
-        record = store.summary(session_id, client_id=client_id) if session_id is not None else None
-        summary = record.text if record else ""
-    return memory_block(
-        facts,
-        state=state,
-        summary=summary,
-        max_fact_tokens=max_fact_tokens,
-        token_counter=token_counter,
-        query=query,
-        language=language,
-    )
+    step = TurnStep(store, max_fact_tokens, token_counter, language)
+    return step.read(client_id, session_id, query=query or "", summary=summary)
 
 
 async def aload_memory(
@@ -78,19 +63,5 @@ async def aload_memory(
     language: str = "en",
 ) -> MemoryBlock:
     """Async twin of `load_memory`."""
-    if client_id is not None:
-        validate_id(client_id, kind="client_id")
-    state = await store.aget_state(session_id, client_id=client_id) if session_id is not None else None
-    facts = await store.afacts(client_id) if client_id is not None else []
-    if summary is None:
-        record = await store.asummary(session_id, client_id=client_id) if session_id is not None else None
-        summary = record.text if record else ""
-    return memory_block(
-        facts,
-        state=state,
-        summary=summary,
-        max_fact_tokens=max_fact_tokens,
-        token_counter=token_counter,
-        query=query,
-        language=language,
-    )
+    step = TurnStep(store, max_fact_tokens, token_counter, language)
+    return await step.aread(client_id, session_id, query=query or "", summary=summary)

@@ -27,9 +27,10 @@ from langchain_rolling_memory.core.recall_block import (
     Recalled,
     is_question,
     recall_block,
+    repeats_of,
     resolve_header,
 )
-from langchain_rolling_memory.core.records import StoredMessage
+from langchain_rolling_memory.core.records import Fact, StoredMessage
 from langchain_rolling_memory.core.texts import check_language, memory_texts
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.runtime.tracing import arecall_run, recall_run
@@ -109,6 +110,20 @@ def _view_keys(
         elif hit.message is not None and (hit.message.type, hit.message.text) in shown:
             keys.add(hit.key)
     return keys
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """What a turn's prompt already shows, so the recall does not repeat it: the session's
+    view (by seq when known, else by kind and text) and the facts of the facts block."""
+
+    session_id: str | None
+    seqs: Collection[int] | None
+    view: Sequence[BaseMessage]
+    facts: Collection[Fact]
+
+    def keys(self, hits: Sequence[SearchHit]) -> set[Hashable]:
+        return _view_keys(hits, self.session_id, self.seqs, self.view) | repeats_of(hits, self.facts)
 
 
 def _wanted_neighbours(hits: Sequence[SearchHit], skip: Collection[Hashable], most: int) -> list[SearchHit]:
@@ -295,8 +310,11 @@ class Recaller:
         session_id: str | None,
         view_seqs: Collection[int] | None = None,
         view: Sequence[BaseMessage] = (),
+        shown_facts: Collection[Fact] = (),
+        terms: Sequence[str] | None = None,
     ) -> Recalled:
-        """The excerpts of the client's memory for `query` that the view does not hold.
+        """The excerpts of the client's memory for `query` that the view and the facts block do
+        not hold.
 
         Traced as a retriever run (`tracing.RECALL`, a child of the current run) whose
         documents are the excerpts shown; a query without words searches nothing and is not
@@ -308,12 +326,16 @@ class Recaller:
             session_id: the current session, whose view is skipped.
             view_seqs: the seqs of the session's messages the view shows, when known.
             view: else the view's messages, matched by kind and text.
+            shown_facts: the facts the prompt's facts block shows: neither they nor an
+                excerpt (or document) of the same words is recalled again.
+            terms: `query_terms` of `query`, when the caller already has them.
         """
-        if not query_terms(query):
+        if not (query_terms(query) if terms is None else terms):
             return NOTHING
         run = recall_run(query)
+        shown = _Shown(session_id, view_seqs, view, shown_facts)
         try:
-            found, documents = self._recall(query, client_id, session_id, view_seqs, view, run.get_child())
+            found, documents = self._recall(query, client_id, shown, run.get_child())
         except Exception as exc:
             run.on_retriever_error(exc)
             raise
@@ -321,21 +343,15 @@ class Recaller:
         return found
 
     def _recall(
-        self,
-        query: str,
-        client_id: str | None,
-        session_id: str | None,
-        view_seqs: Collection[int] | None,
-        view: Sequence[BaseMessage],
-        callbacks: Callbacks,
+        self, query: str, client_id: str | None, shown: _Shown, callbacks: Callbacks
     ) -> tuple[Recalled, list[Document]]:
         if self.retriever is not None:
             docs = self.retriever.invoke(query, config={"callbacks": callbacks})
-            return self._documents(docs)
+            return self._documents(docs, shown.facts)
         hits = self.store.search(
-            self._query(query), limit=self._limit(), **self._scope(client_id, session_id)
+            self._query(query), limit=self._limit(), **self._scope(client_id, shown.session_id)
         )
-        skip = _view_keys(hits, session_id, view_seqs, view)
+        skip = shown.keys(hits)
         neighbours: dict[Hashable, SearchHit] = {}
         for hit in _wanted_neighbours(hits, skip, self.max_neighbours):
             if hit.session_id is None or hit.seq is None:  # a message hit has both
@@ -346,7 +362,7 @@ class Recaller:
             follow = _neighbour(hit, rows)
             if follow is not None:
                 neighbours[hit.key] = follow
-        skip |= _view_keys(list(neighbours.values()), session_id, view_seqs, view)
+        skip |= shown.keys(list(neighbours.values()))
         return self._shown(self._render(hits, skip, neighbours))
 
     async def arecall(
@@ -357,15 +373,16 @@ class Recaller:
         session_id: str | None,
         view_seqs: Collection[int] | None = None,
         view: Sequence[BaseMessage] = (),
+        shown_facts: Collection[Fact] = (),
+        terms: Sequence[str] | None = None,
     ) -> Recalled:
         """Async twin of `recall`."""
-        if not query_terms(query):
+        if not (query_terms(query) if terms is None else terms):
             return NOTHING
         run = await arecall_run(query)
+        shown = _Shown(session_id, view_seqs, view, shown_facts)
         try:
-            found, documents = await self._arecall(
-                query, client_id, session_id, view_seqs, view, run.get_child()
-            )
+            found, documents = await self._arecall(query, client_id, shown, run.get_child())
         except Exception as exc:
             await run.on_retriever_error(exc)
             raise
@@ -373,21 +390,15 @@ class Recaller:
         return found
 
     async def _arecall(
-        self,
-        query: str,
-        client_id: str | None,
-        session_id: str | None,
-        view_seqs: Collection[int] | None,
-        view: Sequence[BaseMessage],
-        callbacks: Callbacks,
+        self, query: str, client_id: str | None, shown: _Shown, callbacks: Callbacks
     ) -> tuple[Recalled, list[Document]]:
         if self.retriever is not None:
             docs = await self.retriever.ainvoke(query, config={"callbacks": callbacks})
-            return self._documents(docs)
+            return self._documents(docs, shown.facts)
         hits = await self.store.asearch(
-            self._query(query), limit=self._limit(), **self._scope(client_id, session_id)
+            self._query(query), limit=self._limit(), **self._scope(client_id, shown.session_id)
         )
-        skip = _view_keys(hits, session_id, view_seqs, view)
+        skip = shown.keys(hits)
         neighbours: dict[Hashable, SearchHit] = {}
         for hit in _wanted_neighbours(hits, skip, self.max_neighbours):
             if hit.session_id is None or hit.seq is None:
@@ -398,12 +409,15 @@ class Recaller:
             follow = _neighbour(hit, rows)
             if follow is not None:
                 neighbours[hit.key] = follow
-        skip |= _view_keys(list(neighbours.values()), session_id, view_seqs, view)
+        skip |= shown.keys(list(neighbours.values()))
         return self._shown(self._render(hits, skip, neighbours))
 
-    def _documents(self, docs: Sequence[Document]) -> tuple[Recalled, list[Document]]:
+    def _documents(
+        self, docs: Sequence[Document], facts: Collection[Fact]
+    ) -> tuple[Recalled, list[Document]]:
+        said = {one_line(fact.text) for fact in facts}
         return _fit_documents(
-            docs,
+            [doc for doc in docs if one_line(doc.page_content) not in said],
             max_tokens=self.max_tokens,
             token_counter=self.token_counter,
             header=LANGUAGE_HEADER,
