@@ -224,7 +224,7 @@ def test_index_text_keeps_the_words_before_the_cut_and_drops_a_word_across_it() 
         ("activities", ["activities", "activity", "activitys", "activitying"]),
         ("hike", ["hike", "hikes", "hiking", "hiked"]),
         ("camping", ["camping", "camp", "camps", "camped"]),
-        ("box", ["box", "boxs", "boxes", "boxing", "boxed"]),
+        ("box", ["box", "boxes", "boxing", "boxed"]),
         ("2023", ["2023"]),
         ("tv", ["tv"]),
     ],
@@ -235,7 +235,7 @@ def test_inflections_are_the_term_its_stem_and_the_stems_regular_forms(term: str
 
 def test_the_expanded_query_puts_the_terms_first_and_stays_within_max_terms() -> None:
     assert expanded_query("Which paintings did she finish?") == (
-        "paintings finish painting finishs finishes finishing finished"
+        "paintings finish painting finishes finishing finished"
     )
     assert query_terms(expanded_query("hikes", max_terms=2)) == ["hikes", "hike"]
     assert expanded_query("the of and") == ""

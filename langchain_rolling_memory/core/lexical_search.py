@@ -199,7 +199,9 @@ def inflections(term: str) -> list[str]:
     if term.isdigit() or len(term) < 3:  # a number or an initialism has no forms
         return [term]
     stem = light_stem(term)
-    candidates = [term, stem, stem + "s"]
+    candidates = [term, stem]
+    if not stem.endswith(("s", "x", "z", "ch", "sh")):  # "finishs" is no word
+        candidates.append(stem + "s")
     if stem.endswith(("s", "x", "z", "ch", "sh", "o")):
         candidates.append(stem + "es")
     if stem.endswith("y"):
@@ -222,7 +224,7 @@ def expanded_query(text: str, *, max_terms: int = 32) -> str:
 
     Example:
         >>> expanded_query("Which paintings did she finish?")
-        'paintings finish painting paint paints painted finishes finishing finished'
+        'paintings finish painting finishes finishing finished'
     """
     terms = query_terms(text, max_terms=max_terms)
     out = dict.fromkeys(terms)
