@@ -50,6 +50,7 @@ SUMMARY_MARKS = ("You keep the running summary", "Tu tiens le résumé courant")
 
 # Every English text the memory writes for a model (prompts, labels, headers, frames).
 ENGLISH = [
+    "I will take this summary of our conversation",
     "You keep the running summary",
     "Rules:",
     "Keep decisions, open requests",

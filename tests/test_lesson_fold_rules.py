@@ -108,3 +108,61 @@ def test_structured_with_a_function_summarizer_is_refused_and_writes_nothing() -
     with pytest.raises(ConfigurationError, match="structured=True needs a chat model"):
         RollingSummaryChatMessageHistory("s1", store=store, summarizer=lambda p, m: "s", structured=True)
     assert store.transcript("s1") == []
+
+
+# ---------------------------------------------------------------- item 8: the summary acknowledged
+
+
+def test_a_history_with_summary_ack_sends_the_summary_then_the_assistants_acknowledgement() -> None:
+    # The short-memory lesson: the summary goes in as a user message, the assistant answers
+    # "Compris", then the conversation goes on; roles alternate for the providers that need it.
+    history = RollingSummaryChatMessageHistory(
+        "s1",
+        store=open_store("memory://"),
+        summarizer=lambda previous, msgs: "Ana veut être livrée le samedi.",
+        max_turns=4,
+        keep_last=2,
+        language="fr",
+        summary_ack=True,
+    )
+    history.add_messages(_turns(5))
+    first, second, *rest = history.messages
+    assert first.type == "human" and "Ana veut être livrée le samedi." in first.text
+    assert (
+        second.type == "ai" and second.text == "Compris : je tiens compte de ce résumé de notre conversation."
+    )
+    assert [m.text for m in rest] == [m.text for m in _turns(5)[-len(rest) :]]
+    assert len(history.transcript) == 5  # the acknowledgement is sent, never stored
+
+
+def test_without_summary_ack_the_summary_stands_alone() -> None:
+    history = RollingSummaryChatMessageHistory(
+        "s1", store=open_store("memory://"), summarizer=lambda p, m: "s", max_turns=4, keep_last=2
+    )
+    history.add_messages(_turns(5))
+    assert not any(m.id == "rolling-memory-summary-ack" for m in history.messages)
+
+
+def test_an_agent_with_summary_ack_sends_the_acknowledgement_after_the_states_summary() -> None:
+    from agent_models import ScriptedChatModel
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = ScriptedChatModel()
+    memory = RollingMemoryMiddleware(
+        store=open_store("memory://"),
+        summarizer=lambda p, m: "Ana lives in Rome.",
+        max_turns=4,
+        keep_last=2,
+        memory_tools=(),
+        summary_ack=True,
+    )
+    agent = create_agent(model, [], middleware=[memory], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t1", "client_id": "ana"}}
+    for text in ("I live in Paris", "No, Rome", "Where do I live?"):
+        agent.invoke({"messages": [HumanMessage(text)]}, config)
+    sent = [m for m in model.requests[-1] if m.type != "system"]
+    assert sent[0].type == "human" and "Ana lives in Rome." in sent[0].text
+    assert sent[1].type == "ai" and sent[1].text.startswith("Understood")
+    state = agent.get_state(config).values["messages"]
+    assert not any(m.id == "rolling-memory-summary-ack" for m in state)  # sent, never kept in the state

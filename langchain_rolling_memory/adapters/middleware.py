@@ -44,6 +44,7 @@ from langchain_rolling_memory.adapters.agent_run import (  # noqa: E402
 )
 from langchain_rolling_memory.adapters.agent_state import StateKeeper  # noqa: E402
 from langchain_rolling_memory.adapters.memory_tools import TOOL_BUILDERS, UNBOUND, refusing  # noqa: E402
+from langchain_rolling_memory.core.framing import with_summary_ack  # noqa: E402
 from langchain_rolling_memory.core.graph_state import state_summary  # noqa: E402
 from langchain_rolling_memory.core.ids import validate_id  # noqa: E402
 from langchain_rolling_memory.core.records import SessionState  # noqa: E402
@@ -240,10 +241,12 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         extra = [m for m in request.messages if m.id is None or m.id not in done]
         return [*self.compactor.view(session, session_id), *extra]
 
-    @staticmethod
-    def _request(request: ModelRequest[Any], view: list[BaseMessage], memory: str) -> ModelRequest[Any]:
+    def _request(self, request: ModelRequest[Any], view: list[BaseMessage], memory: str) -> ModelRequest[Any]:
+        messages = pair_tool_calls(view)
+        if self.compactor.planner.summary_ack:  # the state's summary message, acknowledged
+            messages = with_summary_ack(messages, self.language)
         return request.override(
-            messages=cast("list[AnyMessage]", pair_tool_calls(view)),
+            messages=cast("list[AnyMessage]", messages),
             system_message=with_memory(request.system_message, memory),
         )
 

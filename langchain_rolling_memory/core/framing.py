@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
 from langchain_rolling_memory.core.lexical_search import query_terms, relevance
@@ -335,6 +335,29 @@ def insert_memory_message(messages: Sequence[BaseMessage], message: BaseMessage 
     while lead < len(rest) and isinstance(rest[lead], SystemMessage):
         lead += 1
     return [*rest[:lead], message, *rest[lead:]]
+
+
+SUMMARY_ACK_ID = "rolling-memory-summary-ack"
+"""Id of the assistant's acknowledgement that follows the summary message (``summary_ack=True``)."""
+
+
+def with_summary_ack(messages: Sequence[BaseMessage], language: str = "en") -> list[BaseMessage]:
+    """`messages` with a short assistant acknowledgement right after the summary message: the
+    short-memory lesson's placement (the summary as a user message, then "Understood"), for
+    providers that want user and assistant turns to alternate. Unchanged without a summary
+    message, or when it is already acknowledged.
+
+    Example:
+        >>> [m.type for m in with_summary_ack([summary_message("Ana wants a refund."), HumanMessage("hi")])]
+        ['human', 'ai', 'human']
+    """
+    out: list[BaseMessage] = []
+    for i, message in enumerate(messages):
+        out.append(message)
+        follows = messages[i + 1].id if i + 1 < len(messages) else None
+        if message.id == SUMMARY_MESSAGE_ID and follows != SUMMARY_ACK_ID:
+            out.append(AIMessage(content=memory_texts(language).summary_ack, id=SUMMARY_ACK_ID))
+    return out
 
 
 def summary_message(text: str, language: str = "en") -> HumanMessage:

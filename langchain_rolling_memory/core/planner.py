@@ -27,7 +27,7 @@ from langchain_rolling_memory.core.cuts import (
     shorten_message,
     with_question,
 )
-from langchain_rolling_memory.core.framing import summary_message
+from langchain_rolling_memory.core.framing import summary_message, with_summary_ack
 from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS, clean_summary
 from langchain_rolling_memory.core.records import (
     CompactionResult,
@@ -148,6 +148,8 @@ class Planner:
             (`prompts.summary_frame`).
         today: "today" for the date of a finished topic section, ``Topic 1 (2026-11-30): ...``
             (None: sections are not dated). The planner reads no clock of its own.
+        summary_ack: the view follows the summary message with the assistant's short
+            acknowledgement (`framing.with_summary_ack`).
     """
 
     policy: FoldPolicy
@@ -160,6 +162,7 @@ class Planner:
     max_summary_tokens: int | None = None
     language: str = "en"
     today: Callable[[], Date] | None = None
+    summary_ack: bool = False
 
     def __post_init__(self) -> None:
         check_summary_limits(
@@ -317,7 +320,9 @@ class Planner:
         if latest is not None and limit is not None and self.token_counts([latest])[0] > limit:
             short = shorten_message(latest.message, limit, self.token_counter)
             messages = [short if m is question else m for m in messages]
-        head = [summary_message(state.summary, self.language)] if state.summary else []
+        head: list[BaseMessage] = [summary_message(state.summary, self.language)] if state.summary else []
+        if self.summary_ack:
+            head = with_summary_ack(head, self.language)
         return head + messages, fell_back
 
     # ------------------------------------------------------------------ one compaction

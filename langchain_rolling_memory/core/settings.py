@@ -75,6 +75,7 @@ class CompactionOptions(TypedDict, total=False):
     language: str
     max_words: int
     structured: bool
+    summary_ack: bool
     max_summary_tokens: int | None
     max_summary_chars: int
     max_topic_sections: int
@@ -205,6 +206,9 @@ class MemorySettings:
         structured: a chat-model (or model string) summarizer asks for the structured summary
             (topic, preferences, decisions, open questions, facts; `structured_summary` on the
             history reads them back); another kind of summarizer is refused with it.
+        summary_ack: the summary (a user message) is followed by a short assistant
+            acknowledgement in its language, for providers that require user and assistant
+            turns to alternate (the short-memory lesson's placement).
         max_summary_tokens: token cap of every summary, counted with `token_counter` (None: none).
         max_summary_chars: character cap of every summary.
         topic_detector: ``(message) -> bool`` (e.g. `keyword_topic_shift()`): fold the finished
@@ -257,6 +261,7 @@ class MemorySettings:
     language: str = DEFAULT_LANGUAGE
     max_words: int = DEFAULT_MAX_WORDS
     structured: bool = False
+    summary_ack: bool = False
     max_summary_tokens: int | None = None
     max_summary_chars: int = DEFAULT_MAX_SUMMARY_CHARS
     max_topic_sections: int = DEFAULT_MAX_TOPIC_SECTIONS
@@ -307,7 +312,7 @@ class MemorySettings:
         ):
             msg = f"recall_tokens must be None or an int >= 0, got recall_tokens={self.recall_tokens!r}"
             raise ConfigurationError(msg)
-        for name in ("background", "structured"):
+        for name in ("background", "structured", "summary_ack"):
             if not isinstance(getattr(self, name), bool):
                 msg = f"{name} must be True or False, got {name}={getattr(self, name)!r}"
                 raise ConfigurationError(msg)

@@ -157,6 +157,7 @@ class Compactor:
         clock: Callable[[], float] = time.monotonic,
         exit_timeout: float = DEFAULT_EXIT_TIMEOUT,
         start_delay: float = DEFAULT_START_DELAY,
+        summary_ack: bool = False,
     ) -> None:
         self.store = store
         self.language = check_language(language)
@@ -172,6 +173,7 @@ class Compactor:
             max_summary_tokens=max_summary_tokens,
             language=language,
             today=today,
+            summary_ack=summary_ack,
         )
         self.timeout = timeout
         self.lease_ttl = lease_ttl
@@ -235,6 +237,7 @@ class Compactor:
             clock=chosen.clock or time.monotonic,
             exit_timeout=chosen.exit_timeout,
             start_delay=chosen.start_delay,
+            summary_ack=chosen.summary_ack,
         )
 
     @property
