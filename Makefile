@@ -32,8 +32,9 @@ $(VENV)/.installed-docs: pyproject.toml | $(BIN)/activate
 demo: $(VENV)/.installed-cli
 	$(BIN)/rolling-memory demo
 
+# Two workers, each running whole test files (the README's examples run in order in one file).
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 docs: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict  # the variable silences Material's end-of-life banner
