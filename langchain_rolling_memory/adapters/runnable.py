@@ -47,44 +47,30 @@ MEMORY_VARIABLES = ("facts", "state", "summary", "memory", "recall")
 """Prompt variables added to dict inputs (see `MemoryBlock.variables`)."""
 
 
+def _shared_spec(key: str, name: str, description: str, default: str | None) -> ConfigurableFieldSpec:
+    """A string field of the run's ``configurable`` shared by every runnable of the run."""
+    return ConfigurableFieldSpec(
+        id=key, annotation=str, name=name, description=description, default=default, is_shared=True
+    )
+
+
 def client_session_config_specs() -> list[ConfigurableFieldSpec]:
     """`history_factory_config` for a ``get_session_history(client_id, session_id)`` factory."""
     return [
-        ConfigurableFieldSpec(
-            id="client_id",
-            annotation=str,
-            name="Client ID",
-            description="The person whose facts and sessions are used.",
-            default="",
-            is_shared=True,
-        ),
-        ConfigurableFieldSpec(
-            id="session_id",
-            annotation=str,
-            name="Session ID",
-            description="One conversation of that client.",
-            default="",
-            is_shared=True,
-        ),
+        _shared_spec("client_id", "Client ID", "The person whose facts and sessions are used.", ""),
+        _shared_spec("session_id", "Session ID", "One conversation of that client.", ""),
     ]
 
 
-_THREAD_SPEC = ConfigurableFieldSpec(
-    id="thread_id",
-    annotation=str,
-    name="Thread ID",
-    description="The session, when session_id is not given (as for the agent middleware).",
-    default=None,
-    is_shared=True,
+_THREAD_SPEC = _shared_spec(
+    "thread_id", "Thread ID", "The session, when session_id is not given (as for the agent middleware).", None
 )
 
-_USER_SPEC = ConfigurableFieldSpec(
-    id="user_id",
-    annotation=str,
-    name="User ID",
-    description="The client, as LangGraph and mem0 name it (refused if a different client_id is given).",
-    default=None,
-    is_shared=True,
+_USER_SPEC = _shared_spec(
+    "user_id",
+    "User ID",
+    "The client, as LangGraph and mem0 name it (refused if a different client_id is given).",
+    None,
 )
 
 

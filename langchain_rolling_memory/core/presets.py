@@ -44,46 +44,26 @@ class Preset:
         }
 
 
+_WHY = {
+    "support": (
+        "short exchanges, several requests per session: fold early, one section per request; "
+        "the summary keeps every product, reference and quantity"
+    ),
+    "consultation": "long answers that build on each other: keep more verbatim, a longer summary",
+    "tutorial": "step by step: only the current step matters verbatim, the steps done are summarized",
+    "chat": "open conversation: a balanced window and summary",
+    "summary_memory": "the summary-memory lesson's rule: when the buffer is full, fold its oldest half",
+}
+
 PRESETS: dict[str, Preset] = {
-    "support": Preset(
-        max_turns=6,
-        keep_last=2,
-        max_words=100,
-        topic_shifts=True,
-        why=(
-            "short exchanges, several requests per session: fold early, one section per request; "
-            "the summary keeps every product, reference and quantity"
-        ),
-        prompt="support",
-    ),
-    "consultation": Preset(
-        max_turns=10,
-        keep_last=4,
-        max_words=200,
-        topic_shifts=True,
-        why="long answers that build on each other: keep more verbatim, a longer summary",
-    ),
-    "tutorial": Preset(
-        max_turns=4,
-        keep_last=2,
-        max_words=150,
-        topic_shifts=False,
-        why="step by step: only the current step matters verbatim, the steps done are summarized",
-    ),
-    "chat": Preset(
-        max_turns=8,
-        keep_last=4,
-        max_words=120,
-        topic_shifts=False,
-        why="open conversation: a balanced window and summary",
-    ),
-    "summary_memory": Preset(
-        max_turns=10,
-        keep_last=HALF,
-        max_words=120,
-        topic_shifts=False,
-        why="the summary-memory lesson's rule: when the buffer is full, fold its oldest half",
-    ),
+    name: Preset(max_turns, keep_last, max_words, topic_shifts, _WHY[name], prompt)
+    for name, max_turns, keep_last, max_words, topic_shifts, prompt in (
+        ("support", 6, 2, 100, True, "support"),
+        ("consultation", 10, 4, 200, True, "general"),
+        ("tutorial", 4, 2, 150, False, "general"),
+        ("chat", 8, 4, 120, False, "general"),
+        ("summary_memory", 10, HALF, 120, False, "general"),
+    )
 }
 """The built-in presets; read ``PRESETS[name].why`` for the reasoning."""
 

@@ -227,6 +227,13 @@ class ChatModelSummarizer:
             max_tokens=self.max_summary_tokens,
         )
 
+    def _prepared(
+        self, previous: str, messages: Sequence[BaseMessage], strict: bool
+    ) -> tuple[list[BaseMessage], Runnable[Any, Any] | None]:
+        """The request, and the schema-bound model to ask it of first (None: the plain call
+        only, as on the stricter retry); a parse failure of that model falls to the plain call."""
+        return self._request(previous, messages, strict), None if strict else self._structured_model
+
     def _reply(self, output: Any, structured: bool) -> _Reply:
         if structured and isinstance(output, dict) and isinstance(output.get("raw"), BaseMessage):
             raw: BaseMessage = output["raw"]
@@ -261,12 +268,10 @@ class ChatModelSummarizer:
     def _ask(
         self, previous: str, messages: Sequence[BaseMessage], strict: bool
     ) -> tuple[SummaryResult, bool]:
-        request = self._request(previous, messages, strict)
-        schema_model = self._structured_model if not strict else None
+        request, schema_model = self._prepared(previous, messages, strict)
         if schema_model is not None:
             try:
-                output = schema_model.invoke(request)
-                return self._finish(request, self._reply(output, True))
+                return self._finish(request, self._reply(schema_model.invoke(request), True))
             except Exception as exc:
                 if not _is_parse_failure(exc):
                     raise
@@ -285,12 +290,10 @@ class ChatModelSummarizer:
     async def _aask(
         self, previous: str, messages: Sequence[BaseMessage], strict: bool
     ) -> tuple[SummaryResult, bool]:
-        request = self._request(previous, messages, strict)
-        schema_model = self._structured_model if not strict else None
+        request, schema_model = self._prepared(previous, messages, strict)
         if schema_model is not None:
             try:
-                output = await schema_model.ainvoke(request)
-                return self._finish(request, self._reply(output, True))
+                return self._finish(request, self._reply(await schema_model.ainvoke(request), True))
             except Exception as exc:
                 if not _is_parse_failure(exc):
                     raise
