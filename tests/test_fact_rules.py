@@ -30,9 +30,7 @@ STORED = [fact("a", "Team: red", key="team"), fact("b", "Likes tea")]
 
 
 def add(text: str, key: str | None = None, *, max_facts: int = 10) -> Fact | None:
-    return plan_add(
-        STORED, client_id="c1", text=text, key=key, source="tool", max_facts=max_facts, now=5.0, new_id="new"
-    )
+    return plan_add(STORED, Fact("new", "c1", text, key, "tool", 5.0, 5.0), max_facts=max_facts)
 
 
 @pytest.mark.parametrize(

@@ -92,36 +92,29 @@ def check_fact(
 
 
 def plan_add(
-    existing: Sequence[Fact],
-    *,
-    client_id: str,
-    text: str,
-    key: str | None,
-    source: str,
-    max_facts: int,
-    now: float,
-    new_id: str,
-    retention: Retention = NO_RETENTION,
+    existing: Sequence[Fact], new: Fact, *, max_facts: int, retention: Retention = NO_RETENTION
 ) -> Fact | None:
-    """The fact to write for a checked ``(text, key)``: the keyed fact it replaces, or a new
-    one (id `new_id`); None for an exact duplicate, unless `retention` names a new expiry for
-    it. `FactError` past `max_facts`. `existing` holds the live facts only (not the expired)."""
+    """The fact to write for `new`, a checked fact as it is stored if it is new (its id, client,
+    text, key and source; created and updated now): the keyed fact it replaces, or `new`
+    itself; None for an exact duplicate, unless `retention` names a new expiry for it.
+    `FactError` past `max_facts`. `existing` holds the live facts only (not the expired)."""
+    text, key, now = new.text, new.key, new.updated_at
     for fact in existing:
         if key is not None and fact.key == key:
             if fact.text == text:
                 return _renewed(fact, retention, now)
             expires = retention.renewed(fact.expires_at)
-            return Fact(fact.id, client_id, text, key, source, fact.created_at, now, expires_at=expires)
+            return dataclasses.replace(new, id=fact.id, created_at=fact.created_at, expires_at=expires)
     for fact in existing:
         if fact.text.casefold() == text.casefold() and (key is None or fact.key is None):
             return _renewed(fact, retention, now)
     if len(existing) >= max_facts:
         msg = (
-            f"client {client_id!r} already has {len(existing)} facts (max_facts="
+            f"client {new.client_id!r} already has {len(existing)} facts (max_facts="
             f"{max_facts}); delete some or raise max_facts"
         )
         raise FactError(msg)
-    return Fact(new_id, client_id, text, key, source, now, now, expires_at=retention.of_new())
+    return dataclasses.replace(new, expires_at=retention.of_new())
 
 
 def _renewed(fact: Fact, retention: Retention, now: float) -> Fact | None:
@@ -133,9 +126,9 @@ def _renewed(fact: Fact, retention: Retention, now: float) -> Fact | None:
 
 def plan_update(
     existing: Sequence[Fact],
-    *,
     fact_id: str,
     text: object,
+    *,
     max_chars: int,
     fact_filter: FactFilter | None,
     now: float,

@@ -50,28 +50,16 @@ def plan_add(
     """A plan that writes the checked fact (new or replacing a keyed one), or nothing for a
     duplicate; its time and id are fixed here, so a backend may run it more than once.
     A pinned fact stays pinned; `pinned=True` pins a new, replaced or duplicate fact."""
-    (text, key), (kept, now), new_id = checked, keep, uuid.uuid4().hex
+    (text, key), (kept, now) = checked, keep
+    new = Fact(uuid.uuid4().hex, client_id, text, key, source, now, now)
 
     def plan(existing: list[Fact]) -> Fact | None:
-        fact = plan_unpinned(existing)
+        fact = fact_rules.plan_add(existing, new, max_facts=max_facts, retention=kept)
         if fact is None:
             same = fact_rules.find_fact(existing, text, key) if pinned else None
             return dataclasses.replace(same, pinned=True) if same and not same.pinned else None
         was = next((f.pinned for f in existing if f.id == fact.id), False)
         return dataclasses.replace(fact, pinned=pinned or was)
-
-    def plan_unpinned(existing: list[Fact]) -> Fact | None:
-        return fact_rules.plan_add(
-            existing,
-            client_id=client_id,
-            text=text,
-            key=key,
-            source=source,
-            max_facts=max_facts,
-            now=now,
-            new_id=new_id,
-            retention=kept,
-        )
 
     return plan
 
@@ -84,13 +72,7 @@ def plan_update(
 
     def plan(existing: list[Fact]) -> Fact | None:
         return fact_rules.plan_update(
-            existing,
-            fact_id=fact_id,
-            text=text,
-            max_chars=max_chars,
-            fact_filter=fact_filter,
-            now=now,
-            retention=kept,
+            existing, fact_id, text, max_chars=max_chars, fact_filter=fact_filter, now=now, retention=kept
         )
 
     return plan

@@ -14,7 +14,7 @@ import functools
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
@@ -69,6 +69,22 @@ def _is_parse_failure(exc: BaseException) -> bool:
     if isinstance(exc, ValueError):
         return True
     return any(cls.__name__ == "ModelRefusalError" for cls in type(exc).__mro__)
+
+
+class ChatModelOptions(TypedDict, total=False):
+    """The keywords of `ChatModelSummarizer` (and `chat_model_summarizer`), each documented
+    there; a missing one takes the class's default."""
+
+    prompt: SummaryPrompt | str | None
+    max_words: int
+    min_words: int
+    structured: bool
+    language: str | None
+    retries: int
+    backoff: float
+    max_backoff: float
+    max_summary_tokens: int | None
+    is_transient: Callable[[BaseException], bool]
 
 
 @dataclass(frozen=True)
@@ -312,18 +328,7 @@ class ChatModelSummarizer:
         return f"ChatModelSummarizer({type(self.model).__name__}{mode})"
 
 
-def chat_model_summarizer(
-    model: BaseChatModel,
-    *,
-    prompt: SummaryPrompt | str | None = None,
-    language: str | None = None,
-    max_words: int = DEFAULT_MAX_WORDS,
-    min_words: int = 20,
-    structured: bool = False,
-    retries: int = 2,
-    backoff: float = 0.5,
-    **options: Any,
-) -> ChatModelSummarizer:
+def chat_model_summarizer(model: BaseChatModel, **options: Unpack[ChatModelOptions]) -> ChatModelSummarizer:
     """A summarizer that prompts `model` with the default (or your) summary prompt.
 
     Args:
@@ -337,7 +342,8 @@ def chat_model_summarizer(
         structured: ask for a `StructuredSummary` rendered compactly (see `ChatModelSummarizer`).
         retries, backoff: bounded retries of transient provider errors (``retries=0`` when
             `model` retries itself, as the OpenAI and Google clients do by default).
-        **options: other `ChatModelSummarizer` settings (``max_backoff``, ``is_transient``...).
+        max_backoff, max_summary_tokens, is_transient: as for `ChatModelSummarizer`, whose
+            keywords (`ChatModelOptions`) these all are, with its defaults.
 
     Example:
         >>> from langchain_core.language_models import GenericFakeChatModel
@@ -346,14 +352,4 @@ def chat_model_summarizer(
         >>> chat_model_summarizer(model, min_words=0).summarize("", [HumanMessage("I'm Ana, I like tea")]).text
         'Ana likes tea.'
     """
-    return ChatModelSummarizer(
-        model,
-        prompt=prompt,
-        max_words=max_words,
-        min_words=min_words,
-        structured=structured,
-        language=language,
-        retries=retries,
-        backoff=backoff,
-        **options,
-    )
+    return ChatModelSummarizer(model, **options)
