@@ -265,13 +265,16 @@ class RollingSummaryChatMessageHistory(StoredHistory):
     async def ausage(self) -> SummaryUsage:
         return await self.store.ausage(self.session_id, client_id=self.client_id)
 
+    def _shown(self, state: SessionState) -> list[BaseMessage]:
+        """Keep `state` as this history's and return its view."""
+        self._state = state
+        return self.compactor.view(state, self.session_id)
+
     def _load_view(self) -> list[BaseMessage]:
-        self._state = self.compactor.load(self.session_id, client_id=self.client_id)
-        return self.compactor.view(self._state, self.session_id)
+        return self._shown(self.compactor.load(self.session_id, client_id=self.client_id))
 
     async def _aload_view(self) -> list[BaseMessage]:
-        self._state = await self.compactor.aload(self.session_id, client_id=self.client_id)
-        return self.compactor.view(self._state, self.session_id)
+        return self._shown(await self.compactor.aload(self.session_id, client_id=self.client_id))
 
     # After a write the engine extends the known state with the rows just written, and after
     # an inline compaction folds the installed result in: one summary read per turn instead
@@ -281,25 +284,27 @@ class RollingSummaryChatMessageHistory(StoredHistory):
 
     def _after_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
         with unstreamed():
-            self._state = self.compactor.advance(
-                self.session_id,
-                self._state,
-                appended=appended,
-                background=self.background,
-                client_id=self.client_id,
+            return self._shown(
+                self.compactor.advance(
+                    self.session_id,
+                    self._state,
+                    appended=appended,
+                    background=self.background,
+                    client_id=self.client_id,
+                )
             )
-        return self.compactor.view(self._state, self.session_id)
 
     async def _aafter_append(self, appended: list[StoredMessage]) -> list[BaseMessage]:
         with unstreamed():
-            self._state = await self.compactor.aadvance(
-                self.session_id,
-                self._state,
-                appended=appended,
-                background=self.background,
-                client_id=self.client_id,
+            return self._shown(
+                await self.compactor.aadvance(
+                    self.session_id,
+                    self._state,
+                    appended=appended,
+                    background=self.background,
+                    client_id=self.client_id,
+                )
             )
-        return self.compactor.view(self._state, self.session_id)
 
     def _forget_rows(self) -> None:
         self._state = SessionState(None, [], False)

@@ -292,6 +292,14 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         with unstreamed():
             return self.compactor.advance(ids.session_id, background=self.background, client_id=ids.client_id)
 
+    def _persist_checked(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
+        """`_persist`; with nothing written, nothing checked whose session this is: refuse
+        another client's (or, naming none, an owned one) before the model runs."""
+        update = self._persist(state, ids)
+        if update is None:
+            self.store.last_seq(ids.session_id, client_id=ids.client_id)
+        return update
+
     def before_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Store the new messages (the user's input, tool results) before the model runs; with
         a checkpointer, fold the state if due (or land a background fold)."""
@@ -301,12 +309,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             ids = self.keeper.thread_ids(ids, state, run)
             with unstreamed():  # memory's own model calls are not the agent's
                 return self.keeper.before_model(state, ids, run, self._store_new)
-        update = self._persist(state, ids)
-        if update is None:
-            # Nothing written, so nothing checked whose session this is: refuse another
-            # client's (or, naming none, an owned one) before the model runs.
-            self.store.last_seq(ids.session_id, client_id=ids.client_id)
-        return update
+        return self._persist_checked(state, ids)
 
     def after_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Store the model's message at once, so a failing tool cannot lose it."""
@@ -370,6 +373,12 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         new = await self._astore_new(state, ids)
         return persisted_update(state, new) if new else None
 
+    async def _apersist_checked(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
+        update = await self._apersist(state, ids)
+        if update is None:
+            await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
+        return update
+
     async def _aadvanced(self, ids: MemoryIds) -> SessionState:
         with unstreamed():
             return await self.compactor.aadvance(
@@ -383,17 +392,10 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             ids = await self.keeper.athread_ids(ids, state, run)
             with unstreamed():
                 return await self.keeper.abefore_model(state, ids, run, self._astore_new)
-        update = await self._apersist(state, ids)
-        if update is None:
-            await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
-        return update
+        return await self._apersist_checked(state, ids)
 
     async def aafter_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        ids = self.ids(runtime, state)
-        update = await self._apersist(state, ids)
-        if update is None:
-            await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
-        return update
+        return await self._apersist_checked(state, self.ids(runtime, state))
 
     async def aafter_agent(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         ids = self.ids(runtime, state)

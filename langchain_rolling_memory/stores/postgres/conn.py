@@ -200,15 +200,13 @@ class Connections:
         """Open the store's own sync pool (the constructor's, after its probe)."""
         self.pool = self._new_pool()
 
+    def _pool_args(self) -> dict[str, Any]:
+        """What the store's own sync and async pools share: where, how many, how long."""
+        return {"min_size": 1, "max_size": self.pool_size, "kwargs": self.kwargs, "timeout": self.timeout}
+
     def _new_pool(self) -> Any:
         return self.psycopg_pool.ConnectionPool(
-            self.conninfo,
-            min_size=1,
-            max_size=self.pool_size,
-            kwargs=self.kwargs,
-            timeout=self.timeout,
-            open=True,
-            name=f"rolling-memory-{self.prefix}",
+            self.conninfo, **self._pool_args(), open=True, name=f"rolling-memory-{self.prefix}"
         )
 
     def sync_pool(self) -> Any:
@@ -247,10 +245,7 @@ class Connections:
         owned = OwnedAsyncPool()
         owned.pool = self.psycopg_pool.AsyncConnectionPool(
             self.conninfo,
-            min_size=1,
-            max_size=self.pool_size,
-            kwargs=self.kwargs,
-            timeout=self.timeout,
+            **self._pool_args(),
             open=False,
             configure=owned.track,
             name=f"rolling-memory-async-{self.prefix}",
