@@ -9,7 +9,6 @@ twin, so both behave alike, retries included.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -27,11 +26,8 @@ from langchain_rolling_memory.stores.contract import (
     TurnRows,
     new_generation,
 )
-from langchain_rolling_memory.stores.lifecycle import not_set_up
 from langchain_rolling_memory.stores.postgres.conn import Connections, check_connection
 from langchain_rolling_memory.stores.postgres.setup import Migration
-
-logger = logging.getLogger("langchain_rolling_memory")
 
 _T = TypeVar("_T")
 
@@ -57,6 +53,7 @@ class AsyncPostgres(AsyncBackend):
         self.link, self.q, self.prefix = link, q, q.prefix
         self.search_config, self.statement_timeout = search_config, statement_timeout
         self.migration = Migration(link.psycopg, q, search_config)
+        self.failures = pg.Failures(link.psycopg, q.prefix, statement_timeout)
         self._setup_pending = setup_pending
 
     async def setup(self) -> None:
@@ -100,15 +97,8 @@ class AsyncPostgres(AsyncBackend):
             except (OwnershipError, SchemaVersionError):
                 raise
             except psycopg.Error as exc:
-                if watch is not None and watch.fired:
-                    raise pg.unanswered(op, self.statement_timeout) from None
-                if isinstance(exc, psycopg.errors.UndefinedTable):
-                    raise not_set_up(f"PostgreSQL tables {self.prefix}*", exc) from None
-                if self.link.ended():  # closed under us by the loop's end
-                    raise self.link.apools.ended_error() from None
-                if attempt == 2 or not pg.lost(psycopg, exc, conn):
-                    raise pg.failure(op, exc, attempt == 2) from exc
-                logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)
+                ended = self.link.apools.ended_error() if self.link.ended() else None  # the loop's end
+                self.failures.raise_unless_lost(exc, op, attempt, conn, watch, ended)
                 await pool.check()
         raise AssertionError("unreachable")  # pragma: no cover
 

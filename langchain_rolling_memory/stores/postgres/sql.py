@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import uuid
 from typing import Any, NamedTuple
@@ -35,7 +36,10 @@ from langchain_rolling_memory.stores.contract import (
     TurnRows,
     new_generation,
 )
+from langchain_rolling_memory.stores.lifecycle import not_set_up
 from langchain_rolling_memory.stores.postgres.deadlines import Deadlines, Watch, sever
+
+logger = logging.getLogger("langchain_rolling_memory")
 
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
 _CONFIG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?")
@@ -431,6 +435,37 @@ def failure(op: str, exc: BaseException, retried: bool) -> StoreError:
         )
     msg = f"PostgreSQL {op} failed{after}: {type(exc).__name__}: {exc}{hint}"
     return StoreError(msg)
+
+
+class Failures:
+    """What a failed attempt of a primitive raises: the one decision of the sync and async
+    retry loops (`sync.py`, `aio.py`), for one store's driver, tables and statement timeout."""
+
+    def __init__(self, psycopg: Any, prefix: str, statement_timeout: float | None) -> None:
+        self.psycopg, self.prefix, self.statement_timeout = psycopg, prefix, statement_timeout
+
+    def raise_unless_lost(
+        self,
+        exc: BaseException,
+        op: str,
+        attempt: int,
+        conn: Any,
+        watch: Watch | None,
+        ended: StoreError | None = None,
+    ) -> None:
+        """Raise what the caller of `op` sees after the driver error `exc` on `attempt` (1 or
+        2), unless the connection was lost on the first: then log it and return, for one retry
+        on a fresh connection. `ended`: the error of an async pool closed under the call by
+        the end of its loop (None: it was not)."""
+        if watch is not None and watch.fired:
+            raise unanswered(op, self.statement_timeout) from None
+        if isinstance(exc, self.psycopg.errors.UndefinedTable):
+            raise not_set_up(f"PostgreSQL tables {self.prefix}*", exc) from None
+        if ended is not None:
+            raise ended from None
+        if attempt == 2 or not lost(self.psycopg, exc, conn):
+            raise failure(op, exc, attempt == 2) from exc
+        logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)
 
 
 # VACUUM runs outside a transaction (autocommit connections) and may take longer than the

@@ -8,7 +8,6 @@ store hands it psycopg.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -26,11 +25,8 @@ from langchain_rolling_memory.stores.contract import (
     TurnRows,
     new_generation,
 )
-from langchain_rolling_memory.stores.lifecycle import not_set_up
 from langchain_rolling_memory.stores.postgres.conn import Connections, check_connection
 from langchain_rolling_memory.stores.postgres.setup import Migration
-
-logger = logging.getLogger("langchain_rolling_memory")
 
 _T = TypeVar("_T")
 
@@ -45,6 +41,7 @@ class SyncPostgres(SyncBackend):
         self.link, self.q, self.prefix = link, q, q.prefix
         self.search_config, self.statement_timeout = search_config, statement_timeout
         self.migration = Migration(link.psycopg, q, search_config)
+        self.failures = pg.Failures(link.psycopg, q.prefix, statement_timeout)
 
     def setup(self) -> None:
         self._run("migrate", self.migration.run)
@@ -75,13 +72,7 @@ class SyncPostgres(SyncBackend):
             except (OwnershipError, SchemaVersionError):
                 raise
             except psycopg.Error as exc:
-                if watch is not None and watch.fired:
-                    raise pg.unanswered(op, self.statement_timeout) from None
-                if isinstance(exc, psycopg.errors.UndefinedTable):
-                    raise not_set_up(f"PostgreSQL tables {self.prefix}*", exc) from None
-                if attempt == 2 or not pg.lost(psycopg, exc, conn):
-                    raise pg.failure(op, exc, attempt == 2) from exc
-                logger.warning("rolling memory: PostgreSQL connection lost during %s, retrying once", op)
+                self.failures.raise_unless_lost(exc, op, attempt, conn, watch)
                 pool.check()
         raise AssertionError("unreachable")  # pragma: no cover
 
