@@ -18,6 +18,9 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_rolling_memory.core.cuts import TokenCounter
 from langchain_rolling_memory.core.quoting import one_line, quote_json
 from langchain_rolling_memory.core.texts import CATALOGUES, ENGLISH, MemoryTexts, memory_texts
+from langchain_rolling_memory.core.texts import (
+    LANGUAGES as LANGUAGES,  # the old prompts.LANGUAGES, for one release
+)
 from langchain_rolling_memory.errors import ConfigurationError
 
 SUMMARY_FRAMES: dict[str, str] = {name: texts.summary_frame for name, texts in CATALOGUES.items()}

@@ -40,6 +40,9 @@ from langchain_rolling_memory.core.records import (
     SummaryRecord,
     TurnRead,
 )
+from langchain_rolling_memory.core.records import (
+    FactFilter as FactFilter,  # the old stores.base.FactFilter, for one release
+)
 from langchain_rolling_memory.core.retention import Retention, retention
 from langchain_rolling_memory.core.serde import loads_message
 from langchain_rolling_memory.core.usage import SummaryUsage
