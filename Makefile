@@ -2,26 +2,29 @@
 #   make demo   the main job: the offline demo of a long conversation
 #   make test   the whole test suite (unit, backends, notebooks), after setting everything up
 #   make docs   the docs site (docs/, mkdocs.yml) into site/, warnings as errors
-# and for CI (.ci/run): make lint, make test-newest (the newest release of every dependency).
+# and for CI (.ci/run): make lint, make dist (both distributions built and twine-checked),
+# make test-newest (the newest release of every dependency).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # pip 25.1 is the first to install PEP 735 dependency groups (--group), where dev and bench live.
 PIP_MIN := pip>=25.1
 
-.PHONY: demo test docs lint check test-newest clean
+.PHONY: demo test docs lint dist check test-newest clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/activate
+# The command (demo, replay, eval) is the second distribution in lab/: the library's [cli] extra
+# requires it, and pip takes it from the folder given beside (it is not fetched from an index).
+$(VENV)/.installed-dev: pyproject.toml lab/pyproject.toml | $(BIN)/activate
 	$(BIN)/python -m pip install --quiet --upgrade "$(PIP_MIN)"
-	$(BIN)/python -m pip install --quiet -e ".[all,notebooks]" --group dev
+	$(BIN)/python -m pip install --quiet -e ".[all,notebooks]" -e ./lab --group dev
 	touch $@
 
-$(VENV)/.installed-cli: pyproject.toml | $(BIN)/activate
+$(VENV)/.installed-cli: pyproject.toml lab/pyproject.toml | $(BIN)/activate
 	$(BIN)/python -m pip install --quiet --upgrade "$(PIP_MIN)"
-	$(BIN)/python -m pip install --quiet -e ".[cli]"
+	$(BIN)/python -m pip install --quiet -e ".[cli]" -e ./lab
 	touch $@
 
 $(VENV)/.installed-docs: pyproject.toml | $(BIN)/activate
@@ -40,9 +43,16 @@ docs: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict  # the variable silences Material's end-of-life banner
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/python -m ruff check langchain_rolling_memory tests benchmarks scripts examples
-	$(BIN)/python -m ruff format --check langchain_rolling_memory tests benchmarks scripts examples
+	$(BIN)/python -m ruff check langchain_rolling_memory lab tests benchmarks scripts examples
+	$(BIN)/python -m ruff format --check langchain_rolling_memory lab tests benchmarks scripts examples
 	$(BIN)/python -m mypy
+
+# The two distributions' sdists and wheels into dist/, checked as an index would (twine --strict).
+dist: $(VENV)/.installed-dev
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	$(BIN)/python -m build --no-isolation --outdir dist lab
+	$(BIN)/python -m twine check --strict dist/*
 
 check: test lint
 
@@ -66,4 +76,4 @@ test-newest:
 	rm -rf $(NEWEST)
 
 clean:
-	rm -rf $(VENV) $(VENV)-newest dist build site .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV)-newest dist build lab/dist site .pytest_cache .mypy_cache .ruff_cache

@@ -12,8 +12,8 @@ from langchain_core.messages import BaseMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from benchmarks.agent_middleware import RecordingModel
-from langchain_rolling_memory.lab.conversations import ConversationMessage, load_locomo
-from langchain_rolling_memory.lab.locomo import find_locomo
+from langchain_rolling_memory_lab.conversations import ConversationMessage, load_locomo
+from langchain_rolling_memory_lab.locomo import find_locomo
 
 LOCOMO_IDS = ("26", "30", "41", "42", "43", "44", "47", "48", "49", "50")
 SYSTEM = "You are a friendly assistant who keeps up with the user's life. Answer briefly."

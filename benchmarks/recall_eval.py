@@ -22,11 +22,11 @@ import time
 from urllib.parse import urlsplit
 
 from benchmarks._shared import RESULTS, locomo_path
-from langchain_rolling_memory.lab.eval import run_eval
-from langchain_rolling_memory.lab.eval_report import format_table
-from langchain_rolling_memory.lab.eval_store import recall_tokens_within, store_recall
-from langchain_rolling_memory.lab.eval_strategies import STRATEGIES, Strategy
-from langchain_rolling_memory.lab.locomo import read_locomo
+from langchain_rolling_memory_lab.eval import run_eval
+from langchain_rolling_memory_lab.eval_report import format_table
+from langchain_rolling_memory_lab.eval_store import recall_tokens_within, store_recall
+from langchain_rolling_memory_lab.eval_strategies import STRATEGIES, Strategy
+from langchain_rolling_memory_lab.locomo import read_locomo
 
 POSTGRES_URL = os.environ.get("LRM_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("LRM_REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -51,8 +51,8 @@ from benchmarks.store_turn_cost import _drop_ours
 from langchain_rolling_memory import open_store
 from langchain_rolling_memory.core.lexical_search import Bm25Index, message_index_text, query_terms
 from langchain_rolling_memory.engine.recaller import Recaller, recall_limit
-from langchain_rolling_memory.lab.locomo import EvalConversation, read_locomo
 from langchain_rolling_memory.stores import RollingStore
+from langchain_rolling_memory_lab.locomo import EvalConversation, read_locomo
 
 POSTGRES_URL = os.environ.get("LRM_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("LRM_REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -41,7 +41,7 @@ from benchmarks._shared import (
     tokens,
 )
 from langchain_rolling_memory import RollingSummaryChatMessageHistory, open_store
-from langchain_rolling_memory.lab.conversations import ConversationMessage
+from langchain_rolling_memory_lab.conversations import ConversationMessage
 
 WINDOW_TOKENS = 1000
 """Token budget of the trim_messages window, and trigger of our token policy."""

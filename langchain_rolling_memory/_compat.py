@@ -7,6 +7,11 @@ identity and monkeypatching hold), with a `DeprecationWarning` naming the new pa
 modules are now packages of the same name: the ``engine`` package serves the old module's
 names through its ``__getattr__`` (`moved_attribute`), each backend package exports its store
 class. The package's ``__init__`` installs the hook; nothing in the library imports an old path.
+
+The lab (the CLI, demo, eval) left the package for a distribution of its own (issue 25):
+``langchain_rolling_memory.lab`` and its submodules are served the same way from
+``langchain_rolling_memory_lab`` when that is installed, and name what to install when it is not.
+This is the one place the library names the lab, by a string, imported only on that old path.
 """
 
 from __future__ import annotations
@@ -103,6 +108,14 @@ path still has them, from the module that defines them."""
 MOVED_INTO_PACKAGE: dict[str, str] = {f"{_PACKAGE}.engine": f"{_PACKAGE}.engine.compaction"}
 """An old module whose name is now a package's -> the module its names moved to."""
 
+LAB = f"{_PACKAGE}.lab"
+"""The lab's old path: it and every module under it now live in `LAB_PACKAGE`."""
+LAB_PACKAGE = "langchain_rolling_memory_lab"
+LAB_MISSING = (
+    f"{LAB} moved to the distribution langchain-rolling-memory-lab (import {LAB_PACKAGE}), "
+    "which is not installed; install it with: pip install 'langchain-rolling-memory[cli]'"
+)
+
 
 def _bootstrap(filename: str) -> bool:
     return "importlib" in filename and "_bootstrap" in filename
@@ -153,10 +166,37 @@ class _MovedFinder(_MetaPathFinder):
         return importlib.machinery.ModuleSpec(fullname, _MovedModule(new))
 
 
+class _LabModule(_MovedModule):
+    """An old lab path: the module of the lab distribution, or an error naming what to install."""
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        try:
+            importlib.import_module(LAB_PACKAGE)
+        except ModuleNotFoundError as exc:
+            if exc.name != LAB_PACKAGE:
+                raise
+            raise ModuleNotFoundError(LAB_MISSING, name=module.__name__) from None
+        super().exec_module(module)
+
+
+class _LabFinder(_MetaPathFinder):
+    """Finds the lab's old paths, before the regular finders: those would find a submodule in the
+    lab package's folder and load a second copy of it under the old name."""
+
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != LAB and not fullname.startswith(f"{LAB}."):
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _LabModule(LAB_PACKAGE + fullname[len(LAB) :]))
+
+
 def install() -> None:
     """Serve the old module paths (idempotent; called by the package's ``__init__``)."""
     if not any(isinstance(finder, _MovedFinder) for finder in sys.meta_path):
         sys.meta_path.append(_MovedFinder())
+    if not any(isinstance(finder, _LabFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _LabFinder())
 
 
 def moved_attribute(package: str, name: str) -> object:

@@ -127,7 +127,7 @@ def run(label, fn):
     def prof(frame, event, arg):
         if event == "call":
             mod = frame.f_globals.get("__name__", "")
-            if mod.startswith(PKG) and ".lab" not in mod:
+            if (mod == PKG or mod.startswith(PKG + ".")) and ".lab" not in mod:
                 seen.add(mod)
     sys.setprofile(prof)
     try:

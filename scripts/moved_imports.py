@@ -1,4 +1,5 @@
-"""Rewrite the module paths before issue 21's layout into the new ones, in place.
+"""Rewrite the module paths before issue 21's layout into the new ones, in place (and the lab's
+old path, ``langchain_rolling_memory.lab``, into its distribution's ``langchain_rolling_memory_lab``).
 
 For a branch started before the move: ``python scripts/moved_imports.py $(git diff --name-only main...)``
 then ``ruff check --select I --fix`` to sort the imports again. Reads the table of
@@ -26,7 +27,7 @@ _DOTTED = re.compile(r"\blangchain_rolling_memory(?:\.[A-Za-z_]\w*)+")
 _FROM_PACKAGE = re.compile(
     r"^(\s*)from (langchain_rolling_memory(?:\.\w+)*) import (\w+)(?: as (\w+))?\s*$", re.M
 )
-_TABLE = {**MOVED, **MOVED_INTO_PACKAGE}
+_TABLE = {**MOVED, **MOVED_INTO_PACKAGE, _TABLE_MODULE.LAB: _TABLE_MODULE.LAB_PACKAGE}
 _NEW = tuple(sorted(set(_TABLE.values())))
 
 

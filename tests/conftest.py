@@ -21,6 +21,11 @@ from tcp_proxy import FaultyProxy
 
 from langchain_rolling_memory.stores import InMemoryRollingStore, RollingStore, SQLiteRollingStore
 
+# The lab is a distribution of its own (lab/): the tests run this checkout's, installed or not, in
+# this process (pyproject's pytest `pythonpath`) and in the Python processes they start.
+_LAB = str(Path(__file__).resolve().parents[1] / "lab")
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_LAB, os.environ.get("PYTHONPATH")]))
+
 
 def server_unavailable(kind: str, reason: str) -> None:
     """Skip (or, under CI, fail) a test whose server backend cannot be reached."""

@@ -90,7 +90,9 @@ def environment(folder: Path) -> dict[str, str]:
         for k, v in os.environ.items()
         if not k.endswith("_API_KEY") and not k.startswith("ROLLING_MEMORY_")
     }
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), str(ROOT / "lab"), os.environ.get("PYTHONPATH", "")) if p
+    )
     env["ROLLING_MEMORY_HOME"] = str(folder)  # the CLI's default store: this folder, not the user's
     env["PYTHONWARNINGS"] = "default"  # show every warning once, as a newcomer's terminal does
     env["COLUMNS"] = "240"  # wide enough that no table cell wraps
@@ -108,7 +110,7 @@ def argv(command: str) -> list[str]:
     return (
         [found, *words[1:]]
         if found
-        else [sys.executable, "-m", "langchain_rolling_memory.lab.cli", *words[1:]]
+        else [sys.executable, "-m", "langchain_rolling_memory_lab.cli", *words[1:]]
     )
 
 

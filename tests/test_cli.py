@@ -11,9 +11,9 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from langchain_rolling_memory import RollingSummaryChatMessageHistory, open_store
 from langchain_rolling_memory.core.framing import MEMORY_MESSAGE_ID
-from langchain_rolling_memory.lab.cli import main
-from langchain_rolling_memory.lab.cli_base import default_store_url
-from langchain_rolling_memory.lab.demo import run_demo
+from langchain_rolling_memory_lab.cli import main
+from langchain_rolling_memory_lab.cli_base import default_store_url
+from langchain_rolling_memory_lab.demo import run_demo
 from tests.fake_providers import Request, serve
 
 
@@ -358,7 +358,7 @@ def test_replay_of_a_long_file_shows_a_progress_bar_on_a_terminal(
 
     from rich.console import Console
 
-    from langchain_rolling_memory.lab import cli_runs
+    from langchain_rolling_memory_lab import cli_runs
 
     terminal = io.StringIO()
     plain = cli_runs.new_console
@@ -374,7 +374,7 @@ def test_replay_of_a_long_file_shows_a_progress_bar_on_a_terminal(
 
 @pytest.mark.parametrize("stored", [1.7e12 * 1000, -1e20, float("inf"), float("nan")])
 def test_a_stored_date_no_calendar_holds_is_shown_not_raised(stored: float) -> None:
-    from langchain_rolling_memory.lab.cli_data import _when
+    from langchain_rolling_memory_lab.cli_data import _when
 
     assert _when(stored) == f"? ({stored!r})"
     assert _when(0.0) == "1970-01-01 00:00:00Z"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from langchain_rolling_memory.lab.cli import main
+from langchain_rolling_memory_lab.cli import main
 from tests.fake_providers import Failure, serve
 
 KEYS = {"openai": "OPENAI_API_KEY", "gemini": "GOOGLE_API_KEY"}
@@ -102,7 +102,7 @@ def test_replay_with_a_refused_key_prints_one_line_from_the_installed_command(tm
             [
                 sys.executable,
                 "-m",
-                "langchain_rolling_memory.lab.cli",
+                "langchain_rolling_memory_lab.cli",
                 "replay",
                 str(talk),
                 "--summarizer",

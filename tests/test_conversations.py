@@ -9,8 +9,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langchain_rolling_memory.errors import ConversationFormatError
-from langchain_rolling_memory.lab.conversations import load_conversation, load_locomo, parse_jsonl
-from langchain_rolling_memory.lab.locomo import find_locomo
+from langchain_rolling_memory_lab.conversations import load_conversation, load_locomo, parse_jsonl
+from langchain_rolling_memory_lab.locomo import find_locomo
 
 
 def test_jsonl_reads_roles_sessions_and_clients(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from langchain_rolling_memory.lab.details import detail_retention, fold, named_details
+from langchain_rolling_memory_lab.details import detail_retention, fold, named_details
 
 
 @pytest.mark.parametrize(

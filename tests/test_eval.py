@@ -13,13 +13,13 @@ from langchain_core.messages import HumanMessage
 from langchain_rolling_memory.core.cuts import count_tokens
 from langchain_rolling_memory.core.framing import MEMORY_MESSAGE_ID
 from langchain_rolling_memory.errors import ConfigurationError, ConversationFormatError
-from langchain_rolling_memory.lab.cli import main
-from langchain_rolling_memory.lab.conversations import load_locomo
-from langchain_rolling_memory.lab.eval import answer_in_context, run_eval
-from langchain_rolling_memory.lab.eval_report import format_table
-from langchain_rolling_memory.lab.eval_store import memory_frame_tokens, recall_tokens_within
-from langchain_rolling_memory.lab.eval_strategies import DEFAULT_STRATEGIES, STRATEGIES
-from langchain_rolling_memory.lab.locomo import (
+from langchain_rolling_memory_lab.cli import main
+from langchain_rolling_memory_lab.conversations import load_locomo
+from langchain_rolling_memory_lab.eval import answer_in_context, run_eval
+from langchain_rolling_memory_lab.eval_report import format_table
+from langchain_rolling_memory_lab.eval_store import memory_frame_tokens, recall_tokens_within
+from langchain_rolling_memory_lab.eval_strategies import DEFAULT_STRATEGIES, STRATEGIES
+from langchain_rolling_memory_lab.locomo import (
     HELD_OUT,
     EvalConversation,
     EvalQuestion,

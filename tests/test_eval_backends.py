@@ -12,13 +12,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from store_kit import POSTGRES_URL, REDIS_URL, raw_contents, wipe
 
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.lab.eval import run_eval
-from langchain_rolling_memory.lab.eval_store import StoreResponder, store_recall, with_fresh_prefix
-from langchain_rolling_memory.lab.eval_strategies import Strategy
-from langchain_rolling_memory.lab.locomo import EvalConversation, EvalQuestion, EvalTurn, parse_date
 from langchain_rolling_memory.stores.postgres.sql import check_prefix as pg_prefix
 from langchain_rolling_memory.stores.redis.layout import check_prefix as redis_prefix
 from langchain_rolling_memory.stores.urls import split_prefix
+from langchain_rolling_memory_lab.eval import run_eval
+from langchain_rolling_memory_lab.eval_store import StoreResponder, store_recall, with_fresh_prefix
+from langchain_rolling_memory_lab.eval_strategies import Strategy
+from langchain_rolling_memory_lab.locomo import EvalConversation, EvalQuestion, EvalTurn, parse_date
 
 _MAY = parse_date("1:56 pm on 8 May, 2023")
 _JUNE = parse_date("10:00 am on 20 June, 2023")

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from langchain_rolling_memory.lab.cli import main
-from langchain_rolling_memory.lab.eval import answer_in_context
-from langchain_rolling_memory.lab.judge import ANSWER_PROMPT, JUDGE_PROMPT, read_label
+from langchain_rolling_memory_lab.cli import main
+from langchain_rolling_memory_lab.eval import answer_in_context
+from langchain_rolling_memory_lab.judge import ANSWER_PROMPT, JUDGE_PROMPT, read_label
 from tests.fake_providers import Failure, FakeProvider, Reply, Request, Text, serve
 
 PROVIDERS = ["openai", "gemini"]

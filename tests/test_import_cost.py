@@ -1,7 +1,8 @@
 """What importing the package costs: nothing but the package's own first module. Every public
 name is served on first access (PEP 562), so the base import loads no CLI, no argparse, no
-multiprocessing, no langsmith, no sqlite3, no lab; and the lab's heavy dependencies (rich,
-matplotlib) are behind their extras. Each check runs in a fresh interpreter."""
+multiprocessing, no langsmith, no sqlite3, no lab (a distribution of its own, lab/); and the lab's
+heavy dependencies (rich, matplotlib) are imported only where used. Each check runs in a fresh
+interpreter, on this checkout's library and lab."""
 
 from __future__ import annotations
 
@@ -18,13 +19,14 @@ import langchain_rolling_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 INIT = ROOT / "langchain_rolling_memory" / "__init__.py"
+CHECKOUT = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lab")])}
 
 
 def _fresh(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", code],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=CHECKOUT,
         capture_output=True,
         text=True,
         check=False,
@@ -63,7 +65,7 @@ def test_a_chain_on_a_memory_store_loads_no_sqlite3_no_tenacity_and_a_sqlite_sto
     )
     assert "tenacity" not in memory  # langchain-core's retry, imported once a summarizer retries
     assert "sqlite3" not in memory
-    assert not [m for m in memory if m.startswith("langchain_rolling_memory.lab")]
+    assert not [m for m in memory if m.startswith("langchain_rolling_memory_lab")]
     sqlite = _modules_after(
         "from langchain_rolling_memory import open_store\nopen_store('sqlite:///:memory:').close()"
     )
@@ -74,7 +76,7 @@ def test_the_whole_public_api_loads_no_lab_and_no_argparse_of_ours() -> None:
     loaded = _modules_after(
         "from langchain_rolling_memory import *\nfrom langchain_rolling_memory import __version__"
     )
-    assert not [m for m in loaded if m.startswith("langchain_rolling_memory.lab")]
+    assert not [m for m in loaded if m.startswith("langchain_rolling_memory_lab")]
 
 
 def test_every_public_name_and_subpackage_resolves_in_a_fresh_process() -> None:
@@ -123,13 +125,13 @@ def test_the_lazy_table_the_typed_imports_and_all_name_the_same_things() -> None
 def test_the_cli_without_its_extra_names_it(tmp_path: Path) -> None:
     code = (
         "import sys\nsys.modules['rich'] = None  # as if not installed\n"
-        "from langchain_rolling_memory.lab.cli import main\n"
+        "from langchain_rolling_memory_lab.cli import main\n"
         "sys.exit(main(['demo']))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=CHECKOUT,
         capture_output=True,
         text=True,
         check=False,
@@ -143,8 +145,8 @@ def test_every_lab_module_but_the_renderers_imports_without_rich_or_matplotlib()
     are imported by a function that first names the extra (cli_render, rich's renderers, is
     imported only by such a function)."""
     lab = sorted(
-        f"langchain_rolling_memory.lab.{p.stem}"
-        for p in (ROOT / "langchain_rolling_memory" / "lab").glob("*.py")
+        f"langchain_rolling_memory_lab.{p.stem}"
+        for p in (ROOT / "lab" / "langchain_rolling_memory_lab").glob("*.py")
         if p.stem not in {"__init__", "cli_render"}
     )
     code = "import importlib, sys\nsys.modules['rich'] = sys.modules['matplotlib'] = None\n" + "".join(

@@ -1,6 +1,6 @@
-"""The package's layout as a contract: the library never imports the lab, no module imports
-itself back through another (no import cycle), and no module builds on LangChain's deprecated
-`RunnableWithMessageHistory` or silences a warning."""
+"""The package's layout as a contract: the library never imports the lab (a distribution of its
+own, lab/), no module imports itself back through another (no import cycle), and no module builds
+on LangChain's deprecated `RunnableWithMessageHistory` or silences a warning."""
 
 from __future__ import annotations
 
@@ -12,15 +12,18 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "langchain_rolling_memory"
 NAME = PACKAGE.name
+LAB = PACKAGE.parent / "lab" / "langchain_rolling_memory_lab"  # the lab distribution's package
+LAB_NAME = LAB.name
+OLD_LAB = f"{NAME}.lab"  # its path inside the library before, served by _compat for one release
 
 
 def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    parts = path.relative_to((LAB if path.is_relative_to(LAB) else PACKAGE).parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _imports(path: Path) -> set[str]:
-    """Modules of this package that `path` imports, at any level (lazy imports included)."""
+    """Modules of the library or the lab that `path` imports, at any level (lazy imports included)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -32,13 +35,27 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+MODULES = {_module_name(p): p for p in [*sorted(PACKAGE.rglob("*.py")), *sorted(LAB.rglob("*.py"))]}
 GRAPH = {name: {m for m in _imports(path) if m in MODULES and m != name} for name, path in MODULES.items()}
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith(f"{NAME}.lab")))
-def test_the_library_never_imports_the_lab(module: str) -> None:
-    lab = sorted(m for m in GRAPH[module] if m.startswith(f"{NAME}.lab"))
+def _is_lab(module: str) -> bool:
+    return module.split(".")[0] == LAB_NAME or module == OLD_LAB or module.startswith(f"{OLD_LAB}.")
+
+
+def test_the_lab_left_the_library() -> None:
+    assert not (PACKAGE / "lab").exists(), "the lab is its own distribution: lab/langchain_rolling_memory_lab"
+    assert sum(1 for m in MODULES if m.startswith(LAB_NAME)) > 10
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_the_library_never_imports_the_lab_nor_the_lab_its_old_path(module: str) -> None:
+    imported = _imports(MODULES[module])
+    old = sorted(m for m in imported if m == OLD_LAB or m.startswith(f"{OLD_LAB}."))
+    assert not old, f"{module} imports the lab's old path {old}: import {LAB_NAME}"
+    if module.startswith(LAB_NAME):
+        return  # the lab may import any of the library
+    lab = sorted(m for m in imported if _is_lab(m))
     assert not lab, f"{module} imports the lab: {lab}"
 
 
@@ -83,6 +100,8 @@ RULES: dict[str, set[str]] = {
 
 def _layer(module: str) -> str:
     parts = module.split(".")
+    if parts[0] == LAB_NAME:
+        return "lab"
     return ROOT_LAYER if len(parts) == 1 else parts[1]
 
 
@@ -306,7 +325,9 @@ def _named(cell: str) -> list[str]:
 
 def _tree() -> dict[str, set[str]]:
     """Layer -> its modules, as paths relative to their layer's folder (or to the package)."""
-    found: dict[str, set[str]] = {}
+    found: dict[str, set[str]] = {
+        "lab": {p.relative_to(LAB).as_posix() for p in LAB.rglob("*.py")} - {"__init__.py"}
+    }
     for path in PACKAGE.rglob("*.py"):
         relative = path.relative_to(PACKAGE)
         if len(relative.parts) == 1:

@@ -1,5 +1,6 @@
 """The module paths before the folders were the layers (issue 21) work for one release: each
-old path is the new module itself, and importing it warns with the new path."""
+old path is the new module itself, and importing it warns with the new path. So does the lab's
+path inside the library, now the distribution langchain-rolling-memory-lab (issue 25)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import langchain_rolling_memory
-from langchain_rolling_memory._compat import KEPT_NAMES, MOVED, MOVED_INTO_PACKAGE
+from langchain_rolling_memory._compat import KEPT_NAMES, LAB, LAB_PACKAGE, MOVED, MOVED_INTO_PACKAGE
 from langchain_rolling_memory.adapters.chat_histories import RollingSummaryChatMessageHistory
 from langchain_rolling_memory.engine.compaction import Compactor
 from langchain_rolling_memory.stores.api import RollingStore
@@ -138,6 +139,47 @@ def test_the_warning_points_at_the_code_that_imports_the_old_path() -> None:
     assert RollingSummaryChatMessageHistory.__module__ == "langchain_rolling_memory.adapters.chat_histories"
 
 
+def _old_lab_loaded() -> list[str]:
+    return [name for name in sys.modules if name == LAB or name.startswith(f"{LAB}.")]
+
+
+@pytest.mark.parametrize("leaf", ["", ".cli", ".eval_report"])
+def test_the_labs_old_path_is_the_lab_distributions_module_and_warns(leaf: str) -> None:
+    new = importlib.import_module(LAB_PACKAGE + leaf)
+    for name in _old_lab_loaded():
+        del sys.modules[name]
+    vars(langchain_rolling_memory).pop("lab", None)
+    try:
+        with pytest.warns(DeprecationWarning, match=" moved to ") as caught:  # the old parent's too, once
+            old, old_cli = (importlib.import_module(name) for name in (LAB + leaf, f"{LAB}.cli"))
+        assert old is new and sys.modules[LAB + leaf] is new
+        # A submodule of the old path is the lab's own, never a second copy of its file.
+        assert old_cli is importlib.import_module(f"{LAB_PACKAGE}.cli")
+        said = [str(w.message).split(":")[0] for w in caught]
+        assert f"{LAB}{leaf} moved to {LAB_PACKAGE}{leaf}" in said
+        assert said.count(f"{LAB} moved to {LAB_PACKAGE}") == 1
+    finally:
+        for name in _old_lab_loaded():
+            del sys.modules[name]
+        vars(langchain_rolling_memory).pop("lab", None)
+
+
+def test_the_labs_old_path_without_the_lab_names_what_to_install() -> None:
+    code = (
+        "import sys\n"
+        f"sys.modules[{LAB_PACKAGE!r}] = None  # as if not installed\n"
+        "import langchain_rolling_memory.lab.cli\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == (
+        f"ModuleNotFoundError: {LAB} moved to the distribution langchain-rolling-memory-lab "
+        f"(import {LAB_PACKAGE}), which is not installed; "
+        "install it with: pip install 'langchain-rolling-memory[cli]'"
+    ), done.stderr
+    assert not PACKAGE.joinpath("lab").exists()
+
+
 def test_the_rewrite_script_turns_old_paths_into_new_ones_and_leaves_new_ones() -> None:
     spec = importlib.util.spec_from_file_location("moved_imports", ROOT / "scripts" / "moved_imports.py")
     assert spec is not None and spec.loader is not None
@@ -149,6 +191,7 @@ def test_the_rewrite_script_turns_old_paths_into_new_ones_and_leaves_new_ones() 
         "import langchain_rolling_memory.policy as policy\n"
         "patch('langchain_rolling_memory.stores.base.RollingStore.read')\n"
         "from langchain_rolling_memory.stores.sqlite import SQLiteRollingStore\n"
+        "from langchain_rolling_memory.lab.cli import main\n"
     )
     new = (
         "from langchain_rolling_memory.engine.compaction import Compactor\n"
@@ -156,6 +199,7 @@ def test_the_rewrite_script_turns_old_paths_into_new_ones_and_leaves_new_ones() 
         "import langchain_rolling_memory.core.cuts as policy\n"
         "patch('langchain_rolling_memory.stores.api.RollingStore.read')\n"
         "from langchain_rolling_memory.stores.sqlite import SQLiteRollingStore\n"
+        "from langchain_rolling_memory_lab.cli import main\n"
     )
     assert script.rewrite(old) == new
     assert script.rewrite(new) == new

@@ -89,78 +89,129 @@ print(m.__file__, m.__version__)
 """The quickstart a wheel user runs with the base dependencies alone (langchain-core)."""
 
 
-@pytest.mark.slow
-def test_the_built_wheel_and_sdist_pass_twine_and_the_wheel_runs_in_a_fresh_venv(tmp_path: Path) -> None:
-    """python -m build (sdist + wheel), twine check, then the wheel installed with its own
-    dependencies only into a fresh venv runs the quickstart there."""
-    pytest.importorskip("build")
-    pytest.importorskip("hatchling")
-    pytest.importorskip("twine")
-    dist = tmp_path / "dist"
+LAB = ROOT / "lab"
+"""The second distribution, langchain-rolling-memory-lab: the command, demo, eval (issue 25)."""
+LAB_CODE = re.compile(
+    r"(^|/)(lab|cli(_\w+)?|demo|replay|eval\w*|judge|locomo|bench\w*|plots?|offline)(/|\.py$)"
+)
+"""A path in a wheel that is evaluation, benchmark or command-line code."""
+
+
+def _build(project: Path, dist: Path) -> tuple[Path, Path]:
+    """python -m build (sdist + wheel) of `project` into `dist`: the wheel and the sdist."""
     subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(ROOT)],
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(project)],
         check=True,
         capture_output=True,
     )
-    wheels, sdists = list(dist.glob("*.whl")), list(dist.glob("*.tar.gz"))
-    assert len(wheels) == 1 and len(sdists) == 1
+    (wheel,) = dist.glob("*.whl")
+    (sdist,) = dist.glob("*.tar.gz")
+    return wheel, sdist
+
+
+def _metadata(wheel: zipfile.ZipFile) -> str:
+    return wheel.read(next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+
+
+def _base_requirements(metadata: str) -> list[str]:
+    return [r for r in re.findall(r"^Requires-Dist: (.+)$", metadata, re.M) if "extra ==" not in r]
+
+
+@pytest.mark.slow
+def test_the_built_wheels_and_sdists_pass_twine_and_the_wheels_run_in_a_fresh_venv(tmp_path: Path) -> None:
+    """Both distributions built (sdist + wheel) and twine-checked; the library's wheel holds no
+    evaluation, benchmark or CLI code and, installed with its own dependencies only into a fresh
+    venv, runs the quickstart there; the lab's wheel installed beside it gives the command."""
+    pytest.importorskip("build")
+    pytest.importorskip("hatchling")
+    pytest.importorskip("twine")
+    library, sdist = _build(ROOT, tmp_path / "dist")
+    lab, lab_sdist = _build(LAB, tmp_path / "lab-dist")
     checked = subprocess.run(
-        [sys.executable, "-m", "twine", "check", "--strict", *map(str, [*wheels, *sdists])],
+        [sys.executable, "-m", "twine", "check", "--strict", *map(str, [library, sdist, lab, lab_sdist])],
         capture_output=True,
         text=True,
         check=False,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    # The sdist ships its tests, so it ships what they read: the notebooks, the benchmarks, the examples.
-    with tarfile.open(sdists[0]) as sdist:
-        shipped = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    # The sdist ships its tests, so it ships what they read: the notebooks, the benchmarks, the
+    # examples, the lab.
+    with tarfile.open(sdist) as archive:
+        shipped = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     for path in [
         *ROOT.glob("notebooks/*.ipynb"),
         ROOT / "benchmarks" / "agent_middleware.py",
         ROOT / "examples" / "langgraph_app.py",
         ROOT / "CHANGELOG.md",
+        LAB / "pyproject.toml",
+        LAB / "langchain_rolling_memory_lab" / "cli.py",
     ]:
         assert path.relative_to(ROOT).as_posix() in shipped, f"the sdist lacks {path.relative_to(ROOT)}"
-    wheel = zipfile.ZipFile(wheels[0])
+    wheel = zipfile.ZipFile(library)
     names = wheel.namelist()
     assert "langchain_rolling_memory/py.typed" in names
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "scripts/", "notebooks/"))]
-    metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert not [n for n in names if LAB_CODE.search(n)], "the library's wheel ships lab code"
+    metadata = _metadata(wheel)
     # The base requirements are langchain-core alone; dev and bench are groups, never published extras.
-    assert [r for r in re.findall(r"^Requires-Dist: (.+)$", metadata, re.M) if "extra ==" not in r] == [
-        "langchain-core<2,>=1.0"
-    ]
+    assert _base_requirements(metadata) == ["langchain-core<2,>=1.0"]
     extras = set(re.findall(r"^Provides-Extra: (.+)$", metadata, re.M))
     assert extras.isdisjoint({"dev", "bench", "test", "lint", "build"}) and {"cli", "plot", "all"} <= extras
     urls = dict(re.findall(r"^Project-URL: ([^,]+), (.+)$", metadata, re.M))
     assert {"Homepage", "Documentation", "Source", "Issues", "Changelog"} <= set(urls)
+    assert "Entry-Point" not in metadata and not [n for n in names if n.endswith("entry_points.txt")]
+    lab_wheel = zipfile.ZipFile(lab)
+    lab_names = lab_wheel.namelist()
+    assert "langchain_rolling_memory_lab/eval.py" in lab_names
+    assert not [n for n in lab_names if n.startswith("langchain_rolling_memory/")]
+    version = _pyproject()["version"]
+    assert sorted(_base_requirements(_metadata(lab_wheel))) == [
+        f"langchain-rolling-memory=={version}",
+        "rich>=13",
+    ]
+
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run(  # this interpreter's pip, installing into the fresh venv (no ensurepip there)
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", str(wheels[0])],
-        check=True,
-    )
-    installed = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "list", "--format=freeze"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+
+    def pip(*args: str) -> str:  # this interpreter's pip, on the fresh venv (no ensurepip there)
+        return subprocess.run(
+            [sys.executable, "-m", "pip", "--python", str(python), *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            list(argv),
+            check=False,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path / "run",
+            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        )
+
+    pip("install", "--quiet", str(library))
+    installed = pip("list", "--format=freeze")
     assert not re.search(
-        r"^(langchain|langgraph|langchain-openai|psycopg|redis|rich|matplotlib)==", installed, re.M
+        r"^(langchain|langgraph|langchain-openai|psycopg|redis|rich|matplotlib|langchain-rolling-memory-lab)==",
+        installed,
+        re.M,
     )
     (tmp_path / "run").mkdir()
-    out = subprocess.run(
-        [str(python), "-c", SMOKE],
-        check=False,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path / "run",
-        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
-    )
+    out = run(str(python), "-c", SMOKE)
     assert out.returncode == 0, out.stderr
     assert str(venv) in out.stdout and "0.0.0" not in out.stdout
+    assert not (venv / "bin" / "rolling-memory").exists()
+    old_path = run(str(python), "-c", "import langchain_rolling_memory.lab")
+    assert "pip install 'langchain-rolling-memory[cli]'" in old_path.stderr.strip().splitlines()[-1]
+
+    pip("install", "--quiet", str(lab))  # beside the library already there
+    assert f"langchain-rolling-memory=={version}" in pip("list", "--format=freeze")
+    helped = run(str(venv / "bin" / "rolling-memory"), "--help")
+    assert helped.returncode == 0, helped.stderr
+    assert "demo" in helped.stdout and "eval" in helped.stdout
 
 
 def test_the_changelog_has_the_version_and_the_project_links_it() -> None:
@@ -173,8 +224,34 @@ def test_the_changelog_has_the_version_and_the_project_links_it() -> None:
     assert project["urls"]["Changelog"].endswith("/CHANGELOG.md")
 
 
-def _pyproject() -> dict[str, Any]:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]  # type: ignore[no-any-return]
+def _pyproject(folder: Path = ROOT) -> dict[str, Any]:
+    return tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))["project"]  # type: ignore[no-any-return]
+
+
+def _installed_by(extra: str) -> list[str]:
+    """The requirements `pip install 'langchain-rolling-memory[extra]'` brings, the lab's followed."""
+    lab = _pyproject(LAB)
+    found = []
+    for requirement in _pyproject()["optional-dependencies"][extra]:
+        if requirement.startswith(lab["name"]):
+            found += lab["dependencies"]
+            lab_extras = re.match(r"[\w-]+\[([\w,]+)\]", requirement)
+            for name in lab_extras.group(1).split(",") if lab_extras else []:
+                found += lab["optional-dependencies"][name]
+        found.append(requirement)
+    return found
+
+
+def test_the_lab_and_the_library_pin_each_other_at_one_version() -> None:
+    library, lab = _pyproject(), _pyproject(LAB)
+    assert lab["version"] == library["version"]
+    assert f"{library['name']}=={library['version']}" in lab["dependencies"]
+    assert library["optional-dependencies"]["cli"] == [f"{lab['name']}=={lab['version']}"]
+    assert library["optional-dependencies"]["plot"] == [f"{lab['name']}[plot]=={lab['version']}"]
+    assert "scripts" not in library and lab["scripts"] == {
+        "rolling-memory": "langchain_rolling_memory_lab.cli:main"
+    }
+    assert lab["requires-python"] == library["requires-python"]
 
 
 def _minor(spec: str) -> tuple[int, int]:
@@ -185,15 +262,15 @@ def _minor(spec: str) -> tuple[int, int]:
 def test_every_extra_the_code_names_exists_and_holds_the_module() -> None:
     extras = _pyproject()["optional-dependencies"]
     named = set()
-    for path in (ROOT / "langchain_rolling_memory").rglob("*.py"):
+    for path in [*(ROOT / "langchain_rolling_memory").rglob("*.py"), *LAB.rglob("*.py")]:
         named |= set(re.findall(r'require\("(\w+)", "(\w+)"', path.read_text(encoding="utf-8")))
-    assert ("matplotlib", "plot") in named
+    assert {("matplotlib", "plot"), ("rich", "cli")} <= named
     for module, extra in named:
         assert extra in extras, f"the code names the extra [{extra}], which pyproject.toml lacks"
         wanted = module.replace("_", "-").split(".")[0]
-        assert any(req.replace("_", "-").startswith(wanted) for req in extras[extra]), (module, extra)
+        assert any(req.replace("_", "-").startswith(wanted) for req in _installed_by(extra)), (module, extra)
     # The command needs rich alone; matplotlib (and numpy, pillow...) only for --plot.
-    assert not [req for req in extras["cli"] if req.startswith("matplotlib")]
+    assert not [req for req in _installed_by("cli") if req.startswith("matplotlib")]
 
 
 def test_the_python_versions_listed_are_the_ones_every_extra_installs_on() -> None:
@@ -206,9 +283,9 @@ def test_the_python_versions_listed_are_the_ones_every_extra_installs_on() -> No
         if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
     )
     assert listed[0] == floor, f"classifiers start at {listed[0]}, requires-python at {floor}"
-    for requirement in (r for reqs in project["optional-dependencies"].values() for r in reqs):
+    for requirement in (r for extra in project["optional-dependencies"] for r in _installed_by(extra)):
         name = re.split(r"[\[<>=;! ]", requirement, maxsplit=1)[0]
-        if name == "langchain-rolling-memory":
+        if name.startswith("langchain-rolling-memory"):
             continue
         try:
             needs = importlib.metadata.metadata(name).get("Requires-Python")
@@ -223,11 +300,11 @@ def test_the_python_versions_listed_are_the_ones_every_extra_installs_on() -> No
 @pytest.mark.parametrize(
     "code",
     [
-        "from langchain_rolling_memory.lab.cli import main\n"
+        "from langchain_rolling_memory_lab.cli import main\n"
         "talk = pathlib.Path('talk.jsonl')\n"
         'talk.write_text(\'{"role": "user", "content": "hi"}\\n\')\n'
         "sys.exit(main(['replay', str(talk), '--plot', 'out.png']))\n",
-        "from langchain_rolling_memory.lab.eval_report import plot_eval\nplot_eval(None, path='out.png')\n",
+        "from langchain_rolling_memory_lab.eval_report import plot_eval\nplot_eval(None, path='out.png')\n",
     ],
     ids=["replay --plot", "eval plot"],
 )
@@ -236,7 +313,7 @@ def test_a_plot_without_matplotlib_names_the_plot_extra(code: str, tmp_path: Pat
     done = subprocess.run(
         [sys.executable, "-c", blocker + code],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(LAB)])},
         capture_output=True,
         text=True,
         check=False,

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import pytest
 from langchain_core.messages import BaseMessage
 
-from langchain_rolling_memory.lab.conversations import ConversationMessage
-from langchain_rolling_memory.lab.replay import Strategy, default_strategies, replay
+from langchain_rolling_memory_lab.conversations import ConversationMessage
+from langchain_rolling_memory_lab.replay import Strategy, default_strategies, replay
 
 
 def _talk(n: int, *, session: str = "s1", client: str = "c1") -> list[ConversationMessage]:

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import BaseMessage
 
-from langchain_rolling_memory.lab.cli import main
-from langchain_rolling_memory.lab.conversations import ConversationMessage
-from langchain_rolling_memory.lab.replay import Strategy, replay
 from langchain_rolling_memory.summarizers import extractive_summarizer
+from langchain_rolling_memory_lab.cli import main
+from langchain_rolling_memory_lab.conversations import ConversationMessage
+from langchain_rolling_memory_lab.replay import Strategy, replay
 
 SUPPORT_CHAT = [
     ("user", "Hello, my blender stopped working. It is the Vortex model, reference REF-4471."),

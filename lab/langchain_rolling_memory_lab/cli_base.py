@@ -101,7 +101,7 @@ def shown_url(url: str) -> str:
 def renderers() -> Any:
     """The rich renderers, once rich is known to be installed."""
     require("rich", "cli", feature="the rolling-memory command")
-    from langchain_rolling_memory.lab import cli_render
+    from langchain_rolling_memory_lab import cli_render
 
     return cli_render
 

@@ -25,8 +25,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from langchain_rolling_memory.errors import ConfigurationError, MissingCredentialsError, require
-from langchain_rolling_memory.lab.locomo import EvalQuestion
 from langchain_rolling_memory.summarizers.failures import describe_error, is_permanent_error, status_of
+from langchain_rolling_memory_lab.locomo import EvalQuestion
 
 BASE_URL_ENV = "ROLLING_MEMORY_BASE_URL"
 

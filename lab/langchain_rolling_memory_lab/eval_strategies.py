@@ -21,10 +21,10 @@ from langchain_rolling_memory.adapters.chat_histories import RollingSummaryChatM
 from langchain_rolling_memory.core.cuts import count_tokens
 from langchain_rolling_memory.core.lexical_search import Bm25Index, SearchHit, query_terms
 from langchain_rolling_memory.core.recall_block import recall_block
-from langchain_rolling_memory.lab.eval_store import recall_tokens_within, store_recall
-from langchain_rolling_memory.lab.locomo import EvalConversation, EvalTurn
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.summarizers import extractive_summarizer
+from langchain_rolling_memory_lab.eval_store import recall_tokens_within, store_recall
+from langchain_rolling_memory_lab.locomo import EvalConversation, EvalTurn
 
 Responder = Callable[[str], list[BaseMessage]]
 """``question -> the memory messages the model would be sent`` for one prepared conversation."""

@@ -28,10 +28,10 @@ from langchain_rolling_memory.adapters.runnable import with_rolling_memory
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
 from langchain_rolling_memory.core.framing import MemoryBlock, memory_message
 from langchain_rolling_memory.core.recall_block import RECALL_HEADER
-from langchain_rolling_memory.lab.locomo import EvalConversation, EvalTurn
 from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.stores.urls import open_store
 from langchain_rolling_memory.summarizers import extractive_summarizer
+from langchain_rolling_memory_lab.locomo import EvalConversation, EvalTurn
 
 CLIENT = "locomo"
 

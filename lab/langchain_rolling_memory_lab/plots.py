@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_rolling_memory.errors import require
-from langchain_rolling_memory.lab.replay import ReplayReport
+from langchain_rolling_memory_lab.replay import ReplayReport
 
 
 def plot_replay(report: ReplayReport, *, path: str | Path | None = None, title: str = "") -> Any:

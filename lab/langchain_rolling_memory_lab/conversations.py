@@ -29,7 +29,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.errors import ConversationFormatError
-from langchain_rolling_memory.lab.locomo import (
+from langchain_rolling_memory_lab.locomo import (
     locomo_object,
     locomo_turns,
     read_json,

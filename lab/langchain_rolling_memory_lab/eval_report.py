@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from langchain_rolling_memory.errors import require
-from langchain_rolling_memory.lab.eval_strategies import Strategy
-from langchain_rolling_memory.lab.locomo import CATEGORIES, HELD_OUT, SPLITS
+from langchain_rolling_memory_lab.eval_strategies import Strategy
+from langchain_rolling_memory_lab.locomo import CATEGORIES, HELD_OUT, SPLITS
 
 
 @dataclass

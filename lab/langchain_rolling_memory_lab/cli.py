@@ -17,20 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from langchain_rolling_memory.errors import RollingMemoryError
-from langchain_rolling_memory.lab.cli_base import (
+from langchain_rolling_memory.summarizers.failures import is_provider_error
+from langchain_rolling_memory_lab.cli_base import (
     MODEL_PROVIDERS,
     STORE_ENV,
 )
-from langchain_rolling_memory.lab.cli_data import (
+from langchain_rolling_memory_lab.cli_data import (
     cmd_facts_add,
     cmd_facts_export,
     cmd_facts_forget,
     cmd_facts_list,
     cmd_inspect,
 )
-from langchain_rolling_memory.lab.cli_errors import StopRun, provider_line
-from langchain_rolling_memory.lab.cli_runs import cmd_demo, cmd_eval, cmd_replay
-from langchain_rolling_memory.summarizers.failures import is_provider_error
+from langchain_rolling_memory_lab.cli_errors import StopRun, provider_line
+from langchain_rolling_memory_lab.cli_runs import cmd_demo, cmd_eval, cmd_replay
 
 
 def _provider_flag(args: argparse.Namespace) -> tuple[str, tuple[str, ...], str]:

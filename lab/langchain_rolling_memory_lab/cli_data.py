@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.lab.cli_base import new_console, open_from_args, renderers
+from langchain_rolling_memory_lab.cli_base import new_console, open_from_args, renderers
 
 
 def _when(timestamp: float) -> str:

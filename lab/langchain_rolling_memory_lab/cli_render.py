@@ -17,9 +17,9 @@ from rich.table import Table
 from langchain_rolling_memory.core.cuts import count_tokens
 from langchain_rolling_memory.core.framing import summary_message
 from langchain_rolling_memory.core.usage import SummaryUsage
-from langchain_rolling_memory.lab.demo import DemoTurn
-from langchain_rolling_memory.lab.replay import CompactionDetails, ReplayReport
 from langchain_rolling_memory.stores.api import RollingStore
+from langchain_rolling_memory_lab.demo import DemoTurn
+from langchain_rolling_memory_lab.replay import CompactionDetails, ReplayReport
 
 
 def _pct(saved: int, full: int) -> str:

@@ -24,10 +24,10 @@ from langchain_rolling_memory.adapters.runnable import with_rolling_memory
 from langchain_rolling_memory.core.cuts import count_tokens
 from langchain_rolling_memory.core.usage import SummaryUsage
 from langchain_rolling_memory.engine.fact_extractor import FactExtractor
-from langchain_rolling_memory.lab.offline import OfflineChatModel, keyless_extractor, keyless_summarizer
 from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
 from langchain_rolling_memory.summarizers.estimated import EstimatedCostSummarizer
+from langchain_rolling_memory_lab.offline import OfflineChatModel, keyless_extractor, keyless_summarizer
 
 SYSTEM_PROMPT = "You are the onboarding assistant of Acme Corp. Answer in two sentences at most."
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_rolling_memory.errors import ConfigurationError, require
-from langchain_rolling_memory.lab.cli_base import (
+from langchain_rolling_memory_lab.cli_base import (
     default_store_url,
     new_console,
     open_from_args,
@@ -24,10 +24,10 @@ from langchain_rolling_memory.lab.cli_base import (
     renderers,
     shown_url,
 )
-from langchain_rolling_memory.lab.cli_errors import FirstCallGuard
+from langchain_rolling_memory_lab.cli_errors import FirstCallGuard
 
 if TYPE_CHECKING:
-    from langchain_rolling_memory.lab.judge import AnswerGrader
+    from langchain_rolling_memory_lab.judge import AnswerGrader
 
 # ---------------------------------------------------------------------------------- demo
 
@@ -42,7 +42,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     must be set).
     """
     from langchain_rolling_memory.engine.fact_extractor import FactExtractor
-    from langchain_rolling_memory.lab.demo import run_demo
+    from langchain_rolling_memory_lab.demo import run_demo
 
     model = summarizer = extractor = None
     if args.provider != "offline":
@@ -84,8 +84,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     the folded messages' named details (names, numbers, dates, codes) the new summary kept, and
     their mean. --plot draws cumulative tokens.
     """
-    from langchain_rolling_memory.lab.conversations import ConversationMessage, load_conversation
-    from langchain_rolling_memory.lab.replay import default_strategies, replay
+    from langchain_rolling_memory_lab.conversations import ConversationMessage, load_conversation
+    from langchain_rolling_memory_lab.replay import default_strategies, replay
 
     conversation = load_conversation(args.file, conversation=args.conversation)
     if args.one_session:
@@ -118,7 +118,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     else:
         renderers().render_replay(console, report, source=str(args.file), summarizer=args.summarizer)
     if args.plot:
-        from langchain_rolling_memory.lab.plots import plot_replay
+        from langchain_rolling_memory_lab.plots import plot_replay
 
         plot_replay(report, path=args.plot, title=Path(args.file).name)
         (console if not args.json else new_console(stderr=True)).print(f"plot written to {args.plot}")
@@ -170,10 +170,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     with the input and output tokens of answers and judge. --questions N draws N questions for a cheap run. Keys come
     from OPENAI_API_KEY or GOOGLE_API_KEY; $ROLLING_MEMORY_BASE_URL points at another endpoint.
     """
-    from langchain_rolling_memory.lab.eval import run_eval, sample_questions
-    from langchain_rolling_memory.lab.eval_report import format_table
-    from langchain_rolling_memory.lab.eval_strategies import DEFAULT_STRATEGIES, STRATEGIES
-    from langchain_rolling_memory.lab.locomo import CATEGORIES, read_locomo, split_of
+    from langchain_rolling_memory_lab.eval import run_eval, sample_questions
+    from langchain_rolling_memory_lab.eval_report import format_table
+    from langchain_rolling_memory_lab.eval_strategies import DEFAULT_STRATEGIES, STRATEGIES
+    from langchain_rolling_memory_lab.locomo import CATEGORIES, read_locomo, split_of
 
     if args.plot:
         require("matplotlib", "plot", feature="eval --plot")
@@ -203,12 +203,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         print(format_table(report))
         if grader is not None:
-            from langchain_rolling_memory.lab.judge import format_judged
+            from langchain_rolling_memory_lab.judge import format_judged
 
             labels = {name: STRATEGIES[name].label for name in names}
             print("\n" + format_judged(grader, labels, CATEGORIES))
     if args.plot:
-        from langchain_rolling_memory.lab.eval_report import plot_eval
+        from langchain_rolling_memory_lab.eval_report import plot_eval
 
         plot_eval(report, path=args.plot)
         print(f"plot written to {args.plot}", file=sys.stderr if args.json else sys.stdout)
@@ -217,7 +217,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _grader(args: argparse.Namespace) -> AnswerGrader:
     """The answer model and, with --judge, the judge model; keys checked before any work."""
-    from langchain_rolling_memory.lab.judge import PROVIDERS, AnswerGrader, provider_chat
+    from langchain_rolling_memory_lab.judge import PROVIDERS, AnswerGrader, provider_chat
 
     answer_model = args.model or PROVIDERS[args.answer_model][3]
     grader = AnswerGrader(

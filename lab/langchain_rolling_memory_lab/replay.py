@@ -29,13 +29,13 @@ from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
 from langchain_rolling_memory.core.framing import memory_message, memory_text
 from langchain_rolling_memory.core.usage import SummaryUsage
 from langchain_rolling_memory.engine.fact_extractor import FactExtractor
-from langchain_rolling_memory.lab.conversations import ConversationMessage
-from langchain_rolling_memory.lab.details import DetailRetention, detail_retention
-from langchain_rolling_memory.lab.offline import keyless_extractor, keyless_summarizer
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.summarizers.base import SummarizerLike
 from langchain_rolling_memory.summarizers.coerce import as_summarizer
 from langchain_rolling_memory.summarizers.estimated import EstimatedCostSummarizer
+from langchain_rolling_memory_lab.conversations import ConversationMessage
+from langchain_rolling_memory_lab.details import DetailRetention, detail_retention
+from langchain_rolling_memory_lab.offline import keyless_extractor, keyless_summarizer
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and accurately."
 
@@ -413,7 +413,7 @@ def replay(
         on_progress: called as ``(messages done, total)`` after each message.
 
     Example:
-        >>> from langchain_rolling_memory.lab.conversations import ConversationMessage as M
+        >>> from langchain_rolling_memory_lab.conversations import ConversationMessage as M
         >>> talk = [M("user" if i % 2 == 0 else "assistant", f"message {i}") for i in range(40)]
         >>> report = replay(talk)
         >>> report.result("full").input_tokens > report.result("summary").input_tokens

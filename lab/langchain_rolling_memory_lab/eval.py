@@ -36,9 +36,9 @@ from langchain_core.messages import BaseMessage
 from langchain_rolling_memory.core.cuts import count_tokens
 from langchain_rolling_memory.core.lexical_search import ENGLISH_STOP_WORDS, content_words, tokens
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.lab.eval_report import EvalReport, Tally
-from langchain_rolling_memory.lab.eval_strategies import DEFAULT_STRATEGIES, STRATEGIES, Strategy
-from langchain_rolling_memory.lab.locomo import (
+from langchain_rolling_memory_lab.eval_report import EvalReport, Tally
+from langchain_rolling_memory_lab.eval_strategies import DEFAULT_STRATEGIES, STRATEGIES, Strategy
+from langchain_rolling_memory_lab.locomo import (
     SPLITS,
     EvalConversation,
     EvalQuestion,
@@ -102,7 +102,7 @@ def run_eval(
 
     Example:
         >>> from langchain_core.messages import HumanMessage
-        >>> from langchain_rolling_memory.lab.locomo import EvalTurn
+        >>> from langchain_rolling_memory_lab.locomo import EvalTurn
         >>> turns = [EvalTurn(1, 1, HumanMessage("I adopted a cat named Oscar"), 0.0)]
         >>> conv = EvalConversation("c", turns, [EvalQuestion("Cat's name?", "Oscar", 4)])
         >>> run_eval([conv], strategies=["recall-500"]).rows()[0]["answer_in_context"]
