@@ -35,9 +35,8 @@ that what one backend stores all store. PostgreSQL refuses a tsvector over 1 MB 
 result of distinct words failed every turn there while SQLite stored it); a tsvector lexeme
 costs at most 4 bytes a character plus 9 bytes (entry, alignment, one position), so even one
 distinct lexeme per character keeps 32,768 characters under 430 KB, and ordinary text under
-~100 KB. The Redis backend reads a client's indexed texts whole at every search: one huge
-message costs a search what ~100 ordinary ones do, not what 10,000 do. 32,768 characters are
-~5,000 English words, the first ~10 pages: where a message's subject is.
+~100 KB. 32,768 characters are ~5,000 English words, the first ~10 pages: where a message's
+subject is.
 """
 
 _WORD = re.compile(r"[^\W_]+")
@@ -311,9 +310,9 @@ class SearchHit:
 class Bm25Index:
     """BM25 (Okapi) relevance over texts kept in memory; documents are added and removed by id.
 
-    The reference scorer: the ``memory://`` backend searches with it, and so does a Redis
-    server without its search module. ``search`` costs the postings of the query terms, not
-    the whole collection.
+    The reference scorer: the ``memory://`` backend searches with it, and a Redis server
+    without its search module ranks its stored postings with the same `bm25_scores`.
+    ``search`` costs the postings of the query terms, not the whole collection.
 
     Example:
         >>> index = Bm25Index()

@@ -43,8 +43,9 @@ REINDEX_TRIES = 3
 session still unindexed after that (an older release appending to it all along) is left out."""
 
 # ARGV: prefix cid ('' none) sid ('' for the client's sessions) term...
-# -> {{{sid, generation, {#docs, #len, postings of each term...}}...}, {stale sid...},
-#     {fact id, fact json, ...}}
+# -> {found, {stale sid...}, {fact id, fact json, ...}}; found: one line per indexed session,
+# "sid<TAB>generation<TAB>#docs<TAB>#len<TAB>postings of each term, tab-separated" (one
+# string: a reply of a few elements is read fast, hundreds of sessions or not)
 SEARCH_SCOPE = (
     LUA
     + """
@@ -61,8 +62,9 @@ local function take(s)
     if tonumber(got[1] or '0') ~= count or (got[3] or '') ~= (row[3] or '') then
       stale[#stale + 1] = s
     else
-      table.remove(got, 3)
-      found[#found + 1] = {s, row[3] or '', got}
+      got[1], got[2], got[3] = s, row[3] or '', got[1]..'\\t'..got[2]
+      for i = 4, #got do got[i] = got[i] or '' end
+      found[#found + 1] = table.concat(got, '\\t')
     end
   end
   return true
@@ -77,7 +79,7 @@ else
 end
 local facts = {}
 if cid ~= '' then facts = redis.call('HGETALL', ckey(p, cid, 'facts')) end
-return {found, stale, facts}
+return {table.concat(found, '\\n'), stale, facts}
 """
 )
 
@@ -196,10 +198,11 @@ def live_facts(values: Iterable[Any], now: float) -> list[Fact]:
 def found_of(reply: Sequence[Any], now: float) -> Found:
     """What the scope script read, its facts expired at the store's clock `now` left out (so
     they are neither found nor counted in the ranking's statistics)."""
-    sessions = sorted(
-        (str(sid), str(gen), int(got[0]), int(got[1]), [str(p or "") for p in got[2:]])
-        for sid, gen, got in reply[0]
-    )
+    sessions = []
+    for line in str(reply[0]).split("\n") if reply[0] else ():
+        sid, gen, docs, length, *postings = line.split("\t")
+        sessions.append((sid, gen, int(docs), int(length), postings))
+    sessions.sort()
     return Found(sessions, [str(sid) for sid in reply[1]], live_facts(list(reply[2])[1::2], now))
 
 
