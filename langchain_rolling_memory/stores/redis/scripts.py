@@ -87,12 +87,15 @@ local function rows(msgs, idx, after, limit, newest)
   return out
 end
 -- The inverted index of the batch's `n` messages, seqs first..: lines[from + j] is message
--- first + j's '<length> <term> <tf> <term> <tf>...' (`search.terms_line`). Written only onto an index that holds the messages
--- before them under this generation (else it is rebuilt at the next search).
+-- first + j's '<length> <term> <tf> <term> <tf>...' (`search.terms_line`). Written only onto
+-- an index that holds the messages before them under this generation (else it is rebuilt at
+-- the next search). A new index gets its statistics first: a small hash is a list that a
+-- search scans from its start.
 local function add_terms(terms, info, first, lines, from, n)
   local gen = redis.call('HGET', info, 'generation') or ''
   local st = redis.call('HMGET', terms, '#docs', '#gen')
   if tonumber(st[1] or '0') ~= first - 1 or (st[2] or gen) ~= gen then return end
+  if first == 1 then redis.call('HSET', terms, '#docs', 0, '#len', 0, '#gen', gen) end
   local add, order, total = {}, {}, 0
   for j = 0, n - 1 do
     local len, rest = string.match(lines[from + j], '^(%d+)(.*)$')
