@@ -24,10 +24,15 @@ documented fallback, BM25 in Python over the scope's entries) it times:
 The first search after filling the store is timed apart (in the note under the table): SQLite
 indexes the messages appended since the last search then, so it pays for the whole fill.
 
+``--huge-mb 5`` adds to each filled store one message of that many megabytes (a pasted
+document: the corpus's words, drawn at random) in a session of its own, before anything is
+timed: a search should cost what it costs without it.
+
 Prints p50 and p95 milliseconds and the 10k/1k ratio of the p50 for both corpora side by side,
 and writes the table as Markdown. Timings are wall clock on a shared machine: read the p50.
 
     python -m benchmarks.search_cost --out benchmarks/results/search_cost.md
+    python -m benchmarks.search_cost --backends redis --huge-mb 5
 """
 
 from __future__ import annotations
@@ -222,11 +227,20 @@ CORPORA: dict[str, Callable[[], Corpus]] = {"synthetic": synthetic, "locomo": lo
 # ------------------------------------------------------------------------------ timing
 
 
-def _fill(store: RollingStore, client: str, batches: list[Batch]) -> None:
+def _fill(store: RollingStore, client: str, batches: list[Batch], huge_mb: float = 0) -> None:
     for batch in batches:
         store.append(
             f"{client}-{batch.session}", batch.messages, client_id=client, created_at=batch.created_at
         )
+    if huge_mb > 0:
+        store.append(f"{client}-huge", [HumanMessage(_huge_text(huge_mb))], client_id=client)
+
+
+def _huge_text(megabytes: float) -> str:
+    """About `megabytes` MB of the synthetic corpus's words, drawn at random (seeded)."""
+    rng = random.Random(5)
+    words = rng.choices(_VOCABULARY + _FILLER, k=int(megabytes * 1_000_000 / 6))
+    return " ".join(words)
 
 
 def _full_scan(store: RollingStore, client: str, question: str) -> int:
@@ -260,15 +274,16 @@ Times = dict[tuple[str, str, str, int], list[float]]
 """(corpus, backend, what, messages) -> milliseconds per question."""
 
 
-def measure(corpus: Corpus, kind: str, folder: Path, times: Times) -> None:
-    """Fill a fresh store at each size, time the three ways to find the questions, erase it."""
+def measure(corpus: Corpus, kind: str, folder: Path, times: Times, huge_mb: float = 0) -> None:
+    """Fill a fresh store at each size (and one huge message if `huge_mb`), time the three
+    ways to find the questions, erase it."""
     for n in SIZES:
         store = _open(kind, folder)
         client = f"client-{n}"
         recaller = Recaller(store, RECALL_TOKENS)
         start = time.perf_counter()
         try:
-            _fill(store, client, corpus.batches(n))
+            _fill(store, client, corpus.batches(n), huge_mb)
             filled = time.perf_counter() - start
             # The first search after the fill: SQLite indexes the whole fill then (lazy index).
             first = time.perf_counter()
@@ -328,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the table as Markdown here")
     parser.add_argument("--backends", default="sqlite,postgresql,redis")
     parser.add_argument("--corpora", default="synthetic,locomo")
+    parser.add_argument(
+        "--huge-mb", type=float, default=0, help="add one message of this many MB to each store"
+    )
     args = parser.parse_args(argv)
     kinds, names = args.backends.split(","), args.corpora.split(",")
     corpora = [CORPORA[name]() for name in names]
@@ -336,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for corpus in corpora:
             for kind in kinds:
-                measure(corpus, kind, Path(tmp), times)
+                measure(corpus, kind, Path(tmp), times, args.huge_mb)
     elapsed = time.perf_counter() - start
     text = table(times, names, kinds)
     firsts = "; ".join(
@@ -353,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         f"The first search after filling the store (not in the table; SQLite indexes the fill "
         f"then): {firsts}."
     )
+    if args.huge_mb:
+        note += f" Each store also holds one message of {args.huge_mb:g} MB (`--huge-mb`)."
     print(text)
     print(note)
     if args.out:

@@ -14,7 +14,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,9 +35,8 @@ that what one backend stores all store. PostgreSQL refuses a tsvector over 1 MB 
 result of distinct words failed every turn there while SQLite stored it); a tsvector lexeme
 costs at most 4 bytes a character plus 9 bytes (entry, alignment, one position), so even one
 distinct lexeme per character keeps 32,768 characters under 430 KB, and ordinary text under
-~100 KB. The Redis backend reads a client's indexed texts whole at every search: one huge
-message costs a search what ~100 ordinary ones do, not what 10,000 do. 32,768 characters are
-~5,000 English words, the first ~10 pages: where a message's subject is.
+~100 KB. 32,768 characters are ~5,000 English words, the first ~10 pages: where a message's
+subject is.
 """
 
 _WORD = re.compile(r"[^\W_]+")
@@ -236,6 +235,46 @@ def expanded_query(text: str, *, max_terms: int = 32) -> str:
     return " ".join(out)
 
 
+def bm25_terms(words: Iterable[str], *, stem: bool) -> list[str]:
+    """The terms `Bm25Index` counts of these folded words, in order with repeats: the content
+    words (`content_words`' rule), each `light_stem`-med when `stem`. A backend that indexes
+    at write time (Redis) counts a document's terms and reads a query's with it."""
+    kept = [w for w in words if _is_content(w)]
+    return [light_stem(w) for w in kept] if stem else kept
+
+
+def bm25_scores(
+    postings: Iterable[Mapping[Hashable, int]],
+    length: Callable[[Hashable], int],
+    n: int,
+    total: int,
+    *,
+    k1: float = 1.2,
+    b: float = 0.75,
+) -> dict[Hashable, float]:
+    """BM25 (Okapi) scores of the documents in `postings`, one mapping ``doc -> term
+    frequency`` per distinct query term, in query order (the sum runs in that order, so two
+    callers get the same floats); `length(doc)` is a document's number of terms, `n` and
+    `total` the number of documents and their summed lengths. `Bm25Index.search` and the
+    Redis backend (postings read from its per-session index) both rank with it.
+
+    Example:
+        >>> bm25_scores([{"a": 1}], {"a": 3, "b": 5}.__getitem__, 2, 8)
+        {'a': 0.7721133150541163}
+    """
+    mean = total / n if n else 0.0
+    mean = mean or 1.0
+    scores: dict[Hashable, float] = {}
+    for docs in postings:
+        if not docs:
+            continue
+        idf = math.log(1 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
+        for doc_id, tf in docs.items():
+            norm = k1 * (1 - b + b * length(doc_id) / mean)
+            scores[doc_id] = scores.get(doc_id, 0.0) + idf * tf * (k1 + 1) / (tf + norm)
+    return scores
+
+
 @dataclass(frozen=True)
 class SearchHit:
     """One result of a search, best first in the list a search returns.
@@ -271,9 +310,9 @@ class SearchHit:
 class Bm25Index:
     """BM25 (Okapi) relevance over texts kept in memory; documents are added and removed by id.
 
-    The reference scorer: the ``memory://`` backend searches with it, and so does a Redis
-    server without its search module. ``search`` costs the postings of the query terms, not
-    the whole collection.
+    The reference scorer: the ``memory://`` backend searches with it, and a Redis server
+    without its search module ranks its stored postings with the same `bm25_scores`.
+    ``search`` costs the postings of the query terms, not the whole collection.
 
     Example:
         >>> index = Bm25Index()
@@ -299,8 +338,7 @@ class Bm25Index:
         self._total = 0
 
     def _terms(self, words: Iterable[str]) -> list[str]:
-        kept = [w for w in words if _is_content(w)]
-        return [light_stem(w) for w in kept] if self.stem else kept
+        return bm25_terms(words, stem=self.stem)
 
     def __len__(self) -> int:
         return len(self._lengths)
@@ -340,17 +378,9 @@ class Bm25Index:
         """
         if limit < 1 or not terms or not self._lengths:
             return []
-        n = len(self._lengths)
-        mean = self._total / n or 1.0
-        scores: dict[Hashable, float] = {}
-        for term in dict.fromkeys(self._terms(terms)):
-            docs = self._postings.get(term)
-            if not docs:
-                continue
-            idf = math.log(1 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
-            for doc_id, tf in docs.items():
-                norm = self.k1 * (1 - self.b + self.b * self._lengths[doc_id] / mean)
-                scores[doc_id] = scores.get(doc_id, 0.0) + idf * tf * (self.k1 + 1) / (tf + norm)
+        postings = (self._postings.get(term, {}) for term in dict.fromkeys(self._terms(terms)))
+        n, lengths = len(self._lengths), self._lengths
+        scores = bm25_scores(postings, lengths.__getitem__, n, self._total, k1=self.k1, b=self.b)
         added = self._added
         return heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], added[item[0]]))
 

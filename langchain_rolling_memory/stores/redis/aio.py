@@ -98,12 +98,22 @@ class AsyncRedis(AsyncBackend):
     async def search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float
     ) -> list[SearchRow]:
-        scope = found.search_args(self.prefix, client_id, session_id)
+        stems = found.stems(terms)
+        scope = found.search_args(self.prefix, client_id, session_id, stems)
         seen = found.found_of(await self._arun("search", "search_scope", [], scope), now)
-        ranked = found.rank(terms, seen, limit)
+        for _ in range(found.REINDEX_TRIES):
+            if not seen.stale:
+                break
+            for sid in seen.stale:
+                source = await self._arun("search", "terms_source", [], found.source_args(self.prefix, sid))
+                build = found.build_args(self.prefix, sid, source)
+                if build is not None:
+                    await self._arun("search", "terms_build", [], build)
+            seen = found.found_of(await self._arun("search", "search_scope", [], scope), now)
+        ranked = found.rank(stems, seen, limit)
         fetch = found.fetch_args(self.prefix, client_id, seen, ranked)
-        payloads = [] if fetch is None else await self._arun("search", "search_fetch", [], fetch)
-        return found.search_rows(ranked, payloads)
+        fetched = [] if fetch is None else await self._arun("search", "search_fetch", [], fetch)
+        return found.search_rows(ranked, fetched)
 
     async def _asession_get(
         self, session_id: str, reader: Reader | None, command: Callable[[Any], Any], empty: Any

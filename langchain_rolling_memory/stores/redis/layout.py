@@ -10,6 +10,10 @@ Keys, for prefix ``p`` (default ``lrm:``)::
     p s:{<sid>}:lease        hash owner, expires_at
     p s:{<sid>}:batches      list of "<batch> <first seq> <count>" (recent appends, for retries)
     p s:{<sid>}:idx          list of "<created_at or -> <search.index_text>"; index i is seq i+1
+    p s:{<sid>}:terms        hash, the session's inverted index (issue 23): each term (stemmed,
+                             as `Bm25Index(stem=True)` counts) -> its postings "<seq>:<tf>:<len> "
+                             in seq order; ``#docs`` messages indexed, ``#len`` their summed
+                             lengths, ``#gen`` the erase generation they were indexed under
     p c:{<cid>}:sessions     set of the client's session ids (an id whose session expired or
                              changed owner is dropped by the next script that reads the set)
     p c:{<cid>}:facts        hash fact id -> fact json (``expires_at`` from schema 5: a fact
@@ -91,9 +95,13 @@ class Keys:
         """The session's search entries (schema 2), one per message."""
         return self.part(sid, "idx")
 
+    def terms(self, sid: str) -> str:
+        """The session's inverted index (`search.py`), written by the append script."""
+        return self.part(sid, "terms")
+
     def append(self, sid: str, cid: str | None) -> list[str]:
         """KEYS of the append script."""
-        return [*self.session(sid), self.client_sessions(cid), self.updated, self.idx(sid)]
+        return [*self.session(sid), self.client_sessions(cid), self.updated, self.idx(sid), self.terms(sid)]
 
     def read(self, sid: str) -> list[str]:
         """KEYS of the read script."""
@@ -106,7 +114,7 @@ class Keys:
     def cas(self, sid: str) -> list[str]:
         """KEYS of the compare-and-swap script."""
         info, msgs, summary, lease, batches = self.session(sid)
-        return [summary, info, msgs, batches, self.idx(sid), lease]
+        return [summary, info, msgs, batches, self.idx(sid), lease, self.terms(sid)]
 
     def claim(self, sid: str) -> list[str]:
         """KEYS of the claim script."""
@@ -115,7 +123,8 @@ class Keys:
     def state(self, sid: str, cid: str | None) -> list[str]:
         """KEYS of the set-state script."""
         info, msgs, summary, _lease, batches = self.session(sid)
-        return [info, msgs, summary, batches, self.client_sessions(cid), self.updated, self.idx(sid)]
+        keys = [info, msgs, summary, batches, self.client_sessions(cid), self.updated, self.idx(sid)]
+        return [*keys, self.terms(sid)]
 
     def client(self, cid: str) -> list[str]:
         """KEYS of the forget script."""
@@ -133,7 +142,7 @@ local function skey(p, sid, part) return p..'s:{'..sid..'}:'..part end
 local function ckey(p, cid, part) return p..'c:{'..cid..'}:'..part end
 local function session_keys(p, sid)
   return {skey(p, sid, 'info'), skey(p, sid, 'msgs'), skey(p, sid, 'sum'),
-          skey(p, sid, 'lease'), skey(p, sid, 'batches'), skey(p, sid, 'idx')}
+          skey(p, sid, 'lease'), skey(p, sid, 'batches'), skey(p, sid, 'idx'), skey(p, sid, 'terms')}
 end
 local function drop_session(p, sid)
   local keys = session_keys(p, sid)
@@ -172,7 +181,7 @@ end
 -- erase, an older release) goes first, so the new session never shows it.
 local function clear_leftovers(p, sid)
   redis.call('DEL', skey(p, sid, 'msgs'), skey(p, sid, 'sum'), skey(p, sid, 'lease'),
-             skey(p, sid, 'batches'), skey(p, sid, 'idx'))
+             skey(p, sid, 'batches'), skey(p, sid, 'idx'), skey(p, sid, 'terms'))
 end
 -- An id in a client's set whose session expired or changed owner: out of the set, and out
 -- of `updated` too if the session is gone.

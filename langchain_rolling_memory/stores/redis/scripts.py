@@ -86,11 +86,38 @@ local function rows(msgs, idx, after, limit, newest)
   table.insert(out, 1, first + 1)
   return out
 end
+-- The inverted index of the batch's `n` messages, seqs first..: lines[from + j] is message
+-- first + j's '<length> <term> <tf> <term> <tf>...' (`search.terms_line`). Written only onto
+-- an index that holds the messages before them under this generation (else it is rebuilt at
+-- the next search). A new index gets its statistics first: a small hash is a list that a
+-- search scans from its start.
+local function add_terms(terms, info, first, lines, from, n)
+  local gen = redis.call('HGET', info, 'generation') or ''
+  local st = redis.call('HMGET', terms, '#docs', '#gen')
+  if tonumber(st[1] or '0') ~= first - 1 or (st[2] or gen) ~= gen then return end
+  if first == 1 then redis.call('HSET', terms, '#docs', 0, '#len', 0, '#gen', gen) end
+  local add, order, total = {}, {}, 0
+  for j = 0, n - 1 do
+    local len, rest = string.match(lines[from + j], '^(%d+)(.*)$')
+    total = total + tonumber(len)
+    for term, tf in string.gmatch(rest, ' (%S+) (%d+)') do
+      local entry = (first + j)..':'..tf..':'..len..' '
+      if add[term] then add[term] = add[term]..entry else add[term] = entry; order[#order + 1] = term end
+    end
+  end
+  for _, term in ipairs(order) do
+    redis.call('HSET', terms, term, (redis.call('HGET', terms, term) or '')..add[term])
+  end
+  redis.call('HSET', terms, '#gen', gen)
+  redis.call('HINCRBY', terms, '#docs', n)
+  redis.call('HINCRBY', terms, '#len', total)
+end
 """
 )
 
-# KEYS: info msgs sum lease batches csessions updated idx
-# ARGV: prefix sid cid now ttl_ms check batch generation payload... entry... (one entry per payload)
+# KEYS: info msgs sum lease batches csessions updated idx terms
+# ARGV: prefix sid cid now ttl_ms check batch generation payload... entry... terms... (one entry
+# and one terms line per payload)
 APPEND = (
     _LIB
     + """
@@ -105,20 +132,21 @@ if check == '1' and redis.call('EXISTS', KEYS[1]) == 1 then
   end
 end
 own(p, KEYS[1], KEYS[6], KEYS[7], sid, cid, now, ARGV[8], ttl)
-local n = (#ARGV - 8) / 2
+local n = (#ARGV - 8) / 3
 local total = 0
 for i = 9, 8 + n, 1000 do
   total = redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, 8 + n)))
 end
-for i = 9 + n, #ARGV, 1000 do
-  redis.call('RPUSH', KEYS[8], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+for i = 9 + n, 8 + 2 * n, 1000 do
+  redis.call('RPUSH', KEYS[8], unpack(ARGV, i, math.min(i + 999, 8 + 2 * n)))
 end
 local first = total - n + 1
+add_terms(KEYS[9], KEYS[1], first, ARGV, 9 + 2 * n, n)
 redis.call('LPUSH', KEYS[5], batch..' '..first..' '..n)
 redis.call('LTRIM', KEYS[5], 0, """
     + str(RECENT_BATCHES - 1)
     + """)
-touch(KEYS[1], {KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[8]}, ttl)
+touch(KEYS[1], {KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[8], KEYS[9]}, ttl)
 return {first, n}
 """
 )
@@ -158,7 +186,7 @@ return out
 """
 )
 
-# KEYS: sum info msgs batches idx lease
+# KEYS: sum info msgs batches idx lease terms
 # ARGV: expected text covered meta now ttl_ms lease_owner generation check_generation prefix
 # Installs only on an existing row (never creates one), of that generation when checked
 # ('1'), under the lease of lease_owner when one is named (every erase deletes the lease).
@@ -174,7 +202,7 @@ if version ~= tonumber(ARGV[1]) then return 0 end
 redis.call('HSET', KEYS[1], 'text', ARGV[2], 'covered_seq', ARGV[3], 'version', version + 1,
            'meta', ARGV[4], 'updated_at', ARGV[5])
 local ttl = tonumber(ARGV[6])
-touch(KEYS[2], {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]}, ttl)
+touch(KEYS[2], {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7]}, ttl)
 if row[2] then keep_client(ckey(ARGV[10], row[2], 'sessions'), KEYS[2], ttl, false) end
 return 1
 """
@@ -199,14 +227,14 @@ if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then redis.call('DEL', KEYS[1
 return 1
 """
 
-# KEYS: info msgs sum batches csessions updated idx; ARGV: sid cid now state ttl_ms generation prefix
+# KEYS: info msgs sum batches csessions updated idx terms; ARGV: sid cid now state ttl_ms generation prefix
 SET_STATE = (
     _LIB
     + """
 local ttl = tonumber(ARGV[5])
 if not own(ARGV[7], KEYS[1], KEYS[5], KEYS[6], ARGV[1], ARGV[2], ARGV[3], ARGV[6], ttl) then return 0 end
 redis.call('HSET', KEYS[1], 'state', ARGV[4])
-touch(KEYS[1], {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7]}, ttl)
+touch(KEYS[1], {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7], KEYS[8]}, ttl)
 return 1
 """
 )
@@ -262,16 +290,8 @@ def rows_of(reply: Sequence[Any]) -> list[Row]:
     out: list[Row] = []
     for offset, (item, at) in enumerate(zip(reply[1 : 1 + n], reply[1 + n :], strict=True)):
         tokens, _, payload = str(item).partition(" ")
-        out.append((first + offset, payload, _stored_tokens(tokens), _stored_date(str(at))))
+        out.append((first + offset, payload, _stored_tokens(tokens), redis_search.stored_date(str(at))))
     return out
-
-
-def _stored_date(text: str) -> float | None:
-    # "-": a message stored before schema 2 (no date); anything else is the repr of a float.
-    try:
-        return None if text == "-" else float(text)
-    except ValueError:
-        return None
 
 
 def _stored_tokens(text: str) -> int | None:
@@ -301,8 +321,10 @@ def append_args(prefix: str, batch: AppendBatch, ttl_ms: int) -> tuple[list[Any]
     from langchain_rolling_memory.stores.contract import new_generation
 
     marker = uuid.uuid4().hex
+    entries = batch.entries()
     payloads = [encode_row(payload, tokens) for payload, tokens in batch.rows]
-    payloads += [idx_entry(entry.created_at, entry.text) for entry in batch.entries()]
+    payloads += [idx_entry(entry.created_at, entry.text) for entry in entries]
+    payloads += [redis_search.terms_line(entry.text) for entry in entries]
     head = [prefix, batch.session_id, batch.client_id or "", repr(batch.now), ttl_ms]
     tail = [marker, new_generation(), *payloads]
     return [*head, 0, *tail], [*head, 1, *tail]

@@ -1,37 +1,72 @@
-"""Search on plain Redis (no RediSearch module): the two scripts of a search and the ranking.
+"""Search on plain Redis (no RediSearch module): an inverted index per session, its scripts
+and the ranking.
 
-A search is two scripts. The first reads the scope's search entries with the owner check
-inside it: the named session's only if its owner is the searching client (none: only if it
-is nobody's), or each session in the client's set that the client owns now (an id it no
-longer owns is dropped from the set there, and from `updated` if its session expired), and
-the client's facts; each session comes with its erase generation. Python ranks them (`rank`:
-BM25 over the scope's entries alone, so a score never depends on another client's text).
-The second fetches the hits' messages, each only if its session still has that owner and
-that generation: a session erased and re-created, by anyone, between the two scripts gives
-nothing. No connection, no driver.
+Each session has its inverted index (`layout.py`: ``s:{sid}:terms``), written by the append
+script with the messages (their terms counted here, in Python, by `terms_line`) and erased
+and expiring with them. A search is two scripts. The first reads, for the scope's sessions,
+the postings of the query's terms only, with the owner check inside it: the named session's
+only if its owner is the searching client (none: only if it is nobody's), or each session in
+the client's set that the client owns now (an id it no longer owns is dropped from the set
+there, and from `updated` if its session expired), and the client's facts (at most
+`max_facts`, read whole); each session comes with its erase generation. Python ranks them
+(`rank`: `lexical_search.bm25_scores`, with light stemming, over the scope's statistics
+alone, so a score never depends on another client's text). The second fetches the hits'
+messages and dates, each only if its session still has that owner and that generation: a
+session erased and re-created, by anyone, between the two scripts gives nothing.
+
+A session whose index does not hold all its messages under its generation (written before
+the index existed, or appended to by an older release) is reported by the first script and
+indexed from its search entries (`idx`) before the search runs again (`source_args`,
+`build_args`). No connection, no driver.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, NamedTuple
 
+from langchain_rolling_memory.core.lexical_search import (
+    bm25_scores,
+    bm25_terms,
+    index_text,
+    payload_index_text,
+)
 from langchain_rolling_memory.core.records import Fact
 from langchain_rolling_memory.stores.contract import SearchRow
 from langchain_rolling_memory.stores.redis.layout import LUA
 
-# ARGV: prefix cid ('' none) sid ('' for the client's sessions)
-# -> {{{sid, generation, {entry...}}...}, {fact id, fact json, ...}}
+REINDEX_TRIES = 3
+"""Times a search indexes the sessions its first script found unindexed and asks again; a
+session still unindexed after that (an older release appending to it all along) is left out."""
+
+# ARGV: prefix cid ('' none) sid ('' for the client's sessions) term...
+# -> {found, {stale sid...}, {fact id, fact json, ...}}; found: one line per indexed session,
+# "sid<TAB>generation<TAB>#docs<TAB>#len<TAB>postings of each term, tab-separated" (one
+# string: a reply of a few elements is read fast, hundreds of sessions or not)
 SEARCH_SCOPE = (
     LUA
     + """
 local p, cid, sid = ARGV[1], ARGV[2], ARGV[3]
-local found = {}
+local fields = {'#docs', '#len', '#gen'}
+for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
+local found, stale = {}, {}
 local function take(s)
   local row = redis.call('HMGET', skey(p, s, 'info'), 'created_at', 'client_id', 'generation')
   if not row[1] or (row[2] or '') ~= cid then return false end
-  found[#found + 1] = {s, row[3] or '', redis.call('LRANGE', skey(p, s, 'idx'), 0, -1)}
+  local count = redis.call('LLEN', skey(p, s, 'msgs'))
+  if count > 0 then
+    local got = redis.call('HMGET', skey(p, s, 'terms'), unpack(fields))
+    if tonumber(got[1] or '0') ~= count or (got[3] or '') ~= (row[3] or '') then
+      stale[#stale + 1] = s
+    else
+      got[1], got[2], got[3] = s, row[3] or '', got[1]..'\\t'..got[2]
+      for i = 4, #got do got[i] = got[i] or '' end
+      found[#found + 1] = table.concat(got, '\\t')
+    end
+  end
   return true
 end
 if sid ~= '' then
@@ -44,12 +79,12 @@ else
 end
 local facts = {}
 if cid ~= '' then facts = redis.call('HGETALL', ckey(p, cid, 'facts')) end
-return {found, facts}
+return {table.concat(found, '\\n'), stale, facts}
 """
 )
 
-# ARGV: prefix cid ('' none) then sid generation seq per hit -> the message item of each hit,
-# or nil when its session no longer has that owner and generation
+# ARGV: prefix cid ('' none) then sid generation seq per hit -> the message item and date of
+# each hit ('-': none), or nil when its session no longer has that owner and generation
 SEARCH_FETCH = (
     LUA
     + """
@@ -59,7 +94,12 @@ for i = 3, #ARGV, 3 do
   local row = redis.call('HMGET', skey(p, ARGV[i], 'info'), 'created_at', 'client_id', 'generation')
   local item = false
   if row[1] and (row[2] or '') == cid and (row[3] or '') == ARGV[i + 1] then
-    item = redis.call('LINDEX', skey(p, ARGV[i], 'msgs'), tonumber(ARGV[i + 2]) - 1)
+    local msgs, idx, at = skey(p, ARGV[i], 'msgs'), skey(p, ARGV[i], 'idx'), tonumber(ARGV[i + 2]) - 1
+    local date = '-'
+    if redis.call('LLEN', idx) == redis.call('LLEN', msgs) then
+      date = string.match(redis.call('LINDEX', idx, at) or '-', '^%S*')
+    end
+    item = {redis.call('LINDEX', msgs, at), date}
   end
   out[#out + 1] = item
 end
@@ -67,18 +107,84 @@ return out
 """
 )
 
-SCRIPTS = {"search_scope": SEARCH_SCOPE, "search_fetch": SEARCH_FETCH}
+# ARGV: prefix sid -> {} (no session), or {generation, message count, 'idx' or 'msgs', item...}:
+# the search entries when there is one per message, else the messages themselves
+TERMS_SOURCE = (
+    LUA
+    + """
+local p, sid = ARGV[1], ARGV[2]
+local row = redis.call('HMGET', skey(p, sid, 'info'), 'created_at', 'generation')
+if not row[1] then return {} end
+local msgs, idx = skey(p, sid, 'msgs'), skey(p, sid, 'idx')
+local count = redis.call('LLEN', msgs)
+local kind, list = 'msgs', msgs
+if redis.call('LLEN', idx) == count then kind, list = 'idx', idx end
+local out = redis.call('LRANGE', list, 0, count - 1)
+table.insert(out, 1, kind)
+table.insert(out, 1, count)
+table.insert(out, 1, row[2] or '')
+return out
+"""
+)
+
+# ARGV: prefix sid generation count length (term postings)... -> 1, or 0 (nothing written)
+# when the session is gone, of another generation or holds another number of messages
+TERMS_BUILD = (
+    LUA
+    + """
+local p, sid, gen, count = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local info, terms = skey(p, sid, 'info'), skey(p, sid, 'terms')
+local row = redis.call('HMGET', info, 'created_at', 'generation')
+if not row[1] or (row[2] or '') ~= gen then return 0 end
+if redis.call('LLEN', skey(p, sid, 'msgs')) ~= tonumber(count) then return 0 end
+redis.call('DEL', terms)
+redis.call('HSET', terms, '#docs', count, '#len', ARGV[5], '#gen', gen)
+for i = 6, #ARGV, 1000 do redis.call('HSET', terms, unpack(ARGV, i, math.min(i + 999, #ARGV))) end
+local ms = span(info, 0)
+if ms > 0 then redis.call('PEXPIRE', terms, ms) end
+return 1
+"""
+)
+
+SCRIPTS = {
+    "search_scope": SEARCH_SCOPE,
+    "search_fetch": SEARCH_FETCH,
+    "terms_source": TERMS_SOURCE,
+    "terms_build": TERMS_BUILD,
+}
+
+
+def stems(terms: Iterable[str]) -> list[str]:
+    """The distinct index terms of a query's terms (light stemming), in order."""
+    return list(dict.fromkeys(bm25_terms(terms, stem=True)))
+
+
+def _counted(indexed: str) -> tuple[int, Counter[str]]:
+    """A folded text's length in terms and each term's frequency, as `Bm25Index(stem=True)`."""
+    words = bm25_terms(indexed.split(), stem=True)
+    return len(words), Counter(words)
+
+
+def terms_line(indexed: str) -> str:
+    """The append script's line for one message of this indexed text (`index_text`):
+    ``"<length> <term> <tf> <term> <tf>..."``."""
+    length, counts = _counted(indexed)
+    return f"{length}" + "".join(f" {term} {tf}" for term, tf in counts.items())
 
 
 class Found(NamedTuple):
-    """What the scope script read: each session's (id, generation, entries), and the facts."""
+    """What the scope script read: each session's (id, generation, #docs, #len, postings per
+    term), the sessions it found unindexed, and the live facts."""
 
-    sessions: list[tuple[str, str, list[Any]]]
+    sessions: list[tuple[str, str, int, int, list[str]]]
+    stale: list[str]
     facts: list[Fact]
 
 
-def search_args(prefix: str, client_id: str | None, session_id: str | None) -> list[Any]:
-    return [prefix, client_id or "", session_id or ""]
+def search_args(
+    prefix: str, client_id: str | None, session_id: str | None, terms: Sequence[str]
+) -> list[Any]:
+    return [prefix, client_id or "", session_id or "", *terms]
 
 
 def live_facts(values: Iterable[Any], now: float) -> list[Fact]:
@@ -92,63 +198,111 @@ def live_facts(values: Iterable[Any], now: float) -> list[Fact]:
 def found_of(reply: Sequence[Any], now: float) -> Found:
     """What the scope script read, its facts expired at the store's clock `now` left out (so
     they are neither found nor counted in the ranking's statistics)."""
-    sessions = sorted((str(sid), str(gen), list(entries)) for sid, gen, entries in reply[0])
-    return Found(sessions, live_facts(list(reply[1])[1::2], now))
+    sessions = []
+    for line in str(reply[0]).split("\n") if reply[0] else ():
+        sid, gen, docs, length, *postings = line.split("\t")
+        sessions.append((sid, gen, int(docs), int(length), postings))
+    sessions.sort()
+    return Found(sessions, [str(sid) for sid in reply[1]], live_facts(list(reply[2])[1::2], now))
 
 
-def idx_of(item: Any) -> tuple[float | None, str]:
-    """``(created_at, indexed text)`` of one entry of a session's idx list."""
-    at, _, text = str(item).partition(" ")
-    return (None if at == "-" else float(at)), text
+def source_args(prefix: str, session_id: str) -> list[Any]:
+    """ARGV of the script that reads what an unindexed session's index is built from."""
+    return [prefix, session_id]
 
 
-Ranked = tuple[float, str | None, int | None, float | None, Fact | None]
+def build_args(prefix: str, session_id: str, source: Sequence[Any]) -> list[Any] | None:
+    """ARGV of the script that writes a session's whole index, from what `TERMS_SOURCE`
+    read (None: the session is gone)."""
+    if not source:
+        return None
+    generation, count, kind, items = str(source[0]), int(source[1]), str(source[2]), source[3:]
+    postings: dict[str, list[str]] = {}
+    total = 0
+    for seq, item in enumerate(items, 1):
+        text = str(item).partition(" ")[2]
+        length, counts = _counted(text if kind == "idx" else payload_index_text(text))
+        total += length
+        for term, tf in counts.items():
+            postings.setdefault(term, []).append(f"{seq}:{tf}:{length} ")
+    fields = [x for term, entries in postings.items() for x in (term, "".join(entries))]
+    return [prefix, session_id, generation, count, total, *fields]
+
+
+Ranked = tuple[float, str | None, int | None, Fact | None]
 
 
 def rank(terms: Sequence[str], found: Found, limit: int) -> list[Ranked]:
-    """BM25 (light stemming) over the scope's idx entries and facts, read whole;
-    ``(score, sid, seq, created_at, fact)``, best first."""
-    from langchain_rolling_memory.core.lexical_search import Bm25Index, index_text
+    """BM25 of the scope's messages holding any of `terms` (`stems` of the query) and its
+    facts, over the scope's statistics; ``(score, sid, seq, fact)``, best first. Ties keep
+    the order `Bm25Index` would have added them in: sessions by id, messages by seq, then
+    facts oldest first."""
+    postings: list[dict[Hashable, int]] = [{} for _ in terms]
+    lengths: dict[Hashable, int] = {}
+    n = total = 0
+    for sid, _, docs, length, lists in found.sessions:
+        n, total = n + docs, total + length
+        for term_docs, raw in zip(postings, lists, strict=True):
+            numbers = iter(raw.replace(":", " ").split())
+            for seq, tf, doc_length in zip(numbers, numbers, numbers, strict=True):
+                term_docs[(sid, int(seq))] = int(tf)
+                lengths[(sid, int(seq))] = int(doc_length)
+    by_id: dict[Hashable, tuple[int, Fact]] = {}
+    for position, fact in enumerate(found.facts):
+        size, counts = _counted(index_text(fact.text))
+        n, total = n + 1, total + size
+        lengths[fact.id] = size
+        by_id[fact.id] = (position, fact)
+        for term, term_docs in zip(terms, postings, strict=True):
+            if term in counts:
+                term_docs[fact.id] = counts[term]
+    scores = bm25_scores(postings, lengths.__getitem__, n, total)
 
-    index = Bm25Index(stem=True)
-    dates: dict[tuple[str, int], float | None] = {}
-    for sid, _, items in found.sessions:
-        for offset, item in enumerate(items):
-            at, text = idx_of(item)
-            dates[(sid, offset + 1)] = at
-            index.add((sid, offset + 1), text)
-    by_id = {fact.id: fact for fact in found.facts}
-    for fact in found.facts:
-        index.add(fact.id, index_text(fact.text))
-    out: list[Ranked] = []
-    for doc, score in index.search(terms, limit=limit):
+    def order(item: tuple[Hashable, float]) -> tuple[float, int, str, int]:
+        doc = item[0]
         if isinstance(doc, tuple):
-            out.append((score, doc[0], doc[1], dates[doc], None))
+            return (-item[1], 0, doc[0], doc[1])
+        return (-item[1], 1, "", by_id[doc][0])
+
+    out: list[Ranked] = []
+    for doc, score in heapq.nsmallest(limit, scores.items(), key=order):
+        if isinstance(doc, tuple):
+            out.append((score, doc[0], doc[1], None))
         else:
-            out.append((score, None, None, None, by_id[str(doc)]))
+            out.append((score, None, None, by_id[doc][1]))
     return out
 
 
 def fetch_args(prefix: str, client_id: str | None, found: Found, ranked: list[Ranked]) -> list[Any] | None:
     """ARGV of the fetch script for `ranked`'s message hits (None: there is none)."""
-    generations = {sid: gen for sid, gen, _ in found.sessions}
+    generations = {sid: gen for sid, gen, *_ in found.sessions}
     args: list[Any] = [prefix, client_id or ""]
-    for _, sid, seq, _, fact in ranked:
+    for _, sid, seq, fact in ranked:
         if fact is None:
             args += [sid, generations[str(sid)], seq]
     return args if len(args) > 2 else None
 
 
-def search_rows(ranked: list[Ranked], payloads: Sequence[Any]) -> list[SearchRow]:
-    """`SearchRow`s of `rank`'s output and the items fetched for its message hits, in order
-    (an item the fetch refused, None, drops its hit)."""
+def search_rows(ranked: list[Ranked], fetched: Sequence[Any]) -> list[SearchRow]:
+    """`SearchRow`s of `rank`'s output and the (item, date) fetched for its message hits, in
+    order (a hit the fetch refused, None, is dropped)."""
     out: list[SearchRow] = []
-    items = iter(payloads)
-    for score, sid, seq, at, fact in ranked:
+    items = iter(fetched)
+    for score, sid, seq, fact in ranked:
         if fact is not None:
             out.append((score, None, None, None, None, fact))
             continue
-        item = next(items)
-        if item is not None:
-            out.append((score, sid, seq, str(item).partition(" ")[2], at, None))
+        got = next(items)
+        if got:
+            item, date = got
+            out.append((score, sid, seq, str(item).partition(" ")[2], stored_date(str(date)), None))
     return out
+
+
+def stored_date(text: str) -> float | None:
+    """A message's date as its search entry starts: "-" is none (a message stored before
+    schema 2); anything else is the repr of a float."""
+    try:
+        return None if text == "-" else float(text)
+    except ValueError:
+        return None

@@ -89,14 +89,24 @@ class SyncRedis(SyncBackend):
     def search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float
     ) -> list[SearchRow]:
-        # Two scripts, each checking the owner (and the second the generation) itself: see
-        # `search`.
-        scope = found.search_args(self.prefix, client_id, session_id)
+        # Two scripts, each checking the owner (and the second the generation) itself, and
+        # the sessions the first found unindexed indexed in between: see `search`.
+        stems = found.stems(terms)
+        scope = found.search_args(self.prefix, client_id, session_id, stems)
         seen = found.found_of(self._run("search", "search_scope", [], scope), now)
-        ranked = found.rank(terms, seen, limit)
+        for _ in range(found.REINDEX_TRIES):
+            if not seen.stale:
+                break
+            for sid in seen.stale:
+                source = self._run("search", "terms_source", [], found.source_args(self.prefix, sid))
+                build = found.build_args(self.prefix, sid, source)
+                if build is not None:
+                    self._run("search", "terms_build", [], build)
+            seen = found.found_of(self._run("search", "search_scope", [], scope), now)
+        ranked = found.rank(stems, seen, limit)
         fetch = found.fetch_args(self.prefix, client_id, seen, ranked)
-        payloads = [] if fetch is None else self._run("search", "search_fetch", [], fetch)
-        return found.search_rows(ranked, payloads)
+        fetched = [] if fetch is None else self._run("search", "search_fetch", [], fetch)
+        return found.search_rows(ranked, fetched)
 
     def _session_get(
         self, session_id: str, reader: Reader | None, command: Callable[[Any], Any], empty: Any

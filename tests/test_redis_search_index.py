@@ -1,0 +1,261 @@
+"""Redis search reads only the query terms' postings, written with the messages (issue 23).
+
+A search's work is bounded by its terms, not by the client's text: the scripts it runs read
+back the same few bytes whatever else the client stored (a huge message of other words
+included). The ranking is the one `Bm25Index(stem=True)` gives over the scope's messages and
+facts (checked on random corpora); a session indexed before the terms existed (or appended to
+by an older release) is indexed at its first search; erasing and expiry take the terms along.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from conftest import _probe, unique_prefix
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, HumanMessage
+from store_kit import REDIS_URL
+
+from langchain_rolling_memory.core.lexical_search import (
+    Bm25Index,
+    index_text,
+    message_index_text,
+    query_terms,
+)
+from langchain_rolling_memory.core.serde import dumps_message
+from langchain_rolling_memory.stores.redis import RedisRollingStore
+from langchain_rolling_memory.stores.redis.scripts import encode_row, idx_entry
+from langchain_rolling_memory.stores.redis.sync import SyncRedis
+
+
+@pytest.fixture
+def store() -> Iterator[RedisRollingStore]:
+    _probe("redis")
+    prefix = unique_prefix()
+    opened = RedisRollingStore(REDIS_URL, key_prefix=prefix)
+    yield opened
+    opened.close()
+    _wipe(prefix)
+
+
+def _wipe(prefix: str) -> None:
+    with redis.Redis.from_url(REDIS_URL) as r:
+        keys = list(r.scan_iter(match=prefix + "*", count=1000))
+        if keys:
+            r.delete(*keys)
+
+
+def _replies(store: RedisRollingStore) -> list[Any]:
+    """Every reply of the scripts the store's searches run, recorded as they come."""
+    backend = store.backend
+    assert isinstance(backend, SyncRedis)
+    seen: list[Any] = []
+    real = backend._run
+
+    def recording(op: str, name: str, keys: list[str], args: list[Any]) -> Any:
+        reply = real(op, name, keys, args)
+        if op == "search":
+            seen.append(reply)
+        return reply
+
+    backend._run = recording  # type: ignore[method-assign]
+    return seen
+
+
+def _size(reply: Any) -> int:
+    if isinstance(reply, list | tuple):
+        return sum(_size(item) for item in reply)
+    return len(str(reply))
+
+
+class TestBoundedWork:
+    def test_a_search_reads_the_same_bytes_whatever_else_the_client_stored(
+        self, store: RedisRollingStore
+    ) -> None:
+        store.append("s1", [HumanMessage("My cat Oscar sleeps all day")], client_id="alice")
+        replies = _replies(store)
+        assert [h.seq for h in store.search("cat", client_id="alice")] == [1]
+        small = sum(_size(r) for r in replies)
+        # ~30,000 distinct words (the whole indexed head of the message), none of them "cat";
+        # and a thousand short messages of other words.
+        huge = " ".join(f"w{i}x" for i in range(60_000))
+        store.append("s1", [AIMessage(huge)], client_id="alice")
+        store.append(
+            "s2", [HumanMessage(f"the train number {i} was late") for i in range(1000)], client_id="alice"
+        )
+        replies.clear()
+        assert [h.seq for h in store.search("cat", client_id="alice")] == [1]
+        assert sum(_size(r) for r in replies) <= small + 100
+
+    def test_a_session_scoped_search_reads_no_other_session(self, store: RedisRollingStore) -> None:
+        store.append("s1", [HumanMessage("the cat")], client_id="alice")
+        replies = _replies(store)
+        store.search("cat", client_id="alice", session_id="s1")
+        small = sum(_size(r) for r in replies)
+        store.append("s2", [HumanMessage(f"cat number {i}") for i in range(500)], client_id="alice")
+        replies.clear()
+        assert [h.key for h in store.search("cat", client_id="alice", session_id="s1")] == [
+            ("message", "s1", 1)
+        ]
+        assert sum(_size(r) for r in replies) == small
+
+
+# ------------------------------------------------------------------ the ranking of reference
+
+_WORDS = ["cat", "cats", "train", "paris", "painting", "paint", "oscar", "the", "a", "2", "élève", "eleve"]
+_TEXT = st.lists(st.sampled_from(_WORDS), min_size=0, max_size=8).map(" ".join)
+_SESSIONS = st.lists(
+    st.tuples(st.sampled_from(["s1", "s2", "s3"]), st.lists(_TEXT, min_size=1, max_size=4)),
+    min_size=1,
+    max_size=5,
+)
+
+
+def _reference(
+    sessions: dict[str, list[str]], facts: list[tuple[str, str]], query: str, limit: int
+) -> list[tuple[tuple[Any, ...], float]]:
+    """What the search returned before the terms were indexed: `Bm25Index(stem=True)` over the
+    scope's messages (sessions by id, then seq) and facts (oldest first), added in that order."""
+    index = Bm25Index(stem=True)
+    for sid in sorted(sessions):
+        for seq, text in enumerate(sessions[sid], 1):
+            index.add(("message", sid, seq), message_index_text(HumanMessage(text)))
+    for fact_id, text in facts:
+        index.add(("fact", None, fact_id), index_text(text))
+    return [(doc, score) for doc, score in index.search(query_terms(query), limit=limit)]  # type: ignore[misc]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    batches=_SESSIONS,
+    facts=st.lists(_TEXT.filter(str.strip), max_size=3),
+    query=_TEXT,
+    limit=st.integers(1, 12),
+    scope=st.sampled_from(["client", "s1"]),
+    erased=st.sampled_from([None, "s2"]),
+)
+def test_the_ranking_is_bm25_over_the_scope_as_before(
+    batches: list[tuple[str, list[str]]],
+    facts: list[str],
+    query: str,
+    limit: int,
+    scope: str,
+    erased: str | None,
+) -> None:
+    _probe("redis")
+    prefix = unique_prefix()
+    store = RedisRollingStore(REDIS_URL, key_prefix=prefix)
+    try:
+        sessions: dict[str, list[str]] = {}
+        for sid, texts in batches:
+            store.append(sid, [HumanMessage(t) for t in texts], client_id="alice")
+            sessions.setdefault(sid, []).extend(texts)
+        store.append("other", [HumanMessage("cat cat paris train")], client_id="bob")
+        kept = [(store.add_fact("alice", text).id, text) for text in dict.fromkeys(facts)]
+        if erased in sessions:
+            store.clear_session(erased)
+            del sessions[erased]
+        if scope != "client":
+            sessions = {sid: texts for sid, texts in sessions.items() if sid == scope}
+        where = {"client_id": "alice"} if scope == "client" else {"client_id": "alice", "session_id": scope}
+        hits = store.search(query, limit=limit, **where)  # type: ignore[arg-type]
+        expected = _reference(sessions, kept, query, limit)
+        assert [h.key for h in hits] == [doc for doc, _ in expected]
+        for hit, (_, score) in zip(hits, expected, strict=True):
+            assert math.isclose(hit.score, score, rel_tol=1e-12)
+    finally:
+        store.close()
+        _wipe(prefix)
+
+
+# ------------------------------------------------------------------ data written before
+
+
+def _older_release_append(store: RedisRollingStore, sid: str, texts: list[str]) -> None:
+    """Messages appended the way schema 5 did: message and search entry, no terms."""
+    with redis.Redis.from_url(REDIS_URL, decode_responses=True) as r:
+        messages = [HumanMessage(t) for t in texts]
+        r.rpush(store.keys.msgs(sid), *[encode_row(dumps_message(m), 3) for m in messages])
+        r.rpush(store.keys.idx(sid), *[idx_entry(100.0, message_index_text(m)) for m in messages])
+
+
+class TestWrittenBefore:
+    def test_a_session_without_terms_is_indexed_at_its_first_search(self, store: RedisRollingStore) -> None:
+        store.append(
+            "s1", [HumanMessage("We booked the Paris trip"), AIMessage("Paris in May!")], client_id="alice"
+        )
+        store.append("s2", [HumanMessage("the cat")], client_id="alice")
+        expected = store.search("paris cat", client_id="alice")
+        with redis.Redis.from_url(REDIS_URL, decode_responses=True) as r:
+            r.delete(store.keys.terms("s1"), store.keys.terms("s2"))
+            assert store.search("paris cat", client_id="alice") == expected
+            assert r.exists(store.keys.terms("s1"), store.keys.terms("s2")) == 2
+
+    def test_messages_an_older_release_appended_are_found(self, store: RedisRollingStore) -> None:
+        store.append("s1", [HumanMessage("the cat")], client_id="alice")
+        _older_release_append(store, "s1", ["my cat Oscar", "a train"])
+        assert {h.seq for h in store.search("cat", client_id="alice")} == {1, 2}
+        store.append("s1", [HumanMessage("Oscar the cat again")], client_id="alice")
+        assert {h.seq for h in store.search("oscar", client_id="alice")} == {2, 4}
+
+    def test_terms_of_an_erased_session_left_by_an_older_release_are_never_counted(
+        self, store: RedisRollingStore
+    ) -> None:
+        store.append("s1", [HumanMessage("secret cat words")], client_id="alice")
+        with redis.Redis.from_url(REDIS_URL, decode_responses=True) as r:
+            stale = r.hgetall(store.keys.terms("s1"))
+            store.clear_session("s1")
+            store.append("s1", [HumanMessage("a train")], client_id="bob")
+            # What an older release's erase and re-creation would leave: the old terms hash.
+            r.delete(store.keys.terms("s1"))
+            r.hset(store.keys.terms("s1"), mapping=stale)
+        assert store.search("secret cat", client_id="bob") == []
+        assert [h.seq for h in store.search("train", client_id="bob")] == [1]
+
+
+class TestErasure:
+    @pytest.mark.parametrize("how", ["clear", "forget", "purge"])
+    def test_an_erase_takes_the_terms_along(self, store: RedisRollingStore, how: str) -> None:
+        store.append("s1", [HumanMessage("the cat")], client_id="alice")
+        with redis.Redis.from_url(REDIS_URL) as r:
+            assert r.exists(store.keys.terms("s1"))
+            if how == "clear":
+                store.clear_session("s1")
+            elif how == "forget":
+                store.forget("alice")
+            else:
+                store.purge(older_than=0)
+            assert not r.exists(store.keys.terms("s1"))
+
+    def test_the_terms_expire_with_their_session(self) -> None:
+        _probe("redis")
+        prefix = f"t{uuid.uuid4().hex[:10]}_"
+        store = RedisRollingStore(REDIS_URL, key_prefix=prefix, ttl=60)
+        try:
+            store.append("s1", [HumanMessage("the cat")], client_id="alice")
+            with redis.Redis.from_url(REDIS_URL) as r:
+                assert 0 < r.pttl(store.keys.terms("s1")) <= r.pttl(store.keys.info("s1")) + 5
+                r.delete(store.keys.terms("s1"))
+                store.search("cat", client_id="alice")  # indexed again: with the session's expiry
+                assert 0 < r.pttl(store.keys.terms("s1")) <= 60_000
+        finally:
+            store.close()
+            _wipe(prefix)
+
+
+async def test_the_async_search_indexes_and_ranks_as_the_sync_one(store: RedisRollingStore) -> None:
+    store.append(
+        "s1", [HumanMessage("We booked the Paris trip"), AIMessage("Paris in May!")], client_id="alice"
+    )
+    store.add_fact("alice", "Alice loves Paris")
+    expected = store.search("paris trip", client_id="alice")
+    with redis.Redis.from_url(REDIS_URL) as r:
+        r.delete(store.keys.terms("s1"))
+    assert await store.asearch("paris trip", client_id="alice") == expected
+    await store.aclose()
