@@ -150,3 +150,25 @@ def test_the_counter_runs_once_per_hit_at_most() -> None:
     assert 0 < len(block.hits) < len(hits)
     # The envelope, at most one count per hit, and the finished block.
     assert calls <= len(hits) + 2
+
+
+def test_a_text_too_long_to_fit_is_passed_over_before_its_dates_are_resolved(monkeypatch) -> None:
+    """A 5 MB message found by the search used to be rendered with its dates resolved over all
+    of its text (seconds) before it was found not to fit: its dates are now looked for only
+    once its line without them fits."""
+    import langchain_rolling_memory.core.recall_block as recall_block_module
+
+    scanned: list[int] = []
+    real = recall_block_module.resolve_relative_dates
+
+    def counting(text: str, day):  # type: ignore[no-untyped-def]
+        scanned.append(len(text))
+        return real(text, day)
+
+    monkeypatch.setattr(recall_block_module, "resolve_relative_dates", counting)
+    huge = SearchHit("message", "s", 1, DAY, 9.0, HumanMessage("yesterday " * 500_000))
+    small = SearchHit("message", "s", 2, DAY, 1.0, HumanMessage("I saw Oscar yesterday"))
+    block = recall_block([huge, small], max_tokens=200)
+    assert "(yesterday = 7 May 2023)" in block.text
+    assert [hit.seq for hit in block.hits] == [2]
+    assert scanned == [len("I saw Oscar yesterday")]

@@ -280,10 +280,18 @@ def recall_block(
             group.append(follow)
         if size + sum(_shortest_line(member, language) + 1 for member in group) >= fit.overflows_from:
             continue  # too long to fit, known without rendering it
-        rendered = [render_hit(member, language, dates=dates) for member in group]
+        # Without the date notes first: a text too long to fit (a 5 MB message) is passed over
+        # before its relative dates are looked for; a note only lengthens a line that fits.
+        rendered = [render_hit(member, language, dates=False) for member in group]
         grown = size + sum(len(line) + 1 for line in rendered)
         if not fit(grown, lines, rendered):
             continue
+        notes = [date_note(_body(member), member.created_at, language) if dates else "" for member in group]
+        if any(notes):
+            rendered = [line + note for line, note in zip(rendered, notes, strict=True)]
+            grown = size + sum(len(line) + 1 for line in rendered)
+            if not fit(grown, lines, rendered):
+                continue
         seen.update(member.key for member in group)
         groups.append(list(zip(group, rendered, strict=True)))
         lines.extend(rendered)
