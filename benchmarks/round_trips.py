@@ -128,7 +128,9 @@ class RedisWire:
         import redis
 
         self.connection_class = counting_connection_class()
-        pool = redis.ConnectionPool.from_url(url, connection_class=self.connection_class, decode_responses=True)
+        pool = redis.ConnectionPool.from_url(
+            url, connection_class=self.connection_class, decode_responses=True
+        )
         self.client = redis.Redis(connection_pool=pool)
         self._admin = redis.Redis.from_url(url, decode_responses=True)
         self._writes = 0
@@ -237,7 +239,9 @@ class Count:
     operations: float | None
 
 
-def per_turn(make: Callable[[int], None], count: Callable[[], tuple[int, int]], turns: int) -> tuple[float, float]:
+def per_turn(
+    make: Callable[[int], None], count: Callable[[], tuple[int, int]], turns: int
+) -> tuple[float, float]:
     """Round trips and operations per steady turn, after `WARM_UP` turns (psycopg prepares a
     statement at its fifth run: a round trip of its own, once per connection)."""
     for i in range(WARM_UP):
@@ -299,7 +303,9 @@ def table(counts: list[Count]) -> str:
         target = TARGETS.get(c.scenario)
         ops = "-" if c.operations is None else f"{c.operations:g}"
         verdict = "-" if target is None else ("yes" if c.trips <= target else "NO")
-        rows.append([c.backend, c.scenario, f"{c.trips:g}", ops, "-" if target is None else f"<= {target}", verdict])
+        rows.append(
+            [c.backend, c.scenario, f"{c.trips:g}", ops, "-" if target is None else f"<= {target}", verdict]
+        )
     head = ["backend", "turn", "round trips", "statements / commands", "target", "met"]
     return markdown_table(head, rows)
 
