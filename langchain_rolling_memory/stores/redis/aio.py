@@ -107,7 +107,7 @@ class AsyncRedis(AsyncBackend):
             async with client.pipeline(transaction=False) as pipe:
                 for script, (_, keys, args) in zip(scripts, calls, strict=True):
                     pipe.evalsha(script.sha, len(keys), *keys, *args)
-                replies = await pipe.execute(raise_on_error=False)
+                replies: list[Any] = await pipe.execute(raise_on_error=False)
             for i in lua.unloaded(replies, self.clients.redis):
                 replies[i] = await scripts[i](keys=calls[i][1], args=calls[i][2])
             return replies

@@ -99,7 +99,7 @@ class SyncRedis(SyncBackend):
             with self.clients.sync.pipeline(transaction=False) as pipe:
                 for script, (_, keys, args) in zip(scripts, calls, strict=True):
                     pipe.evalsha(script.sha, len(keys), *keys, *args)
-                replies = pipe.execute(raise_on_error=False)
+                replies: list[Any] = pipe.execute(raise_on_error=False)
             for i in lua.unloaded(replies, self.clients.redis):
                 replies[i] = scripts[i](keys=calls[i][1], args=calls[i][2])
             return replies
