@@ -1,0 +1,68 @@
+"""Round trips per turn on PostgreSQL and Redis (issue 23), counted at the client's wire.
+
+The counters are `benchmarks/round_trips.py`'s (libpq's trace of the connection; a redis-py
+connection class counting its writes): a turn that costs one more round trip than today fails
+here, whatever the machine's speed. Steady turns: the session exists, holds a fact, no
+compaction due. The floor of a chain turn is one round trip (a read and an append, pipelined).
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import REDIS_URL, _probe
+from langchain_core.messages import HumanMessage
+
+from benchmarks.round_trips import SCENARIOS, TARGETS, Count, measure_postgres, measure_redis, private_redis
+from langchain_rolling_memory.stores import RedisRollingStore
+
+EXPECTED = {
+    "postgresql": {"chain, recall off": 2, "chain, recall on": 3, "agent (middleware)": 5},
+    # Redis searches in two scripts (the scope's statistics, then the excerpts).
+    "redis": {"chain, recall off": 2, "chain, recall on": 4, "agent (middleware)": 5},
+}
+"""Round trips per steady turn: the chain's read (view, state, facts) and its write (append,
+summary), the recall's search; the agent's view read, and per hook a read and an append."""
+
+
+def _check(counts: list[Count]) -> None:
+    got = {c.scenario: c.trips for c in counts}
+    backend = counts[0].backend
+    assert got == EXPECTED[backend], f"{backend}: {got}"
+    for scenario, target in TARGETS.items():
+        assert got[scenario] <= target, f"{backend} {scenario}: {got[scenario]} > the target {target}"
+
+
+def test_a_turn_costs_the_expected_round_trips_on_postgresql() -> None:
+    _probe("postgres")
+    _check(measure_postgres(3, SCENARIOS))
+
+
+def test_a_turn_costs_the_expected_round_trips_on_redis() -> None:
+    _probe("redis")
+    _check(measure_redis(3, REDIS_URL, SCENARIOS))
+
+
+def test_the_pipelined_append_runs_a_script_the_server_lost_once() -> None:
+    """A NOSCRIPT reply in the pipeline (scripts flushed): the script runs again on its own,
+    and the batch is appended once. On a private server: flushing the shared one's scripts
+    would make other tests' clients reload theirs."""
+    with private_redis() as url:
+        if url is None:
+            pytest.skip("no redis-server binary to start a private server")
+        _flushed_scripts_reload(url)
+
+
+def _flushed_scripts_reload(url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url, decode_responses=True)
+    store = RedisRollingStore(client=client, key_prefix="noscript-test:")
+    try:
+        store.append_and_summary("s1", [HumanMessage("one")], client_id="alice")
+        client.script_flush()
+        seqs, record = store.append_and_summary("s1", [HumanMessage("two")], client_id="alice")
+        assert seqs == [2] and record is None
+        assert [m.content for m in store.transcript("s1")] == ["one", "two"]
+    finally:
+        store.close()
+        client.close()
