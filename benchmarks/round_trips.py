@@ -19,7 +19,8 @@ The turns are steady ones (the session exists, holds a fact, no compaction due):
 through `with_rolling_memory` (recall off, then on) and an agent turn through
 `create_agent` with `RollingMemoryMiddleware` (no checkpointer). The floor of a chain turn is
 one round trip (read the history and append the exchange, pipelined), as in the issue.
-The sync primitives are counted (the async twins send the same statements and scripts).
+Each turn runs sync (`invoke`) and async (`ainvoke`, on the native async drivers: a
+`psycopg.AsyncConnection`, a `redis.asyncio` client).
 
     python -m benchmarks.round_trips --out benchmarks/results/round_trips.md
 """
@@ -27,6 +28,7 @@ The sync primitives are counted (the async twins send the same statements and sc
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import os
 import shutil
@@ -41,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableLambda
 
 from benchmarks._shared import markdown_table
@@ -62,10 +64,15 @@ TARGETS = {"chain, recall off": FLOOR + 1, "chain, recall on": FLOOR + 3}
 class PgWire:
     """A psycopg connection traced by libpq; `count()` reads the trace since the last call."""
 
-    def __init__(self, url: str = POSTGRES_URL) -> None:
+    def __init__(self, url: str = POSTGRES_URL, loop: asyncio.AbstractEventLoop | None = None) -> None:
         import psycopg
 
-        self.conn = psycopg.connect(url, autocommit=True)
+        self.loop = loop
+        self.conn: Any = (
+            psycopg.connect(url, autocommit=True)
+            if loop is None
+            else loop.run_until_complete(psycopg.AsyncConnection.connect(url, autocommit=True))
+        )
         self._dir = tempfile.TemporaryDirectory()
         self._path = os.path.join(self._dir.name, "trace")
         # libpq writes through a buffered FILE of its own (on an append-only descriptor):
@@ -103,7 +110,10 @@ class PgWire:
 
     def close(self) -> None:
         self.conn.pgconn.untrace()
-        self.conn.close()
+        if self.loop is None:
+            self.conn.close()
+        else:
+            self.loop.run_until_complete(self.conn.close())
         self._dir.cleanup()
 
 
@@ -121,17 +131,42 @@ def counting_connection_class() -> type[Any]:
     return CountingConnection
 
 
+def async_counting_connection_class() -> type[Any]:
+    """The `redis.asyncio` twin of `counting_connection_class`."""
+    import redis.asyncio
+
+    class AsyncCountingConnection(redis.asyncio.Connection):
+        writes = 0
+
+        async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+            type(self).writes += 1
+            await super().send_packed_command(command, check_health)
+
+    return AsyncCountingConnection
+
+
 class RedisWire:
     """A redis-py client whose pool counts round trips, and the server's command counts."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, loop: asyncio.AbstractEventLoop | None = None) -> None:
         import redis
+        import redis.asyncio
 
-        self.connection_class = counting_connection_class()
-        pool = redis.ConnectionPool.from_url(
-            url, connection_class=self.connection_class, decode_responses=True
-        )
-        self.client = redis.Redis(connection_pool=pool)
+        self.loop = loop
+        self.client: Any
+        if loop is None:
+            self.connection_class = counting_connection_class()
+            pool = redis.ConnectionPool.from_url(
+                url, connection_class=self.connection_class, decode_responses=True
+            )
+            self.client = redis.Redis(connection_pool=pool)
+        else:
+            self.connection_class = async_counting_connection_class()
+            apool = redis.asyncio.ConnectionPool.from_url(
+                url, connection_class=self.connection_class, decode_responses=True
+            )
+            self.client = redis.asyncio.Redis(connection_pool=apool)
+        self.pool = self.client.connection_pool
         self._admin = redis.Redis.from_url(url, decode_responses=True)
         self._writes = 0
         self._commands = self._server_commands()
@@ -148,8 +183,17 @@ class RedisWire:
         ran, self._commands = commands - self._commands, commands
         return writes, ran
 
+    def drop(self, prefix: str) -> None:
+        for key in self._admin.scan_iter(f"{prefix}*"):
+            self._admin.delete(key)
+
     def close(self) -> None:
-        self.client.close()
+        if self.loop is None:
+            self.client.close()
+            self.pool.disconnect()
+        else:
+            self.loop.run_until_complete(self.client.aclose())
+            self.loop.run_until_complete(self.pool.disconnect())
         self._admin.close()
 
 
@@ -183,31 +227,49 @@ def _reply(_: Any) -> AIMessage:
     return AIMessage("Noted: the parcel goes to the neighbour at number 12.")
 
 
-def chain_turns(store: RollingStore, *, recall: bool) -> Callable[[int], None]:
-    """A chain turn through `with_rolling_memory` (a chain that answers at once)."""
+Turn = Callable[[int], None]
+
+
+def _run(loop: asyncio.AbstractEventLoop | None, call: Callable[[], Any], acall: Callable[[], Any]) -> Any:
+    """`call()`, or with a loop `acall()`'s coroutine run on it (the async path)."""
+    return call() if loop is None else loop.run_until_complete(acall())
+
+
+def _fact(store: RollingStore, client: str, loop: asyncio.AbstractEventLoop | None) -> None:
+    text = "Prefers deliveries on Saturday mornings"
+    _run(loop, lambda: store.add_fact(client, text), lambda: store.aadd_fact(client, text))
+
+
+def chain_turns(store: RollingStore, *, recall: bool, loop: asyncio.AbstractEventLoop | None = None) -> Turn:
+    """A chain turn through `with_rolling_memory` (a chain that answers at once); with a
+    loop, ``ainvoke`` on it."""
     options: dict[str, Any] = {"max_turns": 10_000, "keep_last": 4}
     if recall:
         options["recall_tokens"] = 300
     chat = with_rolling_memory(RunnableLambda(_reply), store=store, summarizer=lambda p, m: "s", **options)
     client, session = f"c-{uuid.uuid4().hex[:8]}", f"s-{uuid.uuid4().hex[:8]}"
-    store.add_fact(client, "Prefers deliveries on Saturday mornings")
+    _fact(store, client, loop)
     config: Any = {"configurable": {"client_id": client, "session_id": session}}
 
     def turn(i: int) -> None:
-        chat.invoke([HumanMessage(f"question {i}: when does the parcel arrive?")], config=config)
+        messages = [HumanMessage(f"question {i}: when does the parcel arrive?")]
+        _run(
+            loop, lambda: chat.invoke(messages, config=config), lambda: chat.ainvoke(messages, config=config)
+        )
 
     return turn
 
 
-def agent_turns(store: RollingStore) -> Callable[[int], None]:
-    """An agent turn: `create_agent` with `RollingMemoryMiddleware`, no checkpointer, no tool call."""
+def agent_turns(store: RollingStore, loop: asyncio.AbstractEventLoop | None = None) -> Turn:
+    """An agent turn: `create_agent` with `RollingMemoryMiddleware`, no checkpointer, no tool
+    call; with a loop, ``ainvoke`` on it."""
     from langchain.agents import create_agent
 
     from benchmarks.agent_middleware import RecordingModel
     from langchain_rolling_memory import RollingMemoryMiddleware
 
     client, session = f"c-{uuid.uuid4().hex[:8]}", f"s-{uuid.uuid4().hex[:8]}"
-    store.add_fact(client, "Prefers deliveries on Saturday mornings")
+    _fact(store, client, loop)
     middleware = RollingMemoryMiddleware(
         store=store, summarizer=lambda p, m: "s", client_id=client, max_turns=10_000, keep_last=4
     )
@@ -215,17 +277,20 @@ def agent_turns(store: RollingStore) -> Callable[[int], None]:
     config: Any = {"configurable": {"thread_id": session}}
 
     def turn(i: int) -> None:
-        messages: list[BaseMessage] = [HumanMessage(f"question {i}: when does the parcel arrive?")]
-        agent.invoke({"messages": messages}, config=config)
+        state: Any = {"messages": [HumanMessage(f"question {i}: when does the parcel arrive?")]}
+        _run(loop, lambda: agent.invoke(state, config=config), lambda: agent.ainvoke(state, config=config))
 
     return turn
 
 
-SCENARIOS: dict[str, Callable[[RollingStore], Callable[[int], None]]] = {
-    "chain, recall off": lambda store: chain_turns(store, recall=False),
-    "chain, recall on": lambda store: chain_turns(store, recall=True),
+Scenario = Callable[[RollingStore, "asyncio.AbstractEventLoop | None"], Turn]
+
+SCENARIOS: dict[str, Scenario] = {
+    "chain, recall off": lambda store, loop: chain_turns(store, recall=False, loop=loop),
+    "chain, recall on": lambda store, loop: chain_turns(store, recall=True, loop=loop),
     "agent (middleware)": agent_turns,
 }
+"""Each runs sync, and async on a native async driver (`ainvoke`)."""
 
 
 WARM_UP = 6
@@ -253,54 +318,84 @@ def per_turn(
     return trips / turns, operations / turns
 
 
-def measure_postgres(turns: int, scenarios: dict[str, Any] = SCENARIOS) -> list[Count]:
+def _loop(asynchronous: bool) -> asyncio.AbstractEventLoop | None:
+    return asyncio.new_event_loop() if asynchronous else None
+
+
+def _name(scenario: str, loop: asyncio.AbstractEventLoop | None) -> str:
+    return scenario if loop is None else f"{scenario}, async"
+
+
+def measure_postgres(
+    turns: int, scenarios: dict[str, Scenario] = SCENARIOS, modes: tuple[bool, ...] = (False, True)
+) -> list[Count]:
+    """Each scenario on a traced connection handed to the store: a `psycopg.Connection`, or
+    (async) a `psycopg.AsyncConnection` serving the store's native async primitives."""
     from langchain_rolling_memory.stores import PostgresRollingStore
 
     out = []
-    for name, build in scenarios.items():
-        wire = PgWire()
-        prefix = f"rt{uuid.uuid4().hex[:6]}_"
-        store = PostgresRollingStore(conn=wire.conn, table_prefix=prefix)
-        try:
-            trips, statements = per_turn(build(store), wire.count, turns)
-            out.append(Count("postgresql", name, trips, statements))
-        finally:
-            store.close()
-            _drop_tables(wire.conn, prefix)
-            wire.close()
+    for asynchronous in modes:
+        for name, build in scenarios.items():
+            loop = _loop(asynchronous)
+            wire = PgWire(loop=loop)
+            prefix = f"rt{uuid.uuid4().hex[:6]}_"
+            store = PostgresRollingStore(conn=wire.conn, table_prefix=prefix)
+            try:
+                trips, statements = per_turn(build(store, loop), wire.count, turns)
+                out.append(Count("postgresql", _name(name, loop), trips, statements))
+            finally:
+                _run(loop, store.close, store.aclose)
+                wire.close()
+                _drop_tables(prefix)
+                if loop is not None:
+                    loop.close()
     return out
 
 
-def _drop_tables(conn: Any, prefix: str) -> None:
-    for table in ("messages", "summaries", "sessions", "leases", "facts", "meta"):
-        conn.execute(f"DROP TABLE IF EXISTS {prefix}{table} CASCADE")
+def _drop_tables(prefix: str) -> None:
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        for table in ("messages", "summaries", "sessions", "leases", "facts", "meta"):
+            conn.execute(f"DROP TABLE IF EXISTS {prefix}{table} CASCADE")
 
 
-def measure_redis(turns: int, url: str | None = None, scenarios: dict[str, Any] = SCENARIOS) -> list[Count]:
+def measure_redis(
+    turns: int,
+    url: str | None = None,
+    scenarios: dict[str, Scenario] = SCENARIOS,
+    modes: tuple[bool, ...] = (False, True),
+) -> list[Count]:
+    """Each scenario on a client whose pool counts its writes, handed to the store: a
+    `redis.Redis`, or (async) a `redis.asyncio.Redis` serving the native async primitives."""
     from langchain_rolling_memory.stores import RedisRollingStore
 
     out = []
     with private_redis() if url is None else contextlib.nullcontext(url) as private:
         server = private or REDIS_URL
-        for name, build in scenarios.items():
-            wire = RedisWire(server)
-            prefix = f"rt{uuid.uuid4().hex[:6]}:"
-            store = RedisRollingStore(client=wire.client, key_prefix=prefix)
-            try:
-                trips, commands = per_turn(build(store), wire.count, turns)
-                out.append(Count("redis", name, trips, commands if private else None))
-            finally:
-                for key in wire.client.scan_iter(f"{prefix}*"):
-                    wire.client.delete(key)
-                store.close()
-                wire.close()
+        for asynchronous in modes:
+            for name, build in scenarios.items():
+                loop = _loop(asynchronous)
+                wire = RedisWire(server, loop)
+                prefix = f"rt{uuid.uuid4().hex[:6]}:"
+                store = RedisRollingStore(client=wire.client, key_prefix=prefix)
+                try:
+                    trips, commands = per_turn(build(store, loop), wire.count, turns)
+                    ran = commands if private and url is None else None
+                    out.append(Count("redis", _name(name, loop), trips, ran))
+                finally:
+                    _run(loop, store.close, store.aclose)
+                    wire.close()
+                    wire.drop(prefix)
+                    if loop is not None:
+                        loop.close()
     return out
 
 
 def table(counts: list[Count]) -> str:
     rows = []
     for c in counts:
-        target = TARGETS.get(c.scenario)
+        target = TARGETS.get(c.scenario.removesuffix(", async"))
         ops = "-" if c.operations is None else f"{c.operations:g}"
         verdict = "-" if target is None else ("yes" if c.trips <= target else "NO")
         rows.append(
