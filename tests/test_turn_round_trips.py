@@ -4,16 +4,23 @@ The counters are `benchmarks/round_trips.py`'s (libpq's trace of the connection;
 connection class counting its writes), on the sync and the native async drivers: a turn that
 costs one more round trip than today fails here, whatever the machine's speed. Steady turns: the session exists, holds a fact, no
 compaction due. The floor of a chain turn is one round trip (a read and an append, pipelined).
+And what the one read sends a reader the session's owner refuses: its owner, no text.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
-from conftest import REDIS_URL, _probe
+from conftest import REDIS_URL, STORE_FACTORIES, _probe, disposing
 from langchain_core.messages import HumanMessage
 
+import langchain_rolling_memory.stores.postgres.sql as pg
+import langchain_rolling_memory.stores.redis.scripts as lua
 from benchmarks.round_trips import SCENARIOS, TARGETS, Count, measure_postgres, measure_redis, private_redis
-from langchain_rolling_memory.stores import RedisRollingStore
+from langchain_rolling_memory.stores import RedisRollingStore, RollingStore
+from langchain_rolling_memory.stores.contract import Reader
 
 EXPECTED = {
     "postgresql": {"chain, recall off": 2, "chain, recall on": 3, "agent (middleware)": 5},
@@ -68,3 +75,32 @@ def _flushed_scripts_reload(url: str) -> None:
     finally:
         store.close()
         client.close()
+
+
+@pytest.mark.parametrize("reader", [Reader("bob"), Reader(None), Reader("bob", exact=True)])
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+async def test_a_refused_turn_read_sends_nothing_of_the_session(
+    kind: str, reader: Reader, tmp_path: Path
+) -> None:
+    """The reply of the one read (statement or script) to a reader the owner refuses holds
+    the owner and nothing of the session: its text never leaves the server."""
+    _probe(kind)
+    async with disposing(STORE_FACTORIES[kind](tmp_path)) as store:
+        store.append("s1", [HumanMessage("alice secret message")], client_id="alice")
+        store.set_state("s1", {"note": "alice secret state"}, client_id="alice")
+        assert store.install_summary("s1", "alice secret summary", covered_seq=1, expected_version=0)
+        store.append("s1", [HumanMessage("alice secret tail")], client_id="alice")
+        reply = _raw_read_memory(store, kind, reader)
+        assert "secret" not in repr(reply) and "alice" in repr(reply)
+        allowed = _raw_read_memory(store, kind, Reader("alice"))  # the owner's read: all of it
+        for text in ("secret summary", "secret tail", "secret state"):
+            assert text in repr(allowed)
+
+
+def _raw_read_memory(store: RollingStore, kind: str, reader: Reader) -> Any:
+    backend: Any = store.backend
+    if kind == "postgres":
+        params = pg.memory_params("s1", 10, reader, None, store._now())
+        return backend._fetch("read", backend.q.read_memory, params)
+    keys = backend.keys.read_memory("s1", None)
+    return backend.clients.scripts["read_memory"](keys=keys, args=lua.memory_args(10, reader, None))

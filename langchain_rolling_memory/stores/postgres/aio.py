@@ -194,7 +194,7 @@ class AsyncPostgres(AsyncBackend):
     async def read_memory(
         self, session_id: str, limit: int, reader: Reader | None, facts_of: str | None, now: float
     ) -> MemoryRows:
-        params = {"sid": session_id, "limit": limit, "cid": facts_of, "now": now}
+        params = pg.memory_params(session_id, limit, reader, facts_of, now)
         owner, memory = pg.memory_of(await self._afetch("read", self.q.read_memory, params), facts_of)
         if reader is not None:
             reader.check(session_id, owner)

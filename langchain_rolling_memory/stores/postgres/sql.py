@@ -32,6 +32,7 @@ from langchain_rolling_memory.stores.contract import (
     SCHEMA_VERSION,
     AppendBatch,
     MemoryRows,
+    Reader,
     SummaryWrite,
     TurnRows,
     new_generation,
@@ -219,12 +220,20 @@ class Queries:
         """
         # What a turn reads (`read_memory`), one statement, one snapshot: `summary_and_tail`'s
         # rows, the session's state (kind 3) and the client's live facts (kind 4, `seq` their
-        # rank oldest first), five more columns carrying a fact's fields.
+        # rank oldest first), five more columns carrying a fact's fields. Checked (`check`),
+        # a session its owner does not let the reader (`rcid`, `exact`: `Reader`) see sends
+        # nothing but its owner row: its text never leaves the server.
         no_fact = "NULL::text, NULL::text, NULL::float8, NULL::boolean, NULL::float8"
         self.read_memory = f"""
-            WITH s AS (
+            WITH ok AS (
+                SELECT NOT EXISTS (
+                    SELECT 1 FROM {p}sessions WHERE session_id = %(sid)s AND %(check)s
+                    AND client_id IS DISTINCT FROM %(rcid)s::text AND (client_id IS NOT NULL OR %(exact)s)
+                ) AS yes
+            ),
+            s AS (
                 SELECT text, covered_seq, version, meta, updated_at FROM {p}summaries
-                WHERE session_id = %(sid)s
+                WHERE session_id = %(sid)s AND (SELECT yes FROM ok)
             )
             (SELECT 2 AS kind, NULL::bigint AS seq, client_id AS message, NULL::bigint AS tokens,
                     generation AS meta, NULL::float8 AS updated_at, NULL::text AS key,
@@ -235,11 +244,12 @@ class Queries:
             (SELECT 0, version, text, covered_seq, meta, updated_at, {no_fact} FROM s)
             UNION ALL
             (SELECT 1, seq, message, tokens::bigint, NULL, created_at, {no_fact} FROM {p}messages
-             WHERE session_id = %(sid)s AND seq > COALESCE((SELECT covered_seq FROM s), 0)
+             WHERE session_id = %(sid)s AND (SELECT yes FROM ok)
+               AND seq > COALESCE((SELECT covered_seq FROM s), 0)
              ORDER BY seq DESC LIMIT %(limit)s)
             UNION ALL
             (SELECT 3, NULL, state, NULL, NULL, NULL, {no_fact} FROM {p}sessions
-             WHERE session_id = %(sid)s AND state IS NOT NULL)
+             WHERE session_id = %(sid)s AND state IS NOT NULL AND (SELECT yes FROM ok))
             UNION ALL
             (SELECT 4, row_number() OVER (ORDER BY created_at, id), text, NULL, id, updated_at, key,
                     source, created_at, pinned, expires_at
@@ -537,6 +547,21 @@ def summary_and_tail_of(records: list[tuple[Any, ...]]) -> tuple[str | None, Tur
             rows.append((int(seq), str(message), None if tokens is None else int(tokens), float(updated)))
     rows.sort(key=lambda r: r[0])
     return owner, TurnRows(summary, rows, generation)
+
+
+def memory_params(
+    session_id: str, limit: int, reader: Reader | None, facts_of: str | None, now: float
+) -> dict[str, Any]:
+    """The parameters of `Queries.read_memory`."""
+    return {
+        "sid": session_id,
+        "limit": limit,
+        "cid": facts_of,
+        "now": now,
+        "check": reader is not None,
+        "rcid": None if reader is None else reader.client_id,
+        "exact": reader is not None and reader.exact,
+    }
 
 
 def memory_of(records: list[tuple[Any, ...]], client_id: str | None) -> tuple[str | None, MemoryRows]:

@@ -164,7 +164,7 @@ class SyncPostgres(SyncBackend):
         self, session_id: str, limit: int, reader: Reader | None, facts_of: str | None, now: float
     ) -> MemoryRows:
         # One statement: summary, tail, owner (checked here), generation, state and facts.
-        params = {"sid": session_id, "limit": limit, "cid": facts_of, "now": now}
+        params = pg.memory_params(session_id, limit, reader, facts_of, now)
         owner, memory = pg.memory_of(self._fetch("read", self.q.read_memory, params), facts_of)
         if reader is not None:
             reader.check(session_id, owner)

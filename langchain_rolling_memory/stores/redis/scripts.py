@@ -161,12 +161,19 @@ end
 SUMMARY_AND_TAIL = _LIB + _TURN + "return turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[1]))\n"
 
 # What a turn reads, one script: `turn`'s reply after the client's fact JSONs (none unless
-# ARGV[2] is '1') and the session's state (nil: none).
-# KEYS: sum msgs info idx facts; ARGV: limit with_facts -> {{fact...}, state, turn...}
+# ARGV[2] is '1') and the session's state (nil: none). Checked (ARGV[3] '1'), a session its
+# owner does not let the reader (ARGV[4], '' for none; ARGV[5] '1': that client's only) see
+# sends its owner alone: its text never leaves the server.
+# KEYS: sum msgs info idx facts; ARGV: limit with_facts checked reader exact
+# -> {{fact...}, state, turn...}
 READ_MEMORY = (
     _LIB
     + _TURN
     + """
+local owner = redis.call('HGET', KEYS[3], 'client_id')
+if ARGV[3] == '1' and owner ~= ARGV[4] and (owner or ARGV[5] == '1') then
+  return {{}, false, false, owner, '', '', '', '', '', 1}
+end
 local out = turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[1]))
 local facts = {}
 if ARGV[2] == '1' then facts = redis.call('HVALS', KEYS[5]) end
@@ -315,6 +322,14 @@ def turn_of(reply: Sequence[Any], session_id: str, reader: Reader | None) -> Tur
     return TurnRows(
         summary_of(*reply[2:7]), rows_of(reply[7:]), None if generation is None else str(generation)
     )
+
+
+def memory_args(limit: int, reader: Reader | None, facts_of: str | None) -> list[Any]:
+    """ARGV of the read-memory script."""
+    checked = "0" if reader is None else "1"
+    who = "" if reader is None or reader.client_id is None else reader.client_id
+    exact = "1" if reader is not None and reader.exact else "0"
+    return [limit, "0" if facts_of is None else "1", checked, who, exact]
 
 
 def memory_of(reply: Sequence[Any], session_id: str, reader: Reader | None, now: float) -> MemoryRows:

@@ -115,7 +115,7 @@ class SyncRedis(SyncBackend):
         self, session_id: str, limit: int, reader: Reader | None, facts_of: str | None, now: float
     ) -> MemoryRows:
         keys = self.keys.read_memory(session_id, facts_of)
-        reply = self._run("read", "read_memory", keys, [limit, "0" if facts_of is None else "1"])
+        reply = self._run("read", "read_memory", keys, lua.memory_args(limit, reader, facts_of))
         return lua.memory_of(reply, session_id, reader, now)
 
     def search(
