@@ -17,7 +17,7 @@ A round trip is a time the client sends and then waits for the server's answer:
 
 The turns are steady ones (the session exists, holds a fact, no compaction due): a chain turn
 through `with_rolling_memory` (recall off, then on) and an agent turn through
-`create_agent` with `RollingMemoryMiddleware` (no checkpointer). The floor of a chain turn is
+`create_agent` with `RollingMemoryMiddleware` (without, then with a checkpointer). The floor of a chain turn is
 one round trip (read the history and append the exchange, pipelined), as in the issue.
 Each turn runs sync (`invoke`) and async (`ainvoke`, on the native async drivers: a
 `psycopg.AsyncConnection`, a `redis.asyncio` client).
@@ -260,10 +260,13 @@ def chain_turns(store: RollingStore, *, recall: bool, loop: asyncio.AbstractEven
     return turn
 
 
-def agent_turns(store: RollingStore, loop: asyncio.AbstractEventLoop | None = None) -> Turn:
-    """An agent turn: `create_agent` with `RollingMemoryMiddleware`, no checkpointer, no tool
-    call; with a loop, ``ainvoke`` on it."""
+def agent_turns(
+    store: RollingStore, loop: asyncio.AbstractEventLoop | None = None, *, checkpointer: bool = False
+) -> Turn:
+    """An agent turn: `create_agent` with `RollingMemoryMiddleware`, no tool call, with or
+    without a checkpointer (`InMemorySaver`); with a loop, ``ainvoke`` on it."""
     from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
 
     from benchmarks.agent_middleware import RecordingModel
     from langchain_rolling_memory import RollingMemoryMiddleware
@@ -273,7 +276,10 @@ def agent_turns(store: RollingStore, loop: asyncio.AbstractEventLoop | None = No
     middleware = RollingMemoryMiddleware(
         store=store, summarizer=lambda p, m: "s", client_id=client, max_turns=10_000, keep_last=4
     )
-    agent = create_agent(RecordingModel(reply_fn=lambda _: "Noted."), [], middleware=[middleware])
+    saver = InMemorySaver() if checkpointer else None
+    agent = create_agent(
+        RecordingModel(reply_fn=lambda _: "Noted."), [], middleware=[middleware], checkpointer=saver
+    )
     config: Any = {"configurable": {"thread_id": session}}
 
     def turn(i: int) -> None:
@@ -289,6 +295,7 @@ SCENARIOS: dict[str, Scenario] = {
     "chain, recall off": lambda store, loop: chain_turns(store, recall=False, loop=loop),
     "chain, recall on": lambda store, loop: chain_turns(store, recall=True, loop=loop),
     "agent (middleware)": agent_turns,
+    "agent (middleware, checkpointer)": lambda store, loop: agent_turns(store, loop, checkpointer=True),
 }
 """Each runs sync, and async on a native async driver (`ainvoke`)."""
 

@@ -23,12 +23,23 @@ from langchain_rolling_memory.stores import RedisRollingStore, RollingStore
 from langchain_rolling_memory.stores.contract import Reader
 
 EXPECTED = {
-    "postgresql": {"chain, recall off": 2, "chain, recall on": 3, "agent (middleware)": 5},
+    "postgresql": {
+        "chain, recall off": 2,
+        "chain, recall on": 3,
+        "agent (middleware)": 5,
+        "agent (middleware, checkpointer)": 5,
+    },
     # Redis searches in two scripts (the scope's statistics, then the excerpts).
-    "redis": {"chain, recall off": 2, "chain, recall on": 4, "agent (middleware)": 5},
+    "redis": {
+        "chain, recall off": 2,
+        "chain, recall on": 4,
+        "agent (middleware)": 5,
+        "agent (middleware, checkpointer)": 5,
+    },
 }
 """Round trips per steady turn: the chain's read (view, state, facts) and its write (append,
-summary), the recall's search; the agent's view read, and per hook a read and an append."""
+summary), the recall's search; the agent's view read (with a checkpointer: the summary, state
+and facts), and per hook a read and an append."""
 
 
 def _check(counts: list[Count]) -> None:
