@@ -94,6 +94,8 @@ _OPERATIONS = frozenset(
         "summary",
         "summary_and_tail",
         "read_turn",
+        "read_memory",
+        "append_and_summary",
         "install_summary",
         "claim",
         "release",

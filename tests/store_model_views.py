@@ -121,6 +121,27 @@ class ViewChecks:
         last = turn.messages[-1].seq if turn.messages else (turn.record.covered_seq if turn.record else 0)
         return mark, (turn.record.version if turn.record else 0), last
 
+    def check_memory(self, store: RollingStore, reader: str | None, sid: str, limit: int) -> None:
+        """`read_memory` (one read of a turn: summary, tail, state, facts) against the model:
+        `read_turn`'s, `get_state`'s and the reader's `facts()`, or refused with them."""
+        expected = self.ref.read_turn(reader, sid, limit)
+        what = f"read_memory({sid!r}, limit={limit})"
+        read = self.call(what, expected, "leak", store.read_memory, sid, limit=limit, client_id=reader)
+        if read is None or isinstance(expected, type):
+            return
+        summary, tail, session = expected
+        got = [read.turn.record.text] if read.turn.record else []
+        self.texts(f"{what} summary", reader, got, [summary] if summary is not None else [])
+        self.texts(what, reader, [str(m.message.content) for m in read.turn.messages], tail)
+        wrong = self.ref.observe_generation(sid, read.turn.generation)
+        if wrong:
+            raise Violation(wrong, f"{what}: generation {read.turn.generation!r}, model session {session}")
+        state = self.ref.get_state(reader, sid)
+        assert isinstance(state, dict)
+        self.texts(f"{what} state", reader, list(read.state.values()), list(state.values()))
+        facts = list(self.ref.facts[reader].values()) if reader is not None else []
+        self.texts(f"{what} facts", reader, [f.text for f in read.facts], facts, ordered=False)
+
     def check_state(self, store: RollingStore, reader: Any, sid: str) -> None:
         expected = self.ref.get_state(reader, sid)
         state = self.call(f"get_state({sid!r})", expected, "leak", store.get_state, sid, client_id=reader)
@@ -209,6 +230,9 @@ class ViewChecks:
                     self.check_read(store, viewer, sid)
             with self.recording("read_turn"):
                 self.check_turn(store, owner, sid, 50)
+            for viewer in (owner, others[(self.sweeps + number + 1) % len(others)]):
+                with self.recording("read_memory"):
+                    self.check_memory(store, viewer, sid, 50)
             with self.recording("search of a session"):
                 self.check_search(store, None, sid, EVERYTHING)
         for client in NAMED:

@@ -147,6 +147,27 @@ class StoreMachine(ViewChecks, RuleBasedStateMachine):
 
     @rule(via=VIA, client=st.sampled_from(CLIENTS), sid=SIDS, word=WORDS)
     @checked
+    def append_and_summary(self, via: int, client: str | None, sid: str, word: str) -> None:
+        """A turn's write: the append and the summary read with it (one round trip)."""
+        text = self.ref.new_text(tag(client), word, "message", sid)
+        expected = self.ref.append(client, sid, [text])
+        what = f"append_and_summary({sid!r}, client_id={client!r})"
+        store = self.stores[via]
+        done = self.call(
+            what, expected, "ownership", store.append_and_summary, sid, [HumanMessage(text)], client_id=client
+        )
+        if done is None:
+            return
+        seqs, record = done
+        if seqs != expected:
+            raise Violation("model", f"{what} returned seqs {seqs}, expected {expected}")
+        session = self.ref.sessions[sid]
+        want = session.summary.text if session.summary else None
+        if (record.text if record else None) != want:
+            raise Violation("model", f"{what}: summary {record!r}, expected {want!r}")
+
+    @rule(via=VIA, client=st.sampled_from(CLIENTS), sid=SIDS, word=WORDS)
+    @checked
     def set_state(self, via: int, client: str | None, sid: str, word: str) -> None:
         text = self.ref.new_text(tag(client), word, "state", sid)
         expected = self.ref.set_state(client, sid, text)
@@ -192,6 +213,11 @@ class StoreMachine(ViewChecks, RuleBasedStateMachine):
     @checked
     def read_turn(self, via: int, reader: Any, sid: str, limit: int) -> None:
         self.check_turn(self.stores[via], reader, sid, limit)
+
+    @rule(via=VIA, reader=st.sampled_from(CLIENTS), sid=SIDS, limit=st.sampled_from((1, 2, 50)))
+    @checked
+    def read_memory(self, via: int, reader: str | None, sid: str, limit: int) -> None:
+        self.check_memory(self.stores[via], reader, sid, limit)
 
     @rule(via=VIA, client=st.sampled_from(NAMED))
     @checked

@@ -65,6 +65,9 @@ class Reads:
         self._depth = 0
         for name in self.counts:
             monkeypatch.setattr(store.backend, name, self._wrap(name, getattr(store.backend, name)))
+        # The append that brings the summary back with it (one round trip) reads the summary.
+        appended = self._wrap("get_summary", store.backend.append_and_summary)
+        monkeypatch.setattr(store.backend, "append_and_summary", appended)
 
     def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         def counted(*args: Any) -> Any:

@@ -15,11 +15,11 @@ from langchain_core.messages import BaseMessage
 from langchain_rolling_memory.adapters.history_base import StoredHistory
 from langchain_rolling_memory.core.cuts import StartOn, TokenCounter, WindowPolicy, count_tokens
 from langchain_rolling_memory.core.planner import structured_summary
-from langchain_rolling_memory.core.records import SessionState, StoredMessage
+from langchain_rolling_memory.core.records import MemoryRead, SessionState, StoredMessage, SummaryRecord
 from langchain_rolling_memory.core.settings import HistoryOptions, MemorySettings
 from langchain_rolling_memory.core.structured_summary import StructuredSummary
 from langchain_rolling_memory.core.usage import SummaryUsage
-from langchain_rolling_memory.engine.compaction import Compactor
+from langchain_rolling_memory.engine.compaction import UNREAD, Compactor, Unread
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.runtime.tracing import unstreamed
 from langchain_rolling_memory.stores.api import RollingStore
@@ -237,6 +237,12 @@ class RollingSummaryChatMessageHistory(StoredHistory):
         self.compactor = compactor
         self.background = self.settings.background
         self._state: SessionState | None = None
+        #: read the session's state and the client's facts with the view (one read:
+        #: `RollingStore.read_memory`), kept in `memory_read` for the turn (`with_rolling_memory`)
+        self.reads_memory = False
+        self.memory_read: MemoryRead | None = None
+        # The summary read with the last append (`RollingStore.append_and_summary`).
+        self._summary_after: SummaryRecord | Unread | None = UNREAD
 
     @property
     def summary(self) -> str:
@@ -271,10 +277,41 @@ class RollingSummaryChatMessageHistory(StoredHistory):
         return self.compactor.view(state, self.session_id)
 
     def _load_view(self) -> list[BaseMessage]:
+        if self.reads_memory:
+            state, self.memory_read = self.compactor.load_memory(self.session_id, client_id=self.client_id)
+            return self._shown(state)
         return self._shown(self.compactor.load(self.session_id, client_id=self.client_id))
 
     async def _aload_view(self) -> list[BaseMessage]:
+        if self.reads_memory:
+            state, self.memory_read = await self.compactor.aload_memory(
+                self.session_id, client_id=self.client_id
+            )
+            return self._shown(state)
         return self._shown(await self.compactor.aload(self.session_id, client_id=self.client_id))
+
+    # With a view read, the append brings the summary back with it (one round trip): a
+    # compaction that landed meanwhile is seen without a read of its own.
+
+    def _append(self, batch: list[BaseMessage], counts: list[int | None]) -> list[int]:
+        if self._state is None:
+            return super()._append(batch, counts)
+        seqs, self._summary_after = self.store.append_and_summary(
+            self.session_id, batch, client_id=self.client_id, token_counts=counts
+        )
+        return seqs
+
+    async def _aappend(self, batch: list[BaseMessage], counts: list[int | None]) -> list[int]:
+        if self._state is None:
+            return await super()._aappend(batch, counts)
+        seqs, self._summary_after = await self.store.aappend_and_summary(
+            self.session_id, batch, client_id=self.client_id, token_counts=counts
+        )
+        return seqs
+
+    def _taken_summary(self) -> SummaryRecord | Unread | None:
+        summary, self._summary_after = self._summary_after, UNREAD
+        return summary
 
     # After a write the engine extends the known state with the rows just written, and after
     # an inline compaction folds the installed result in: one summary read per turn instead
@@ -291,6 +328,7 @@ class RollingSummaryChatMessageHistory(StoredHistory):
                     appended=appended,
                     background=self.background,
                     client_id=self.client_id,
+                    summary=self._taken_summary(),
                 )
             )
 
@@ -303,6 +341,7 @@ class RollingSummaryChatMessageHistory(StoredHistory):
                     appended=appended,
                     background=self.background,
                     client_id=self.client_id,
+                    summary=self._taken_summary(),
                 )
             )
 

@@ -121,6 +121,13 @@ class StoredHistory(BaseChatMessageHistory):
     ) -> list[StoredMessage]:
         return [StoredMessage(*row) for row in zip(seqs, batch, counts, strict=True)]
 
+    def _append(self, batch: list[BaseMessage], counts: list[int | None]) -> list[int]:
+        """Write the batch (the store's append); return its seqs."""
+        return self.store.append(self.session_id, batch, client_id=self.client_id, token_counts=counts)
+
+    async def _aappend(self, batch: list[BaseMessage], counts: list[int | None]) -> list[int]:
+        return await self.store.aappend(self.session_id, batch, client_id=self.client_id, token_counts=counts)
+
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Store the messages in the transcript, then refresh the view.
 
@@ -131,8 +138,7 @@ class StoredHistory(BaseChatMessageHistory):
         appended: list[StoredMessage] = []
         if batch:
             counts = self._counts(batch)
-            seqs = self.store.append(self.session_id, batch, client_id=self.client_id, token_counts=counts)
-            appended = self._stored(seqs, batch, counts)
+            appended = self._stored(self._append(batch, counts), batch, counts)
         self._view = self._after_append(appended)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
@@ -140,10 +146,7 @@ class StoredHistory(BaseChatMessageHistory):
         appended: list[StoredMessage] = []
         if batch:
             counts = self._counts(batch)
-            seqs = await self.store.aappend(
-                self.session_id, batch, client_id=self.client_id, token_counts=counts
-            )
-            appended = self._stored(seqs, batch, counts)
+            appended = self._stored(await self._aappend(batch, counts), batch, counts)
         self._view = await self._aafter_append(appended)
 
     def clear(self) -> None:

@@ -33,6 +33,7 @@ from pydantic import BaseModel
 import langchain_rolling_memory.engine.shutdown as shutdown
 from langchain_rolling_memory.adapters.agent_run import MemoryIds, resolve_ids
 from langchain_rolling_memory.core.ids import validate_id
+from langchain_rolling_memory.core.records import MemoryRead
 from langchain_rolling_memory.engine.shutdown import Drained
 from langchain_rolling_memory.errors import ConfigurationError, InvalidArgumentError
 from langchain_rolling_memory.runtime.background import SessionJobs
@@ -51,11 +52,18 @@ def config_ids(configurable: Mapping[str, Any], default_client_id: str | None) -
 
 
 class TurnMemory(Protocol):
-    """What the memory adds to the chain's input once the history is in it (facts, state, recall)."""
+    """What the memory adds to the chain's input once the history is in it (facts, state,
+    recall); `known` is what the history read with its view, if it read it (`memory_read`)."""
 
-    def inject(self, value: Any, ids: MemoryIds) -> Any: ...
+    def inject(self, value: Any, ids: MemoryIds, known: MemoryRead | None = None) -> Any: ...
 
-    async def ainject(self, value: Any, ids: MemoryIds) -> Any: ...
+    async def ainject(self, value: Any, ids: MemoryIds, known: MemoryRead | None = None) -> Any: ...
+
+
+def _known(history: BaseChatMessageHistory) -> MemoryRead | None:
+    """What the history read with its view besides it (state, facts), if it read them."""
+    known = getattr(history, "memory_read", None)
+    return known if isinstance(known, MemoryRead) else None
 
 
 def _key_of(value: Mapping[str, Any], key: str | None, default: str, option: str) -> str:
@@ -217,11 +225,15 @@ class RollingMemoryRunnable(Runnable[Input, Output]):
 
     def _prepare(self, value: Any, turn: _Turn) -> Any:
         chain_input = self._chain_input(value, turn, turn.history.messages)
-        return chain_input if self.memory is None else self.memory.inject(chain_input, turn.ids)
+        if self.memory is None:
+            return chain_input
+        return self.memory.inject(chain_input, turn.ids, _known(turn.history))
 
     async def _aprepare(self, value: Any, turn: _Turn) -> Any:
         chain_input = self._chain_input(value, turn, await turn.history.aget_messages())
-        return chain_input if self.memory is None else await self.memory.ainject(chain_input, turn.ids)
+        if self.memory is None:
+            return chain_input
+        return await self.memory.ainject(chain_input, turn.ids, _known(turn.history))
 
     # The user's messages and the reply are stored in one append, first thing after the answer:
     # whatever fails afterwards (a compaction, a summarizer), both are in the transcript.

@@ -47,7 +47,7 @@ from langchain_rolling_memory.adapters.memory_tools import TOOL_BUILDERS, UNBOUN
 from langchain_rolling_memory.core.framing import with_summary_ack  # noqa: E402
 from langchain_rolling_memory.core.graph_state import state_summary  # noqa: E402
 from langchain_rolling_memory.core.ids import validate_id  # noqa: E402
-from langchain_rolling_memory.core.records import SessionState  # noqa: E402
+from langchain_rolling_memory.core.records import MemoryRead, SessionState  # noqa: E402
 from langchain_rolling_memory.core.settings import MemoryOptions, MemorySettings  # noqa: E402
 from langchain_rolling_memory.core.tool_pairs import pair_tool_calls  # noqa: E402
 from langchain_rolling_memory.core.usage import SummaryUsage  # noqa: E402
@@ -336,14 +336,21 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         """Send the model the view (with a checkpointer, of the request's messages; else the
         store's, compacted first if due) and the memory block."""
         ids = self.ids(request.runtime, request.state)
-        kept = GraphRun.current().kept
-        view = (
-            self.keeper.view(request.messages, ids.session_id)
-            if kept
-            else self._view(request, self._advanced(ids), ids.session_id)
-        )
+        known: MemoryRead | None
+        if GraphRun.current().kept:
+            view = self.keeper.view(request.messages, ids.session_id)
+            known = self.store.read_memory(ids.session_id, limit=0, client_id=ids.client_id)
+        else:
+            session, known = self.compactor.load_memory(ids.session_id, client_id=ids.client_id)
+            with unstreamed():
+                advanced = self.compactor.advance(
+                    ids.session_id, session, background=self.background, client_id=ids.client_id, current=True
+                )
+            view = self._view(request, advanced, ids.session_id)
+            known = _unchanged(known, session, advanced)
         # The query is the question, even when it was folded (pinned).
-        block = self._step().read(ids.client_id, ids.session_id, query=latest_user_text(view), view=view)
+        query = latest_user_text(view)
+        block = self._step().read(ids.client_id, ids.session_id, query=query, view=view, known=known)
         return handler(self._request(request, view, block.render(summary=False)))
 
     def wrap_tool_call(
@@ -414,12 +421,20 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage:
         ids = self.ids(request.runtime, request.state)
+        known: MemoryRead | None
         if GraphRun.current().kept:
             view = self.keeper.view(request.messages, ids.session_id)
+            known = await self.store.aread_memory(ids.session_id, limit=0, client_id=ids.client_id)
         else:
-            view = self._view(request, await self._aadvanced(ids), ids.session_id)
+            session, known = await self.compactor.aload_memory(ids.session_id, client_id=ids.client_id)
+            with unstreamed():
+                advanced = await self.compactor.aadvance(
+                    ids.session_id, session, background=self.background, client_id=ids.client_id, current=True
+                )
+            view = self._view(request, advanced, ids.session_id)
+            known = _unchanged(known, session, advanced)
         block = await self._step().aread(
-            ids.client_id, ids.session_id, query=latest_user_text(view), view=view
+            ids.client_id, ids.session_id, query=latest_user_text(view), view=view, known=known
         )
         return await handler(self._request(request, view, block.render(summary=False)))
 
@@ -469,3 +484,9 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
 
     def __repr__(self) -> str:
         return f"RollingMemoryMiddleware(store={type(self.store).__name__}, background={self.background})"
+
+
+def _unchanged(known: MemoryRead, read: SessionState, advanced: SessionState) -> MemoryRead | None:
+    """`known` while the session is as it was read; None once an inline compaction ran (its
+    fact extraction may have changed the facts: they are read again)."""
+    return known if advanced is read else None

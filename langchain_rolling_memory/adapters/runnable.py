@@ -33,6 +33,7 @@ from langchain_rolling_memory.core.framing import (
     summary_text,
 )
 from langchain_rolling_memory.core.ids import validate_id
+from langchain_rolling_memory.core.records import MemoryRead
 from langchain_rolling_memory.core.settings import HistoryOptions, MemoryOptions, MemorySettings
 from langchain_rolling_memory.engine.fact_extractor import FactExtractor, compaction_listener
 from langchain_rolling_memory.engine.recaller import Recaller, latest_user_text
@@ -250,12 +251,12 @@ class _Injector:
             "summary": self._summary(view),
         }
 
-    def inject(self, value: Any, ids: MemoryIds) -> Any:
-        block = self._step().read(ids.client_id, ids.session_id, **self._turn(value))
+    def inject(self, value: Any, ids: MemoryIds, known: MemoryRead | None = None) -> Any:
+        block = self._step().read(ids.client_id, ids.session_id, known=known, **self._turn(value))
         return self._apply(value, block)
 
-    async def ainject(self, value: Any, ids: MemoryIds) -> Any:
-        block = await self._step().aread(ids.client_id, ids.session_id, **self._turn(value))
+    async def ainject(self, value: Any, ids: MemoryIds, known: MemoryRead | None = None) -> Any:
+        block = await self._step().aread(ids.client_id, ids.session_id, known=known, **self._turn(value))
         return self._apply(value, block)
 
 
@@ -343,7 +344,13 @@ def with_rolling_memory(
     default_client = None if client_id is None else validate_id(client_id, kind="client_id")
     # The memory's language: the histories' (summary prompt, frame) and the injected blocks'.
     language, token_counter = chosen.language, chosen.token_counter
-    by_client = session_history_factory(store, summarizer, extractor=extractor, settings=chosen)
+    factory = session_history_factory(store, summarizer, extractor=extractor, settings=chosen)
+
+    def by_client(client: str, session: str) -> RollingSummaryChatMessageHistory:
+        # The view's read brings the state and facts the memory shows (one read a turn).
+        history = factory(client, session)
+        history.reads_memory = True
+        return history
 
     wanted = _prompt_variables(runnable)
     add_message = memory_message if memory_message is not None else not (wanted & {"facts", "memory"})

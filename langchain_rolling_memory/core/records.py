@@ -109,6 +109,16 @@ class TurnRead(NamedTuple):
     generation: str | None
 
 
+class MemoryRead(NamedTuple):
+    """What `RollingStore.read_memory` returns, read at one instant with the owner check: the
+    turn's summary and tail (`TurnRead`), the session's state (``{}``: none) and the client's
+    live facts, oldest first (``[]``: no client)."""
+
+    turn: TurnRead
+    state: dict[str, Any]
+    facts: list[Fact]
+
+
 @dataclass(frozen=True)
 class CompactionResult:
     """One installed compaction; `messages` are the ones folded into `summary`, `meta` the

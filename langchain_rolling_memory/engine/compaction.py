@@ -29,7 +29,13 @@ import langchain_rolling_memory.engine.shutdown as shutdown
 from langchain_rolling_memory.core.cuts import FoldPolicy, TokenCounter, count_tokens
 from langchain_rolling_memory.core.planner import Planner
 from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS
-from langchain_rolling_memory.core.records import CompactionResult, SessionState, StoredMessage
+from langchain_rolling_memory.core.records import (
+    CompactionResult,
+    MemoryRead,
+    SessionState,
+    StoredMessage,
+    SummaryRecord,
+)
 from langchain_rolling_memory.core.settings import (
     DEFAULT_BACKOFF,
     DEFAULT_EXIT_TIMEOUT,
@@ -61,6 +67,14 @@ logger = logging.getLogger("langchain_rolling_memory")
 
 _PROCESS = f"{socket.gethostname()}:{uuid.uuid4().hex[:8]}"
 _OWNERS = itertools.count()
+
+
+class Unread:
+    """The type of `UNREAD`."""
+
+
+UNREAD = Unread()
+"""`Compactor.advance`'s `summary` when the caller did not read it with its append."""
 
 
 def _owner() -> str:
@@ -258,6 +272,19 @@ class Compactor:
         limit = self.planner.read_limit
         turn = await self.store.aread_turn(session_id, limit=limit, client_id=client_id)
         return await self._afind_question(session_id, self.planner.state(*turn), client_id)
+
+    def load_memory(self, session_id: str, *, client_id: str | None) -> tuple[SessionState, MemoryRead]:
+        """`load`, with the session's state and the client's facts read by the same call
+        (`RollingStore.read_memory`: one round trip on PostgreSQL and Redis): what a turn
+        shows besides the view, read once."""
+        read = self.store.read_memory(session_id, limit=self.planner.read_limit, client_id=client_id)
+        return self._find_question(session_id, self.planner.state(*read.turn), client_id), read
+
+    async def aload_memory(
+        self, session_id: str, *, client_id: str | None
+    ) -> tuple[SessionState, MemoryRead]:
+        read = await self.store.aread_memory(session_id, limit=self.planner.read_limit, client_id=client_id)
+        return await self._afind_question(session_id, self.planner.state(*read.turn), client_id), read
 
     # Behind a backlog whose read tail holds no user message (a long tool loop while
     # compaction fails), the question is in the unread part: read it, newest page first,
@@ -636,21 +663,28 @@ class Compactor:
         appended: Sequence[StoredMessage] = (),
         background: bool = False,
         client_id: ReadAs = OPERATOR,
+        summary: SummaryRecord | Unread | None = UNREAD,
+        current: bool = False,
     ) -> SessionState:
         """The one step an adapter takes after appending to a session: its state, then a due
         compaction (unless in back-off), inline or handed to the background.
 
         `state` is what was known before `appended` was written; when the new rows extend it
-        exactly (see `Planner.extend`), one summary read replaces reading the tail again; otherwise
-        (or with None) the state is read. Returns the state to `view`: with an inline
-        compaction folded in; a scheduled one lands for a later turn. Its reads are made as
-        `client_id` (see `load`).
+        exactly (see `Planner.extend`), one summary read replaces reading the tail again (none
+        when the caller read `summary` with its append, `RollingStore.append_and_summary`);
+        otherwise (or with None) the state is read. With `current`, `state` was just read
+        (nothing appended since) and is used as it is. Returns the state to `view`: with an
+        inline compaction folded in; a scheduled one lands for a later turn. Its reads are
+        made as `client_id` (see `load`).
         """
-        known = state if appended else None
-        record = self.store.summary(session_id, client_id=client_id) if known is not None else None
-        state = (known and self.planner.extend(known, appended, record)) or self.load(
-            session_id, client_id=client_id
-        )
+        if not (current and state is not None):
+            known = state if appended else None
+            if known is not None and isinstance(summary, Unread):
+                summary = self.store.summary(session_id, client_id=client_id)
+            record = None if isinstance(summary, Unread) else summary
+            state = (known and self.planner.extend(known, appended, record)) or self.load(
+                session_id, client_id=client_id
+            )
         if not self._wanted(session_id, state):
             return state
         if background:
@@ -668,13 +702,18 @@ class Compactor:
         appended: Sequence[StoredMessage] = (),
         background: bool = False,
         client_id: ReadAs = OPERATOR,
+        summary: SummaryRecord | Unread | None = UNREAD,
+        current: bool = False,
     ) -> SessionState:
         """Async twin of `advance`: a background compaction is a task of the running loop."""
-        known = state if appended else None
-        record = await self.store.asummary(session_id, client_id=client_id) if known is not None else None
-        state = (known and self.planner.extend(known, appended, record)) or await self.aload(
-            session_id, client_id=client_id
-        )
+        if not (current and state is not None):
+            known = state if appended else None
+            if known is not None and isinstance(summary, Unread):
+                summary = await self.store.asummary(session_id, client_id=client_id)
+            record = None if isinstance(summary, Unread) else summary
+            state = (known and self.planner.extend(known, appended, record)) or await self.aload(
+                session_id, client_id=client_id
+            )
         if not self._wanted(session_id, state):
             return state
         if background:

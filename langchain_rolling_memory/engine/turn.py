@@ -23,7 +23,7 @@ from langchain_rolling_memory.core.framing import MemoryBlock, memory_block
 from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.lexical_search import query_terms
 from langchain_rolling_memory.core.recall_block import Recalled
-from langchain_rolling_memory.core.records import Fact
+from langchain_rolling_memory.core.records import Fact, MemoryRead
 from langchain_rolling_memory.engine.recaller import Recaller
 from langchain_rolling_memory.stores.api import RollingStore
 
@@ -63,6 +63,7 @@ class TurnStep:
         query: str = "",
         view: Sequence[BaseMessage] = (),
         summary: str | None = "",
+        known: MemoryRead | None = None,
     ) -> MemoryBlock:
         """The turn's facts, state and recall (and summary), rendered (see `MemoryBlock`).
 
@@ -74,18 +75,27 @@ class TurnStep:
             view: the messages the model is sent besides the memory (not recalled again).
             summary: the summary text if the caller has it ('' leaves it out, the default);
                 None reads it from the store.
+            known: what the caller read of this session for this client with its view
+                (`RollingStore.read_memory`: the same owner check): its state and facts are
+                used, nothing more is read but the recall.
 
         Raises:
             OwnershipError: the session belongs to another client (nothing of it is read).
         """
         client_id = _client(client_id)
-        # Each session read names the client (None: an anonymous run): the store refuses a
-        # session that is not that client's in the read itself.
-        state = self.store.get_state(session_id, client_id=client_id) if session_id is not None else None
-        facts = self.store.facts(client_id) if client_id is not None else []
-        if summary is None:
-            record = self.store.summary(session_id, client_id=client_id) if session_id is not None else None
-            summary = record.text if record else ""
+        state: Mapping[str, Any] | None
+        if known is not None:
+            state, facts, summary = _known(known, summary)
+        else:
+            # Each session read names the client (None: an anonymous run): the store refuses
+            # a session that is not that client's in the read itself.
+            state = self.store.get_state(session_id, client_id=client_id) if session_id is not None else None
+            facts = self.store.facts(client_id) if client_id is not None else []
+            if summary is None:
+                record = (
+                    self.store.summary(session_id, client_id=client_id) if session_id is not None else None
+                )
+                summary = record.text if record else ""
         terms = query_terms(query) if query else []
         block = self._block(facts, state, summary, query, terms)
         if self.recaller is None:
@@ -108,18 +118,27 @@ class TurnStep:
         query: str = "",
         view: Sequence[BaseMessage] = (),
         summary: str | None = "",
+        known: MemoryRead | None = None,
     ) -> MemoryBlock:
         """Async twin of `read`."""
         client_id = _client(client_id)
-        state = (
-            await self.store.aget_state(session_id, client_id=client_id) if session_id is not None else None
-        )
-        facts = await self.store.afacts(client_id) if client_id is not None else []
-        if summary is None:
-            record = (
-                await self.store.asummary(session_id, client_id=client_id) if session_id is not None else None
+        state: Mapping[str, Any] | None
+        if known is not None:
+            state, facts, summary = _known(known, summary)
+        else:
+            state = (
+                await self.store.aget_state(session_id, client_id=client_id)
+                if session_id is not None
+                else None
             )
-            summary = record.text if record else ""
+            facts = await self.store.afacts(client_id) if client_id is not None else []
+            if summary is None:
+                record = (
+                    await self.store.asummary(session_id, client_id=client_id)
+                    if session_id is not None
+                    else None
+                )
+                summary = record.text if record else ""
         terms = query_terms(query) if query else []
         block = self._block(facts, state, summary, query, terms)
         if self.recaller is None:
@@ -156,6 +175,13 @@ class TurnStep:
 
 def _client(client_id: str | None) -> str | None:
     return None if client_id is None else validate_id(client_id, kind="client_id")
+
+
+def _known(known: MemoryRead, summary: str | None) -> tuple[dict[str, Any], list[Fact], str]:
+    """The state, facts and summary text of a read the caller made with its view."""
+    if summary is None:
+        summary = known.turn.record.text if known.turn.record else ""
+    return known.state, known.facts, summary
 
 
 def _with_recall(block: MemoryBlock, found: Recalled) -> MemoryBlock:

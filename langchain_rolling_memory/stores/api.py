@@ -33,6 +33,7 @@ from langchain_rolling_memory.core.lexical_search import SearchHit
 from langchain_rolling_memory.core.records import (
     Fact,
     FactPlan,
+    MemoryRead,
     Row,
     SessionInfo,
     SessionMark,
@@ -51,6 +52,7 @@ from langchain_rolling_memory.stores.contract import (
     OPERATOR,
     AppendBatch,
     AsyncBackend,
+    MemoryRows,
     ReadAs,
     Reader,
     SyncBackend,
@@ -237,6 +239,36 @@ class RollingStore:
         batch = self._append_batch(session_id, messages, client_id, token_counts, created_at)
         return await self._async.append(batch) if batch else []
 
+    def append_and_summary(
+        self,
+        session_id: str,
+        messages: Sequence[BaseMessage],
+        *,
+        client_id: str | None = None,
+        token_counts: Sequence[int | None] | None = None,
+    ) -> tuple[list[int], SummaryRecord | None]:
+        """`append`, then the session's summary read as `client_id`'s (did a compaction land
+        meanwhile?), pipelined: one round trip on PostgreSQL and Redis. What a turn writes."""
+        batch = self._append_batch(session_id, messages, client_id, token_counts, None)
+        reader = Reader(checks.optional_client(client_id))
+        if batch is None:
+            return [], self._sync.get_summary(session_id, reader)
+        return self._sync.append_and_summary(batch, reader)
+
+    async def aappend_and_summary(
+        self,
+        session_id: str,
+        messages: Sequence[BaseMessage],
+        *,
+        client_id: str | None = None,
+        token_counts: Sequence[int | None] | None = None,
+    ) -> tuple[list[int], SummaryRecord | None]:
+        batch = self._append_batch(session_id, messages, client_id, token_counts, None)
+        reader = Reader(checks.optional_client(client_id))
+        if batch is None:
+            return [], await self._async.get_summary(session_id, reader)
+        return await self._async.append_and_summary(batch, reader)
+
     def _append_batch(
         self,
         session_id: str,
@@ -315,6 +347,42 @@ class RollingStore:
             session_id, limit, checks.reader(client_id)
         )
         return TurnRead(record, self._decode(rows), generation)
+
+    def read_memory(self, session_id: str, *, limit: int, client_id: str | None) -> MemoryRead:
+        """Everything a turn reads, at one instant and in one round trip on PostgreSQL and
+        Redis: `read_turn`'s summary, tail and generation, the session's state and the live
+        facts of `client_id` (None: a run naming no client, no facts). The session must be
+        nobody's or `client_id`'s (else `OwnershipError`, nothing returned), checked in the
+        same read; an erased session reads as empty.
+
+        Example:
+            >>> from langchain_core.messages import HumanMessage
+            >>> from langchain_rolling_memory import open_store
+            >>> store = open_store("memory://")
+            >>> _ = store.add_fact("c1", "Allergic to peanuts")
+            >>> _ = store.append("s1", [HumanMessage("Hi")], client_id="c1")
+            >>> read = store.read_memory("s1", limit=10, client_id="c1")
+            >>> len(read.turn.messages), read.state, [f.text for f in read.facts]
+            (1, {}, ['Allergic to peanuts'])
+        """
+        session, client, reader = self._memory_request(session_id, limit, client_id)
+        return self._memory_read(self._sync.read_memory(session, limit, reader, client, self._now()))
+
+    async def aread_memory(self, session_id: str, *, limit: int, client_id: str | None) -> MemoryRead:
+        session, client, reader = self._memory_request(session_id, limit, client_id)
+        return self._memory_read(await self._async.read_memory(session, limit, reader, client, self._now()))
+
+    @staticmethod
+    def _memory_request(session_id: str, limit: int, client_id: str | None) -> tuple[str, str | None, Reader]:
+        validate_id(session_id)
+        checks.check_count("limit", limit)
+        client = checks.optional_client(client_id)
+        return session_id, client, Reader(client)
+
+    def _memory_read(self, rows: MemoryRows) -> MemoryRead:
+        record, tail, generation = rows.turn
+        state = {} if rows.state is None else dict(json.loads(rows.state))
+        return MemoryRead(TurnRead(record, self._decode(tail), generation), state, list(rows.facts))
 
     def summary_and_tail(
         self, session_id: str, *, limit: int, client_id: ReadAs = OPERATOR

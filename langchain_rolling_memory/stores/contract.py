@@ -147,6 +147,15 @@ class TurnRows(NamedTuple):
     generation: str | None
 
 
+class MemoryRows(NamedTuple):
+    """What `read_memory` reads at one instant: the session's `TurnRows`, its state JSON (None:
+    none) and the live facts of the client named (``[]`` for none), oldest first."""
+
+    turn: TurnRows
+    state: str | None
+    facts: list[Fact]
+
+
 SearchRow = tuple[float, "str | None", "int | None", "str | None", "float | None", "Fact | None"]
 """A ranked entry as `search` returns it: ``(score, session_id, seq, message_json,
 created_at, fact)``; a message has a session, a seq and its JSON, a fact only the fact."""
@@ -309,6 +318,32 @@ class SyncBackend(ABC):
         exists, is `client_id`'s and has `mark.generation`.
         """
 
+    # ------------------------------------------------------------------ a turn's I/O (defaults)
+
+    def read_memory(
+        self, session_id: str, limit: int, reader: Reader | None, facts_of: str | None, now: float
+    ) -> MemoryRows:
+        """What a turn reads, in one atomic step on the server backends (one statement or
+        script: one round trip): `summary_and_tail`, the session's state and, if `facts_of`
+        names a client, its facts live at `now`. The owner check is `summary_and_tail`'s, made
+        in the same step as the reads: with a `reader` that the session's owner does not allow,
+        `OwnershipError` and nothing returned; an erased session reads as empty (no summary,
+        rows, state nor generation). This default composes the three primitives (each checking
+        the owner itself); PostgreSQL and Redis override it."""
+        turn = self.summary_and_tail(session_id, limit, reader)
+        state = self.get_state(session_id, reader)
+        return MemoryRows(turn, state, self.list_facts(facts_of, now) if facts_of is not None else [])
+
+    def append_and_summary(
+        self, batch: AppendBatch, reader: Reader | None
+    ) -> tuple[list[int], SummaryRecord | None]:
+        """`append`, then the session's summary as `get_summary` reads it (what a turn checks
+        after its write: did a compaction land?), sent together (pipelined: one round trip on
+        the server backends). The append's ownership refusal wins: `OwnershipError`, nothing
+        written. This default makes the two calls."""
+        seqs = self.append(batch)
+        return seqs, self.get_summary(batch.session_id, reader)
+
     # ------------------------------------------------------------------ lifecycle (defaults)
 
     def setup(self) -> None:  # noqa: B027 - a no-op default that backends may override
@@ -391,6 +426,22 @@ class AsyncBackend(ABC):
         self, client_id: str, plan: FactPlan, now: float, mark: SessionMark | None = None
     ) -> tuple[list[Fact], Fact | None]: ...
 
+    async def read_memory(
+        self, session_id: str, limit: int, reader: Reader | None, facts_of: str | None, now: float
+    ) -> MemoryRows:
+        """Async twin of `SyncBackend.read_memory` (this default composes the primitives)."""
+        turn = await self.summary_and_tail(session_id, limit, reader)
+        state = await self.get_state(session_id, reader)
+        facts = await self.list_facts(facts_of, now) if facts_of is not None else []
+        return MemoryRows(turn, state, facts)
+
+    async def append_and_summary(
+        self, batch: AppendBatch, reader: Reader | None
+    ) -> tuple[list[int], SummaryRecord | None]:
+        """Async twin of `SyncBackend.append_and_summary`."""
+        seqs = await self.append(batch)
+        return seqs, await self.get_summary(batch.session_id, reader)
+
     @abstractmethod
     async def setup(self) -> None: ...
 
@@ -427,6 +478,16 @@ class ThreadedAsync(AsyncBackend):
 
     async def last_seq(self, session_id: str, reader: Reader | None = None) -> int:
         return await asyncio.to_thread(self.sync.last_seq, session_id, reader)
+
+    async def read_memory(
+        self, session_id: str, limit: int, reader: Reader | None, facts_of: str | None, now: float
+    ) -> MemoryRows:
+        return await asyncio.to_thread(self.sync.read_memory, session_id, limit, reader, facts_of, now)
+
+    async def append_and_summary(
+        self, batch: AppendBatch, reader: Reader | None
+    ) -> tuple[list[int], SummaryRecord | None]:
+        return await asyncio.to_thread(self.sync.append_and_summary, batch, reader)
 
     async def get_summary(self, session_id: str, reader: Reader | None = None) -> SummaryRecord | None:
         return await asyncio.to_thread(self.sync.get_summary, session_id, reader)

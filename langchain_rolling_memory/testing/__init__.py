@@ -47,6 +47,7 @@ from langchain_rolling_memory.testing._invariants import (  # noqa: E402
     OwnershipChecks,
     PlannedFactChecks,
     ScopeScoreChecks,
+    TurnReadChecks,
 )
 from langchain_rolling_memory.testing._transcripts import (  # noqa: E402
     LeaseChecks,
@@ -81,7 +82,7 @@ class StoreApiConformance(
 
 
 class StoreInvariantConformance(
-    GenerationChecks, InstallChecks, PlannedFactChecks, OwnershipChecks, ScopeScoreChecks
+    GenerationChecks, InstallChecks, PlannedFactChecks, OwnershipChecks, ScopeScoreChecks, TurnReadChecks
 ):
     """The invariants every backend enforces in the atomic step that reads or writes the rows:
     erase generations, ownership, scores per scope (`stores/contract.py`)."""

@@ -314,6 +314,83 @@ class OwnershipChecks(StoreHarness):
         assert store.export("alice")["sessions"] == []
 
 
+class TurnReadChecks(StoreHarness):
+    """A turn's one read (`read_memory`: summary, tail, generation, state and facts) and one
+    write (`append_and_summary`), with the owner check of the reads they stand for."""
+
+    @staticmethod
+    def _turn(store: RollingStore) -> None:
+        store.append("s1", texts(5), client_id="alice")
+        assert store.install_summary("s1", "the first two", covered_seq=2, expected_version=0)
+        store.set_state("s1", {"order": "A-12"}, client_id="alice")
+        store.add_fact("alice", "Allergic to peanuts", pinned=True)
+        store.add_fact("alice", "Lives in Lyon")
+        store.add_fact("alice", "Gone soon", ttl=60)
+        store.add_fact("bob", "Bob's fact")
+
+    def test_read_memory_is_the_turns_reads_at_one_instant(
+        self, store: RollingStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        self._turn(store)
+        now = store._now()
+        monkeypatch.setattr(store, "_now", lambda: now + 120)  # "Gone soon" expired
+        read = store.read_memory("s1", limit=2, client_id="alice")
+        assert read.turn == store.read_turn("s1", limit=2, client_id="alice")
+        assert [m.message.content for m in read.turn.messages] == ["m4", "m5"]
+        assert read.state == {"order": "A-12"}
+        assert read.facts == store.facts("alice")
+        assert [f.text for f in read.facts] == ["Allergic to peanuts", "Lives in Lyon"]
+
+    @pytest.mark.asyncio
+    async def test_aread_memory_reads_what_read_memory_reads(self, store: RollingStore) -> None:
+        self._turn(store)
+        assert await store.aread_memory("s1", limit=3, client_id="alice") == store.read_memory(
+            "s1", limit=3, client_id="alice"
+        )
+
+    def test_read_memory_refuses_another_clients_session_and_shows_only_its_clients_facts(
+        self, store: RollingStore
+    ) -> None:
+        self._turn(store)
+        for reader in ("bob", None):
+            with pytest.raises(OwnershipError):
+                store.read_memory("s1", limit=5, client_id=reader)
+        store.append("anon", texts(1))
+        read = store.read_memory("anon", limit=5, client_id="bob")
+        assert [f.text for f in read.facts] == ["Bob's fact"] and read.turn.generation is not None
+        assert store.read_memory("anon", limit=5, client_id=None).facts == []
+
+    def test_an_erased_session_reads_as_empty(self, store: RollingStore) -> None:
+        self._turn(store)
+        store.clear_session("s1")
+        read = store.read_memory("s1", limit=5, client_id="alice")
+        assert read.turn == (None, [], None) and read.state == {}
+        assert len(read.facts) == 3  # the client's facts are not the session's
+        store.forget("alice")
+        assert store.read_memory("s1", limit=5, client_id="alice").facts == []
+
+    def test_append_and_summary_appends_then_reads_the_summary(self, store: RollingStore) -> None:
+        assert store.append_and_summary("s1", texts(2), client_id="alice") == ([1, 2], None)
+        assert store.install_summary("s1", "m1", covered_seq=1, expected_version=0)
+        seqs, record = store.append_and_summary("s1", texts(1, 3), client_id="alice")
+        assert seqs == [3] and record is not None and record.text == "m1"
+        with pytest.raises(OwnershipError):
+            store.append_and_summary("s1", texts(1), client_id="bob")
+        with pytest.raises(OwnershipError):
+            store.append_and_summary("s1", texts(1))
+        assert store.last_seq("s1") == 3
+
+    @pytest.mark.asyncio
+    async def test_aappend_and_summary_is_the_same_write(self, store: RollingStore) -> None:
+        assert await store.aappend_and_summary("s1", texts(2), client_id="alice") == ([1, 2], None)
+        assert store.install_summary("s1", "m1", covered_seq=1, expected_version=0)
+        seqs, record = await store.aappend_and_summary("s1", texts(1, 3), client_id="alice")
+        assert seqs == [3] and record is not None and record.text == "m1"
+        with pytest.raises(OwnershipError):
+            await store.aappend_and_summary("s1", texts(1), client_id="bob")
+        assert store.last_seq("s1") == 3
+
+
 _SCOPES: dict[str, dict[str, str | None]] = {
     "client": {"client": "alice", "session": None},
     "session": {"client": "alice", "session": "a1"},

@@ -20,6 +20,7 @@ from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError, 
 from langchain_rolling_memory.stores.contract import (
     AppendBatch,
     AsyncBackend,
+    MemoryRows,
     Reader,
     SearchRow,
     SummaryWrite,
@@ -104,24 +105,44 @@ class AsyncPostgres(AsyncBackend):
 
     async def append(self, batch: AppendBatch) -> list[int]:
         params = pg.append_params(self.q, batch, self.search_config)
-        q, session_id, client_id, now = self.q, batch.session_id, batch.client_id, batch.now
 
         async def first(conn: Any) -> list[int]:
-            cur = await conn.execute(q.append, params)
-            seqs = sorted(int(r[0]) for r in await cur.fetchall())
-            if not seqs:
-                raise OwnershipError.for_session(session_id, client_id)
-            return seqs
+            cur = await conn.execute(self.q.append, params)
+            return pg.appended(await cur.fetchall(), batch)
 
-        async def again(conn: Any) -> list[int]:
-            async with conn.transaction() as tx:
-                await conn.execute(q.lock_session, (session_id, now, now, new_generation()))
-                cur = await conn.execute(q.find_batch, (session_id, params["batch"]))
-                done = [int(r[0]) for r in await cur.fetchall()]
-                if done:
-                    tx.force_rollback = True
-                    return done
-                return await first(conn)
+        return await self._arun("append", first, lambda conn: self._append_again(conn, batch, params))
+
+    async def _append_again(self, conn: Any, batch: AppendBatch, params: dict[str, Any]) -> list[int]:
+        """Async twin of `SyncPostgres._append_again`."""
+        q, session_id = self.q, batch.session_id
+        async with conn.transaction() as tx:
+            await conn.execute(q.lock_session, (session_id, batch.now, batch.now, new_generation()))
+            cur = await conn.execute(q.find_batch, (session_id, params["batch"]))
+            done = [int(r[0]) for r in await cur.fetchall()]
+            if done:
+                tx.force_rollback = True
+                return done
+            cur = await conn.execute(q.append, params)
+            return pg.appended(await cur.fetchall(), batch)
+
+    async def append_and_summary(
+        self, batch: AppendBatch, reader: Reader | None
+    ) -> tuple[list[int], SummaryRecord | None]:
+        params = pg.append_params(self.q, batch, self.search_config)
+        sid = batch.session_id
+        read, args = postgres_reads.summary_read(self.q, sid, reader)
+
+        async def first(conn: Any) -> tuple[list[int], SummaryRecord | None]:
+            async with conn.pipeline():
+                appended = await conn.execute(self.q.append, params)
+                summary = await conn.execute(read, args)
+            seqs = pg.appended(await appended.fetchall(), batch)
+            return seqs, postgres_reads.summary_found(await summary.fetchall(), sid, reader)
+
+        async def again(conn: Any) -> tuple[list[int], SummaryRecord | None]:
+            seqs = await self._append_again(conn, batch, params)
+            cur = await conn.execute(read, args)
+            return seqs, postgres_reads.summary_found(await cur.fetchall(), sid, reader)
 
         return await self._arun("append", first, again)
 
@@ -159,6 +180,15 @@ class AsyncPostgres(AsyncBackend):
         if reader is not None:
             reader.check(session_id, owner)
         return turn
+
+    async def read_memory(
+        self, session_id: str, limit: int, reader: Reader | None, facts_of: str | None, now: float
+    ) -> MemoryRows:
+        params = pg.memory_params(session_id, limit, reader, facts_of, now)
+        owner, memory = pg.memory_of(await self._afetch("read", self.q.read_memory, params), facts_of)
+        if reader is not None:
+            reader.check(session_id, owner)
+        return memory
 
     async def search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float

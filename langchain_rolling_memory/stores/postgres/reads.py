@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import langchain_rolling_memory.stores.postgres.sql as pg
+from langchain_rolling_memory.core.records import SummaryRecord
 from langchain_rolling_memory.stores.contract import Reader
 
 
@@ -32,3 +34,18 @@ def checked(records: list[tuple[Any, ...]], reader: Reader, session_id: str) -> 
     (`OwnershipError` otherwise). Every read's first column is never NULL in a real row."""
     reader.check(session_id, None if not records or records[0][0] is None else str(records[0][0]))
     return [record[1:] for record in records if record[1] is not None]
+
+
+def summary_read(q: pg.Queries, session_id: str, reader: Reader | None) -> tuple[str, Any]:
+    """The summary read (`Queries.get_summary`), with the owner in it when `reader` is given."""
+    if reader is None:
+        return q.get_summary, (session_id,)
+    return owned(q.prefix, q.get_summary, (session_id,), session_id)
+
+
+def summary_found(
+    records: list[tuple[Any, ...]], session_id: str, reader: Reader | None
+) -> SummaryRecord | None:
+    """The summary record from the reply of `summary_read`, once `reader` passed the check."""
+    rows = records if reader is None else checked(records, reader, session_id)
+    return pg.summary_of(rows[0] if rows else None)

@@ -28,10 +28,12 @@ from typing import Any, NamedTuple
 
 from langchain_rolling_memory.core.lexical_search import index_text
 from langchain_rolling_memory.core.records import Fact, Row, SessionInfo, SessionMark, SummaryRecord
-from langchain_rolling_memory.errors import ConfigurationError, StoreError
+from langchain_rolling_memory.errors import ConfigurationError, OwnershipError, StoreError
 from langchain_rolling_memory.stores.contract import (
     SCHEMA_VERSION,
     AppendBatch,
+    MemoryRows,
+    Reader,
     SummaryWrite,
     TurnRows,
     new_generation,
@@ -219,6 +221,43 @@ class Queries:
             (SELECT 1, seq, message, tokens::bigint, NULL, created_at FROM {p}messages
              WHERE session_id = %(sid)s AND seq > COALESCE((SELECT covered_seq FROM s), 0)
              ORDER BY seq DESC LIMIT %(limit)s)
+        """
+        # What a turn reads (`read_memory`), one statement, one snapshot: `summary_and_tail`'s
+        # rows, the session's state (kind 3) and the client's live facts (kind 4, `seq` their
+        # rank oldest first), five more columns carrying a fact's fields. Checked (`check`),
+        # a session its owner does not let the reader (`rcid`, `exact`: `Reader`) see sends
+        # nothing but its owner row: its text never leaves the server.
+        no_fact = "NULL::text, NULL::text, NULL::float8, NULL::boolean, NULL::float8"
+        self.read_memory = f"""
+            WITH ok AS (
+                SELECT NOT EXISTS (
+                    SELECT 1 FROM {p}sessions WHERE session_id = %(sid)s AND %(check)s
+                    AND client_id IS DISTINCT FROM %(rcid)s::text AND (client_id IS NOT NULL OR %(exact)s)
+                ) AS yes
+            ),
+            s AS (
+                SELECT text, covered_seq, version, meta, updated_at FROM {p}summaries
+                WHERE session_id = %(sid)s AND (SELECT yes FROM ok)
+            )
+            (SELECT 2 AS kind, NULL::bigint AS seq, client_id AS message, NULL::bigint AS tokens,
+                    generation AS meta, NULL::float8 AS updated_at, NULL::text AS key,
+                    NULL::text AS source, NULL::float8 AS created_at, NULL::boolean AS pinned,
+                    NULL::float8 AS expires_at
+             FROM {p}sessions WHERE session_id = %(sid)s)
+            UNION ALL
+            (SELECT 0, version, text, covered_seq, meta, updated_at, {no_fact} FROM s)
+            UNION ALL
+            (SELECT 1, seq, message, tokens::bigint, NULL, created_at, {no_fact} FROM {p}messages
+             WHERE session_id = %(sid)s AND (SELECT yes FROM ok)
+               AND seq > COALESCE((SELECT covered_seq FROM s), 0)
+             ORDER BY seq DESC LIMIT %(limit)s)
+            UNION ALL
+            (SELECT 3, NULL, state, NULL, NULL, NULL, {no_fact} FROM {p}sessions
+             WHERE session_id = %(sid)s AND state IS NOT NULL AND (SELECT yes FROM ok))
+            UNION ALL
+            (SELECT 4, row_number() OVER (ORDER BY created_at, id), text, NULL, id, updated_at, key,
+                    source, created_at, pinned, expires_at
+             FROM {p}facts WHERE client_id = %(cid)s AND (expires_at IS NULL OR expires_at > %(now)s))
         """
         # A summary install, only while the session row exists (with the generation it was
         # planned from, if given) and, with a lease owner, while that owner holds the lease:
@@ -503,6 +542,14 @@ def append_params(q: Queries, batch: AppendBatch, config: str = "simple") -> dic
     }
 
 
+def appended(records: list[tuple[Any, ...]], batch: AppendBatch) -> list[int]:
+    """The seqs `Queries.append` returned; none: refused (the session is another client's)."""
+    seqs = sorted(int(r[0]) for r in records)
+    if not seqs:
+        raise OwnershipError.for_session(batch.session_id, batch.client_id)
+    return seqs
+
+
 def rows_of(records: list[tuple[Any, ...]], newest: bool, limit: int | None) -> list[Row]:
     rows: list[Row] = [(int(s), str(m), None if t is None else int(t), float(at)) for s, m, t, at in records]
     # Ascending: a newest-first read comes reversed, and one wrapped by `reads.owned`
@@ -535,6 +582,39 @@ def summary_and_tail_of(records: list[tuple[Any, ...]]) -> tuple[str | None, Tur
             rows.append((int(seq), str(message), None if tokens is None else int(tokens), float(updated)))
     rows.sort(key=lambda r: r[0])
     return owner, TurnRows(summary, rows, generation)
+
+
+def memory_params(
+    session_id: str, limit: int, reader: Reader | None, facts_of: str | None, now: float
+) -> dict[str, Any]:
+    """The parameters of `Queries.read_memory`."""
+    return {
+        "sid": session_id,
+        "limit": limit,
+        "cid": facts_of,
+        "now": now,
+        "check": reader is not None,
+        "rcid": None if reader is None else reader.client_id,
+        "exact": reader is not None and reader.exact,
+    }
+
+
+def memory_of(records: list[tuple[Any, ...]], client_id: str | None) -> tuple[str | None, MemoryRows]:
+    """The session's owner and what `Queries.read_memory` read."""
+    turn: list[tuple[Any, ...]] = []
+    state: str | None = None
+    facts: list[tuple[int, Fact]] = []
+    for record in records:
+        kind, seq, message, _, meta, updated, key, source, created, pinned, expires = record
+        if kind == 3:
+            state = str(message)
+        elif kind == 4:
+            fact = (meta, client_id, message, key, source, created, updated, pinned, expires)
+            facts.append((int(seq), fact_of(fact)))
+        else:
+            turn.append(record[:6])
+    owner, rows = summary_and_tail_of(turn)
+    return owner, MemoryRows(rows, state, [fact for _, fact in sorted(facts, key=lambda f: f[0])])
 
 
 def mark_params(mark: SessionMark, client_id: str) -> tuple[str, str, str]:

@@ -18,6 +18,7 @@ from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionIn
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError, StaleWriteError
 from langchain_rolling_memory.stores.contract import (
     AppendBatch,
+    MemoryRows,
     Reader,
     SearchRow,
     SummaryWrite,
@@ -80,22 +81,42 @@ class SyncPostgres(SyncBackend):
 
     def append(self, batch: AppendBatch) -> list[int]:
         params = pg.append_params(self.q, batch, self.search_config)
-        q, session_id, client_id, now = self.q, batch.session_id, batch.client_id, batch.now
+        return self._run(
+            "append",
+            lambda conn: pg.appended(conn.execute(self.q.append, params).fetchall(), batch),
+            lambda conn: self._append_again(conn, batch, params),
+        )
 
-        def first(conn: Any) -> list[int]:
-            seqs = sorted(int(r[0]) for r in conn.execute(q.append, params).fetchall())
-            if not seqs:
-                raise OwnershipError.for_session(session_id, client_id)
-            return seqs
+    def _append_again(self, conn: Any, batch: AppendBatch, params: dict[str, Any]) -> list[int]:
+        """The retry of an append whose outcome is unknown: lock the session row first (this
+        waits for a still-running first attempt), then look for the batch."""
+        q, session_id = self.q, batch.session_id
+        with conn.transaction() as tx:
+            conn.execute(q.lock_session, (session_id, batch.now, batch.now, new_generation()))
+            done = [int(r[0]) for r in conn.execute(q.find_batch, (session_id, params["batch"]))]
+            if done:  # the first attempt committed before its connection died
+                tx.force_rollback = True
+                return done
+            return pg.appended(conn.execute(q.append, params).fetchall(), batch)
 
-        def again(conn: Any) -> list[int]:
-            with conn.transaction() as tx:
-                conn.execute(q.lock_session, (session_id, now, now, new_generation()))
-                done = [int(r[0]) for r in conn.execute(q.find_batch, (session_id, params["batch"]))]
-                if done:  # the first attempt committed before its connection died
-                    tx.force_rollback = True
-                    return done
-                return first(conn)
+    def append_and_summary(
+        self, batch: AppendBatch, reader: Reader | None
+    ) -> tuple[list[int], SummaryRecord | None]:
+        # One pipeline, one round trip: the append, then the summary read with its owner.
+        params = pg.append_params(self.q, batch, self.search_config)
+        sid = batch.session_id
+        read, args = postgres_reads.summary_read(self.q, sid, reader)
+
+        def first(conn: Any) -> tuple[list[int], SummaryRecord | None]:
+            with conn.pipeline():
+                appended = conn.execute(self.q.append, params)
+                summary = conn.execute(read, args)
+            seqs = pg.appended(appended.fetchall(), batch)
+            return seqs, postgres_reads.summary_found(summary.fetchall(), sid, reader)
+
+        def again(conn: Any) -> tuple[list[int], SummaryRecord | None]:
+            seqs = self._append_again(conn, batch, params)
+            return seqs, postgres_reads.summary_found(conn.execute(read, args).fetchall(), sid, reader)
 
         return self._run("append", first, again)
 
@@ -129,6 +150,16 @@ class SyncPostgres(SyncBackend):
         if reader is not None:
             reader.check(session_id, owner)
         return turn
+
+    def read_memory(
+        self, session_id: str, limit: int, reader: Reader | None, facts_of: str | None, now: float
+    ) -> MemoryRows:
+        # One statement: summary, tail, owner (checked here), generation, state and facts.
+        params = pg.memory_params(session_id, limit, reader, facts_of, now)
+        owner, memory = pg.memory_of(self._fetch("read", self.q.read_memory, params), facts_of)
+        if reader is not None:
+            reader.check(session_id, owner)
+        return memory
 
     def search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float

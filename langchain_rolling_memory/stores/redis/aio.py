@@ -21,6 +21,7 @@ from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.stores.contract import (
     AppendBatch,
     AsyncBackend,
+    MemoryRows,
     Reader,
     SearchRow,
     SummaryWrite,
@@ -94,6 +95,39 @@ class AsyncRedis(AsyncBackend):
             "append", lambda: script(keys=keys, args=args), lambda: script(keys=keys, args=again)
         )
         return lua.seqs_of(reply, batch.session_id, batch.client_id)
+
+    async def append_and_summary(
+        self, batch: AppendBatch, reader: Reader | None
+    ) -> tuple[list[int], SummaryRecord | None]:
+        calls, again = lua.append_and_summary_calls(self.prefix, self.keys, batch, self._ttl_ms)
+        client = await self._aclient()
+        scripts = [self.clients.ascripts[name] for name, _, _ in calls]
+
+        async def go() -> list[Any]:
+            async with client.pipeline(transaction=False) as pipe:
+                for script, (_, keys, args) in zip(scripts, calls, strict=True):
+                    pipe.evalsha(script.sha, len(keys), *keys, *args)
+                replies: list[Any] = await pipe.execute(raise_on_error=False)
+            for i in lua.unloaded(replies, self.clients.redis):
+                replies[i] = await scripts[i](keys=calls[i][1], args=calls[i][2])
+            return replies
+
+        async def retry() -> list[Any]:
+            (_, keys, _), (_, summary_keys, summary_args) = calls
+            return [
+                await scripts[0](keys=keys, args=again),
+                await scripts[1](keys=summary_keys, args=summary_args),
+            ]
+
+        appended, summary = await self._acall("append", go, retry)
+        return lua.appended_and_summary(appended, summary, batch, reader)
+
+    async def read_memory(
+        self, session_id: str, limit: int, reader: Reader | None, facts_of: str | None, now: float
+    ) -> MemoryRows:
+        keys = self.keys.read_memory(session_id, facts_of)
+        reply = await self._arun("read", "read_memory", keys, lua.memory_args(limit, reader, facts_of))
+        return lua.memory_of(reply, session_id, reader, now)
 
     async def search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float

@@ -111,6 +111,10 @@ class Keys:
         """KEYS of the summary-and-tail script."""
         return [self.summary(sid), self.msgs(sid), self.info(sid), self.idx(sid)]
 
+    def read_memory(self, sid: str, cid: str | None) -> list[str]:
+        """KEYS of the read-memory script (the facts' key of no client is never read)."""
+        return [*self.summary_and_tail(sid), self.facts(cid or "")]
+
     def cas(self, sid: str) -> list[str]:
         """KEYS of the compare-and-swap script."""
         info, msgs, summary, lease, batches = self.session(sid)

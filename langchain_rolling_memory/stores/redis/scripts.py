@@ -25,8 +25,8 @@ import langchain_rolling_memory.stores.redis.erase as redis_erase
 import langchain_rolling_memory.stores.redis.search as redis_search
 from langchain_rolling_memory.core.records import Fact, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
-from langchain_rolling_memory.stores.contract import AppendBatch, Reader, SummaryWrite, TurnRows
-from langchain_rolling_memory.stores.redis.layout import LUA
+from langchain_rolling_memory.stores.contract import AppendBatch, MemoryRows, Reader, SummaryWrite, TurnRows
+from langchain_rolling_memory.stores.redis.layout import LUA, Keys
 
 SUMMARY_FIELDS = ("text", "covered_seq", "version", "meta", "updated_at")
 NO_SUMMARY = [None] * len(SUMMARY_FIELDS)
@@ -168,20 +168,47 @@ return out
 """
 )
 
-# KEYS: sum msgs info idx; ARGV: limit
-# -> {generation (nil: no row), owner, text, covered, version, meta, updated, first seq, rows...,
-#     dates...}
-SUMMARY_AND_TAIL = (
+# The summary and the newest `limit` rows after it, with the session row's generation and owner:
+# {generation (nil: no row), owner, text, covered, version, meta, updated, first seq, rows...,
+#  dates...}
+_TURN = """
+local function turn(sum, msgs, info, idx, limit)
+  local row = redis.call('HMGET', info, 'created_at', 'client_id', 'generation')
+  if not row[1] then return {false, '', '', '', '', '', '', 1} end
+  local s = redis.call('HMGET', sum, 'text', 'covered_seq', 'version', 'meta', 'updated_at')
+  local covered = tonumber(s[2] or '0')
+  local out = rows(msgs, idx, covered, limit, 1)
+  for i = 5, 1, -1 do table.insert(out, 1, s[i] or '') end
+  table.insert(out, 1, row[2] or '')
+  table.insert(out, 1, row[3] or '')
+  return out
+end
+"""
+
+# KEYS: sum msgs info idx; ARGV: limit -> `turn`'s reply
+SUMMARY_AND_TAIL = _LIB + _TURN + "return turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[1]))\n"
+
+# What a turn reads, one script: `turn`'s reply after the client's fact JSONs (none unless
+# ARGV[2] is '1') and the session's state (nil: none). Checked (ARGV[3] '1'), a session its
+# owner does not let the reader (ARGV[4], '' for none; ARGV[5] '1': that client's only) see
+# sends its owner alone: its text never leaves the server.
+# KEYS: sum msgs info idx facts; ARGV: limit with_facts checked reader exact
+# -> {{fact...}, state, turn...}
+READ_MEMORY = (
     _LIB
+    + _TURN
     + """
-local row = redis.call('HMGET', KEYS[3], 'created_at', 'client_id', 'generation')
-if not row[1] then return {false, '', '', '', '', '', '', 1} end
-local s = redis.call('HMGET', KEYS[1], 'text', 'covered_seq', 'version', 'meta', 'updated_at')
-local covered = tonumber(s[2] or '0')
-local out = rows(KEYS[2], KEYS[4], covered, tonumber(ARGV[1]), 1)
-for i = 5, 1, -1 do table.insert(out, 1, s[i] or '') end
-table.insert(out, 1, row[2] or '')
-table.insert(out, 1, row[3] or '')
+local owner = redis.call('HGET', KEYS[3], 'client_id')
+if ARGV[3] == '1' and owner ~= ARGV[4] and (owner or ARGV[5] == '1') then
+  return {{}, false, false, owner, '', '', '', '', '', 1}
+end
+local out = turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[1]))
+local facts = {}
+if ARGV[2] == '1' then facts = redis.call('HVALS', KEYS[5]) end
+local state = false
+if out[1] then state = redis.call('HGET', KEYS[3], 'state') end
+table.insert(out, 1, state)
+table.insert(out, 1, facts)
 return out
 """
 )
@@ -261,6 +288,7 @@ SCRIPTS = {
     "append": APPEND,
     "read": READ,
     "summary_and_tail": SUMMARY_AND_TAIL,
+    "read_memory": READ_MEMORY,
     "cas": CAS_SUMMARY,
     "claim": CLAIM,
     "release": RELEASE,
@@ -314,6 +342,60 @@ def turn_of(reply: Sequence[Any], session_id: str, reader: Reader | None) -> Tur
     return TurnRows(
         summary_of(*reply[2:7]), rows_of(reply[7:]), None if generation is None else str(generation)
     )
+
+
+def memory_args(limit: int, reader: Reader | None, facts_of: str | None) -> list[Any]:
+    """ARGV of the read-memory script."""
+    checked = "0" if reader is None else "1"
+    who = "" if reader is None or reader.client_id is None else reader.client_id
+    exact = "1" if reader is not None and reader.exact else "0"
+    return [limit, "0" if facts_of is None else "1", checked, who, exact]
+
+
+def memory_of(reply: Sequence[Any], session_id: str, reader: Reader | None, now: float) -> MemoryRows:
+    """The read-memory script's reply, once `reader` (if any) passed the owner check; the facts
+    expired at the store's clock `now` left out."""
+    turn = turn_of(reply[2:], session_id, reader)
+    state = None if reply[1] is None else str(reply[1])
+    return MemoryRows(turn, state, redis_search.live_facts(reply[0], now))
+
+
+ScriptCall = tuple[str, list[str], list[Any]]
+"""A script's name, KEYS and ARGV."""
+
+
+def append_and_summary_calls(
+    prefix: str, keys: Keys, batch: AppendBatch, ttl_ms: int
+) -> tuple[list[ScriptCall], list[Any]]:
+    """The append and the summary read (summary-and-tail with no tail) sent in one pipeline,
+    and the append's retry ARGV (the same batch id: it looks for the batch first)."""
+    args, again = append_args(prefix, batch, ttl_ms)
+    sid = batch.session_id
+    calls = [
+        ("append", keys.append(sid, batch.client_id), args),
+        ("summary_and_tail", keys.summary_and_tail(sid), [0]),
+    ]
+    return calls, again
+
+
+def unloaded(replies: list[Any], redis: Any) -> list[int]:
+    """The indexes of a pipeline's replies that are NOSCRIPT (the script did not run: run it
+    again on its own); any other error is raised."""
+    missing = []
+    for i, reply in enumerate(replies):
+        if isinstance(reply, redis.exceptions.NoScriptError):
+            missing.append(i)
+        elif isinstance(reply, Exception):
+            raise reply
+    return missing
+
+
+def appended_and_summary(
+    appended: Sequence[Any], summary: Sequence[Any], batch: AppendBatch, reader: Reader | None
+) -> tuple[list[int], SummaryRecord | None]:
+    """The seqs of the append (its refusal first) and the summary read after it."""
+    seqs = seqs_of(appended, batch.session_id, batch.client_id)
+    return seqs, turn_of(summary, batch.session_id, reader).record
 
 
 def append_args(prefix: str, batch: AppendBatch, ttl_ms: int) -> tuple[list[Any], list[Any]]:

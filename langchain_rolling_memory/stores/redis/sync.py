@@ -20,6 +20,7 @@ from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionIn
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.stores.contract import (
     AppendBatch,
+    MemoryRows,
     Reader,
     SearchRow,
     SummaryWrite,
@@ -85,6 +86,37 @@ class SyncRedis(SyncBackend):
             "append", lambda: script(keys=keys, args=args), lambda: script(keys=keys, args=again)
         )
         return lua.seqs_of(reply, batch.session_id, batch.client_id)
+
+    def append_and_summary(
+        self, batch: AppendBatch, reader: Reader | None
+    ) -> tuple[list[int], SummaryRecord | None]:
+        # One pipeline, one round trip: the append script, then the summary-and-tail script
+        # with no tail (the summary, its owner checked).
+        calls, again = lua.append_and_summary_calls(self.prefix, self.keys, batch, self._ttl_ms)
+        scripts = [self.clients.scripts[name] for name, _, _ in calls]
+
+        def go() -> list[Any]:
+            with self.clients.sync.pipeline(transaction=False) as pipe:
+                for script, (_, keys, args) in zip(scripts, calls, strict=True):
+                    pipe.evalsha(script.sha, len(keys), *keys, *args)
+                replies: list[Any] = pipe.execute(raise_on_error=False)
+            for i in lua.unloaded(replies, self.clients.redis):
+                replies[i] = scripts[i](keys=calls[i][1], args=calls[i][2])
+            return replies
+
+        def retry() -> list[Any]:
+            (_, keys, _), (_, summary_keys, summary_args) = calls
+            return [scripts[0](keys=keys, args=again), scripts[1](keys=summary_keys, args=summary_args)]
+
+        appended, summary = self._call("append", go, retry)
+        return lua.appended_and_summary(appended, summary, batch, reader)
+
+    def read_memory(
+        self, session_id: str, limit: int, reader: Reader | None, facts_of: str | None, now: float
+    ) -> MemoryRows:
+        keys = self.keys.read_memory(session_id, facts_of)
+        reply = self._run("read", "read_memory", keys, lua.memory_args(limit, reader, facts_of))
+        return lua.memory_of(reply, session_id, reader, now)
 
     def search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float

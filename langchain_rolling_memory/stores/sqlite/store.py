@@ -42,6 +42,7 @@ from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.stores.contract import (
     SCHEMA_VERSION,
     AppendBatch,
+    MemoryRows,
     Reader,
     SearchRow,
     SummaryWrite,
@@ -343,24 +344,48 @@ class SQLiteBackend(SyncBackend):
         with self._reading(session_id, reader):
             return sql.rows_of(self._query(statement, params), newest, limit)
 
-    def summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
-        q = self.q
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: what is read inside is seen at one instant."""
         with self._lock, self._errors("read"):
             conn = self._db()
-            conn.execute("BEGIN")  # one snapshot: the owner, the generation, the summary, the rows
+            conn.execute("BEGIN")
             try:
-                head = conn.execute(q.turn_head, (session_id,)).fetchone()
-                if reader is not None:
-                    reader.check(session_id, head[0] if head else None)
-                if head is None:
-                    return TurnRows(None, [], None)
-                record = sql.summary_of(head[2:] if head[2] is not None else None)
-                statement, params = q.read(session_id, record.covered_seq if record else 0, limit, True)
-                rows = sql.rows_of(conn.execute(statement, params).fetchall(), True, limit) if limit else []
-                return TurnRows(record, rows, str(head[1]))
+                yield conn
             finally:
                 if conn.in_transaction:
                     conn.execute("COMMIT")
+
+    def _turn(self, conn: sqlite3.Connection, session_id: str, limit: int, reader: Reader | None) -> TurnRows:
+        """The owner (checked), the generation, the summary and the rows, in `conn`'s snapshot."""
+        q = self.q
+        head = conn.execute(q.turn_head, (session_id,)).fetchone()
+        if reader is not None:
+            reader.check(session_id, head[0] if head else None)
+        if head is None:
+            return TurnRows(None, [], None)
+        record = sql.summary_of(head[2:] if head[2] is not None else None)
+        statement, params = q.read(session_id, record.covered_seq if record else 0, limit, True)
+        rows = sql.rows_of(conn.execute(statement, params).fetchall(), True, limit) if limit else []
+        return TurnRows(record, rows, str(head[1]))
+
+    def summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
+        with self._snapshot() as conn:  # one snapshot: the owner, the generation, the summary, the rows
+            return self._turn(conn, session_id, limit, reader)
+
+    def read_memory(
+        self, session_id: str, limit: int, reader: Reader | None, facts_of: str | None, now: float
+    ) -> MemoryRows:
+        # One read transaction, as the server backends' one statement: the turn, state and facts
+        # at one instant, the owner checked first.
+        with self._snapshot() as conn:
+            turn = self._turn(conn, session_id, limit, reader)
+            row = conn.execute(self.q.get_state, (session_id,)).fetchone() if turn.generation else None
+            state = None if row is None or row[0] is None else str(row[0])
+            found = (
+                conn.execute(self.q.list_facts, (facts_of, now)).fetchall() if facts_of is not None else []
+            )
+            return MemoryRows(turn, state, [sql.fact_of(r) for r in found])
 
     def last_seq(self, session_id: str, reader: Reader | None = None) -> int:
         with self._reading(session_id, reader):
