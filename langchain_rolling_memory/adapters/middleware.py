@@ -402,7 +402,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         return await self._apersist_checked(state, ids)
 
     async def aafter_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return await self._apersist_checked(state, self.ids(runtime, state))
+        # As `after_model`: the turn's owner was checked before the model ran.
+        return await self._apersist(state, self.ids(runtime, state))
 
     async def aafter_agent(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         ids = self.ids(runtime, state)
