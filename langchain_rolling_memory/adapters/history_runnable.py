@@ -57,6 +57,9 @@ class TurnMemory(Protocol):
 
     async def ainject(self, value: Any, ids: MemoryIds) -> Any: ...
 
+    def stored(self, ids: MemoryIds) -> None:
+        """After the turn's append (background work only: it never delays the turn)."""
+
 
 def _key_of(value: Mapping[str, Any], key: str | None, default: str, option: str) -> str:
     """The key of `value` holding messages: `key`, else its only key, else `default`."""
@@ -229,10 +232,14 @@ class RollingMemoryRunnable(Runnable[Input, Output]):
     def _store(self, turn: _Turn, output: Any) -> None:
         turn.stored = True
         turn.history.add_messages(turn.user + self._reply_messages(output))
+        if self.memory is not None:
+            self.memory.stored(turn.ids)
 
     async def _astore(self, turn: _Turn, output: Any) -> None:
         turn.stored = True
         await turn.history.aadd_messages(turn.user + self._reply_messages(output))
+        if self.memory is not None:
+            self.memory.stored(turn.ids)
 
     def invoke(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> Output:
         def turn(value: Input, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> Output:

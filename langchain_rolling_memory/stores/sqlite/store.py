@@ -36,6 +36,8 @@ from urllib.parse import quote
 import langchain_rolling_memory.stores.forks as forks
 import langchain_rolling_memory.stores.sqlite.search as search
 import langchain_rolling_memory.stores.sqlite.sql as sql
+import langchain_rolling_memory.stores.vector_sql as vector_sql
+from langchain_rolling_memory.core.dense import dot
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
 from langchain_rolling_memory.stores.api import RollingStore
@@ -47,6 +49,8 @@ from langchain_rolling_memory.stores.contract import (
     SummaryWrite,
     SyncBackend,
     TurnRows,
+    Unembedded,
+    VectorWrite,
     new_generation,
     newer_schema,
 )
@@ -54,6 +58,12 @@ from langchain_rolling_memory.stores.fact_api import FactOptions
 from langchain_rolling_memory.stores.lifecycle import not_set_up
 
 logger = logging.getLogger("langchain_rolling_memory")
+
+_DOT = "lrm_vector_dot"  # `core.dense.dot`, registered on every connection
+
+
+def _named(name: str) -> str:
+    return f":{name}"
 
 
 def _statements(script: str) -> list[str]:
@@ -111,6 +121,7 @@ class SQLiteBackend(SyncBackend):
         conn.execute("PRAGMA busy_timeout = 30000")
         for name, (arity, function) in search.FUNCTIONS.items():
             conn.create_function(name, arity, function, deterministic=True)
+        conn.create_function(_DOT, 2, dot, deterministic=True)
         # Zero deleted content instead of leaving it in free space (off in upstream builds).
         conn.execute("PRAGMA secure_delete = ON")
         if self.path != ":memory:" and not self.read_only:
@@ -480,6 +491,49 @@ class SQLiteBackend(SyncBackend):
         if count:
             self._checkpoint()
         return count
+
+    # ------------------------------------------------------------------ dense vectors (schema 6)
+
+    def unembedded(
+        self, model: str, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[Unembedded]:
+        statement = vector_sql.unembedded(self.prefix, _named, client_id, session_id)
+        params = {"model": model, "cid": client_id, "sid": session_id, "limit": limit}
+        return [Unembedded(str(s), int(n), str(g), str(m)) for s, n, g, m in self._query(statement, params)]
+
+    def put_vectors(self, model: str, items: Sequence[VectorWrite]) -> int:
+        # One write transaction: each vector lands only beside its message, in a session that
+        # still has the generation it was listed under (an erase is wholly before or after).
+        p = self.prefix
+        statement = (
+            f"INSERT OR REPLACE INTO {p}vectors (session_id, seq, model, vector) SELECT ?, ?, ?, ? "
+            f"WHERE EXISTS (SELECT 1 FROM {p}messages AS m JOIN {p}sessions AS s ON s.session_id = m.session_id "
+            "WHERE m.session_id = ? AND m.seq = ? AND s.generation = ?)"
+        )
+        with self._write() as conn:
+            stored = 0
+            for sid, seq, generation, vector in items:
+                stored += conn.execute(statement, (sid, seq, model, vector, sid, seq, generation)).rowcount
+            return stored
+
+    def vector_search(
+        self, model: str, vector: bytes, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        # Brute force in one statement (one snapshot), the owner filtered in it: the score is a
+        # function every connection registers (`core.dense.dot`), over the scope's vectors only.
+        statement = vector_sql.search(
+            self.prefix,
+            _named,
+            f"{_DOT}(v.vector, :q)",
+            "length(v.vector) = length(:q)",
+            client_id,
+            session_id,
+        )
+        params = {"model": model, "q": vector, "cid": client_id, "sid": session_id, "limit": limit}
+        return [
+            (float(score), str(sid), int(seq), str(message), float(at), None)
+            for score, sid, seq, message, at in self._query(statement, params)
+        ]
 
 
 class SQLiteRollingStore(RollingStore):
