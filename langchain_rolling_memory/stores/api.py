@@ -28,8 +28,8 @@ from langchain_core.messages import BaseMessage
 
 import langchain_rolling_memory.core.fact_rules as fact_rules
 import langchain_rolling_memory.stores.checks as checks
-from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.dense import pack
+from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.lexical_search import SearchHit
 from langchain_rolling_memory.core.records import (
     Fact,
