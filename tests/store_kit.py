@@ -84,7 +84,8 @@ def _redis_keys(store: RollingStore) -> list[str]:
 
     prefix = store.prefix  # type: ignore[attr-defined]
     lines = []
-    with redis.Redis.from_url(REDIS_URL, decode_responses=True) as r:
+    # Vectors are binary (packed floats): shown escaped, never decoded as text.
+    with redis.Redis.from_url(REDIS_URL, decode_responses=True, encoding_errors="backslashreplace") as r:
         for key in r.scan_iter(match=_glob_escape(prefix) + "*", count=1000):
             kind = r.type(key)
             value: Any

@@ -769,12 +769,12 @@ class RollingStore:
         """Store each item's vector of `model` (`core.dense.pack`'s bytes), all in one atomic
         step; an item whose message was erased, or whose session was erased and re-created
         since the listing, is not stored. Returns how many were stored."""
-        writes = check_writes(items)
-        return self._sync.put_vectors(check_model(model), writes) if writes else 0
+        model, writes = check_model(model), check_writes(items)
+        return self._sync.put_vectors(model, writes) if writes else 0
 
     async def aput_vectors(self, model: str, items: Sequence[VectorWrite]) -> int:
-        writes = check_writes(items)
-        return await self._async.put_vectors(check_model(model), writes) if writes else 0
+        model, writes = check_model(model), check_writes(items)
+        return await self._async.put_vectors(model, writes) if writes else 0
 
     def vector_search(
         self,

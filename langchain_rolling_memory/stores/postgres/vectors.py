@@ -70,7 +70,14 @@ def search(
 ) -> tuple[str, dict[str, Any]]:
     sql = vector_sql.search(prefix, _named, _SCORE, _SIZE, client_id, session_id)
     query = list(unpack(vector))
-    params = {"model": model, "q": query, "dim": len(query), "cid": client_id, "sid": session_id, "limit": limit}
+    params = {
+        "model": model,
+        "q": query,
+        "dim": len(query),
+        "cid": client_id,
+        "sid": session_id,
+        "limit": limit,
+    }
     return sql, params
 
 
