@@ -26,6 +26,8 @@ from langchain_rolling_memory.stores.contract import (
     SummaryWrite,
     SyncBackend,
     TurnRows,
+    Unembedded,
+    VectorWrite,
 )
 from langchain_rolling_memory.stores.redis.clients import Clients
 from langchain_rolling_memory.stores.redis.layout import Keys
