@@ -15,9 +15,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
-from store_reference import ANON, VOCAB, Mark, Reference, Violation, tag
-
 from langchain_core.embeddings import DeterministicFakeEmbedding
+from store_reference import ANON, VOCAB, Mark, Reference, Violation, tag
 
 from langchain_rolling_memory.core.dense import dot, pack
 from langchain_rolling_memory.core.lexical_search import query_terms
