@@ -3,6 +3,8 @@ client, erased with everything else, computed off the turn path, fused with the 
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 from typing import ClassVar
 
 import pytest
@@ -236,3 +238,61 @@ def test_a_failing_model_never_fails_the_turn(caplog: pytest.LogCaptureFixture) 
     chat.drain(timeout=30)  # type: ignore[attr-defined]
     assert "quota" in caplog.text
     assert len(store.unembedded(model_name(Broken()), client_id="ana")) == 2  # index_vectors() catches up
+
+
+FORK = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
+
+
+def _forked_indexer(store: RollingStore, session_id: str) -> None:
+    # The store was opened (and used) by the parent before the fork, as gunicorn --preload does.
+    stored = index_vectors(store, FAKE, session_id=session_id)
+    os._exit(0 if stored == 3 else 1)
+
+
+@pytest.mark.skipif(FORK is None, reason="this platform has no fork()")
+def test_a_forked_child_embeds_through_a_store_opened_before_the_fork(shared_store: RollingStore) -> None:
+    assert FORK is not None
+    words = ["Casa Azul in Alfama", "a tram to Belem", "pasteis de nata"]
+    shared_store.append("zz-forked", [HumanMessage(w) for w in words], client_id="zz-ana")
+    assert shared_store.vector_search(FAKE.embed_query("x"), model=MODEL, client_id="zz-ana") == []  # in use
+    child = FORK.Process(target=_forked_indexer, args=(shared_store, "zz-forked"))
+    child.start()
+    child.join(60)
+    if child.exitcode is None:  # pragma: no cover - a hung child fails the test, not the run
+        child.kill()
+        child.join()
+    assert child.exitcode == 0
+    hits = shared_store.vector_search(FAKE.embed_query("a tram to Belem"), model=MODEL, client_id="zz-ana")
+    assert hits[0].text == "a tram to Belem" and len(hits) == 3
+    shared_store.forget("zz-ana")
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+async def test_the_agent_middleware_embeds_after_its_appends_and_recalls_by_meaning(
+    asynchronous: bool,
+) -> None:
+    from agent_models import ScriptedChatModel
+    from langchain.agents import create_agent
+
+    from langchain_rolling_memory import RollingMemoryMiddleware
+
+    store = open_store("memory://")
+    model = ScriptedChatModel()
+    memory = RollingMemoryMiddleware(
+        store=store, summarizer=lambda p, m: "s", memory_tools=(), recall_tokens=500, embeddings=_Concepts()
+    )
+    agent = create_agent(model, [], middleware=[memory])
+
+    async def turn(text: str, session: str) -> None:
+        value = {"messages": [HumanMessage(text)]}
+        config = {"configurable": {"client_id": "ana", "session_id": session}}
+        if asynchronous:
+            await agent.ainvoke(value, config)  # type: ignore[arg-type]
+        else:
+            agent.invoke(value, config)  # type: ignore[arg-type]
+
+    await turn("I bought a new automobile last week", "one")
+    assert (await memory.adrain(timeout=30)).pending == 0
+    assert store.unembedded(model_name(_Concepts()), client_id="ana") == []
+    await turn("which vehicle was it?", "two")
+    assert "automobile" in "\n".join(str(m.text) for m in model.requests[-1])
