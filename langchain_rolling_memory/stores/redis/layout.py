@@ -181,6 +181,18 @@ local function unlist(p, listed, sid)
   redis.call('SREM', listed, sid)
   if redis.call('EXISTS', skey(p, sid, 'info')) == 0 then redis.call('ZREM', p..'updated', sid) end
 end
+-- A search's sessions: `sid` alone ('' for the client's), or each session in the client's set;
+-- `take(s)` reads one and returns false when `cid` no longer owns it: such an id is unlisted.
+local function each_scope_session(p, cid, sid, take)
+  if sid ~= '' then
+    take(sid)
+    return
+  end
+  local listed = ckey(p, cid, 'sessions')
+  for _, s in ipairs(redis.call('SMEMBERS', listed)) do
+    if not take(s) then unlist(p, listed, s) end
+  end
+end
 -- An expired session (`ttl=`) leaves its id in `updated`: each write drops the oldest few
 -- whose session is gone, so they do not pile up (whatever this store's own ttl).
 local function sweep(p, updated)

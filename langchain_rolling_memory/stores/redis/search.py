@@ -34,14 +34,7 @@ local function take(s)
   found[#found + 1] = {s, row[3] or '', redis.call('LRANGE', skey(p, s, 'idx'), 0, -1)}
   return true
 end
-if sid ~= '' then
-  take(sid)
-else
-  local listed = ckey(p, cid, 'sessions')
-  for _, s in ipairs(redis.call('SMEMBERS', listed)) do
-    if not take(s) then unlist(p, listed, s) end
-  end
-end
+each_scope_session(p, cid, sid, take)
 local facts = {}
 if cid ~= '' then facts = redis.call('HGETALL', ckey(p, cid, 'facts')) end
 return {found, facts}

@@ -123,14 +123,7 @@ local function take(s)
   end
   return true
 end
-if sid ~= '' then
-  take(sid)
-else
-  local listed = ckey(p, cid, 'sessions')
-  for _, s in ipairs(redis.call('SMEMBERS', listed)) do
-    if not take(s) then unlist(p, listed, s) end
-  end
-end
+each_scope_session(p, cid, sid, take)
 table.sort(scored, function(a, b)
   if a[1] ~= b[1] then return a[1] > b[1] end
   if a[2] ~= b[2] then return a[2] < b[2] end
