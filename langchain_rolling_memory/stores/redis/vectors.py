@@ -17,6 +17,10 @@ generation check inside it, so the isolation holds without a look-up before:
   server about a dimension's multiplications per vector of the scope, a brute force that
   blocks Redis while it runs, as every script does.
 
+With a store ``ttl=``, the hash gets the session's remaining expiry when a vector is written,
+and a later append does not extend it (the append script keeps to its own keys): the vectors
+may expire before the session, never after it, and the next catch-up embeds those messages again.
+
 A client reads replies as text (``decode_responses=True``): the vectors go in as arguments and
 never come back. No connection, no driver.
 """
