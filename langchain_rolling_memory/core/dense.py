@@ -11,10 +11,11 @@ each backend's.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import struct
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 
 from langchain_rolling_memory.core.lexical_search import SearchHit
@@ -36,7 +37,7 @@ def pack(values: Sequence[float]) -> bytes:
 
     Example:
         >>> unpack(pack([3.0, 4.0]))
-        [0.6000000238418579, 0.800000011920929]
+        (0.6000000238418579, 0.800000011920929)
     """
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         msg = f"a vector must be a sequence of floats, got {type(values).__name__}"
@@ -58,22 +59,40 @@ def pack(values: Sequence[float]) -> bytes:
     return struct.pack(f"<{len(floats)}f", *(v / norm for v in floats))
 
 
+@functools.lru_cache(maxsize=8)
+def _layout(size: int) -> struct.Struct:
+    return struct.Struct(f"<{size}f")
+
+
 def unpack(blob: bytes) -> tuple[float, ...]:
     """The floats of a stored vector."""
-    return struct.unpack(f"<{len(blob) // 4}f", blob)
+    return _layout(len(blob) // 4).unpack(blob)
+
+
+def scorer(query: bytes) -> Callable[[bytes], float | None]:
+    """The cosine of a stored vector with `query` (both unit length: their dot product), the
+    query unpacked once; None for a vector of another length or an empty one (not comparable,
+    so not found). What the in-process backends score each vector of a search with."""
+    floats = unpack(query)
+    layout = _layout(len(floats))
+    size = len(query)
+
+    def score(blob: bytes) -> float | None:
+        if not blob or len(blob) != size:
+            return None
+        return sum(map(operator.mul, layout.unpack(blob), floats))
+
+    return score
 
 
 def dot(a: bytes, b: bytes) -> float | None:
-    """The cosine of two stored vectors (their dot product: both are unit length); None when
-    their lengths differ or either is empty (not comparable, so not found).
+    """The cosine of two stored vectors (`scorer` of one, applied to the other).
 
     Example:
         >>> round(dot(pack([1.0, 0.0]), pack([1.0, 1.0])), 4)
         0.7071
     """
-    if not a or len(a) != len(b):
-        return None
-    return math.fsum(map(operator.mul, unpack(a), unpack(b)))
+    return scorer(b)(a) if b else None
 
 
 def fuse(*rankings: Sequence[SearchHit], k: int = RRF_K) -> list[SearchHit]:

@@ -37,7 +37,7 @@ import langchain_rolling_memory.stores.forks as forks
 import langchain_rolling_memory.stores.sqlite.search as search
 import langchain_rolling_memory.stores.sqlite.sql as sql
 import langchain_rolling_memory.stores.vector_sql as vector_sql
-from langchain_rolling_memory.core.dense import dot
+from langchain_rolling_memory.core.dense import scorer
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
 from langchain_rolling_memory.stores.api import RollingStore
@@ -59,7 +59,7 @@ from langchain_rolling_memory.stores.lifecycle import not_set_up
 
 logger = logging.getLogger("langchain_rolling_memory")
 
-_DOT = "lrm_vector_dot"  # `core.dense.dot`, registered on every connection
+_SCORE = "lrm_vector_score"  # `core.dense.scorer` of a search's query, registered for that search
 
 
 def _named(name: str) -> str:
@@ -121,7 +121,6 @@ class SQLiteBackend(SyncBackend):
         conn.execute("PRAGMA busy_timeout = 30000")
         for name, (arity, function) in search.FUNCTIONS.items():
             conn.create_function(name, arity, function, deterministic=True)
-        conn.create_function(_DOT, 2, dot, deterministic=True)
         # Zero deleted content instead of leaving it in free space (off in upstream builds).
         conn.execute("PRAGMA secure_delete = ON")
         if self.path != ":memory:" and not self.read_only:
@@ -519,21 +518,18 @@ class SQLiteBackend(SyncBackend):
     def vector_search(
         self, model: str, vector: bytes, client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
-        # Brute force in one statement (one snapshot), the owner filtered in it: the score is a
-        # function every connection registers (`core.dense.dot`), over the scope's vectors only.
+        # Brute force in one statement (one snapshot), the owner filtered in it: the score is the
+        # query's `core.dense.scorer` (the query unpacked once), registered for this search under
+        # the lock, over the scope's vectors only.
         statement = vector_sql.search(
-            self.prefix,
-            _named,
-            f"{_DOT}(v.vector, :q)",
-            "length(v.vector) = length(:q)",
-            client_id,
-            session_id,
+            self.prefix, _named, f"{_SCORE}(v.vector)", "length(v.vector) = :size", client_id, session_id
         )
-        params = {"model": model, "q": vector, "cid": client_id, "sid": session_id, "limit": limit}
-        return [
-            (float(score), str(sid), int(seq), str(message), float(at), None)
-            for score, sid, seq, message, at in self._query(statement, params)
-        ]
+        params = {"model": model, "size": len(vector), "cid": client_id, "sid": session_id, "limit": limit}
+        with self._lock, self._errors("read"):
+            conn = self._db()
+            conn.create_function(_SCORE, 1, scorer(vector), deterministic=True)
+            rows = conn.execute(statement, params).fetchall()
+        return [(float(s), str(sid), int(seq), str(m), float(at), None) for s, sid, seq, m, at in rows]
 
 
 class SQLiteRollingStore(RollingStore):
