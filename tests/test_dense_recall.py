@@ -296,3 +296,27 @@ async def test_the_agent_middleware_embeds_after_its_appends_and_recalls_by_mean
     assert store.unembedded(model_name(_Concepts()), client_id="ana") == []
     await turn("which vehicle was it?", "two")
     assert "automobile" in "\n".join(str(m.text) for m in model.requests[-1])
+
+
+def test_a_store_closed_under_a_background_job_is_not_reported(caplog: pytest.LogCaptureFixture) -> None:
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+
+    class Slow(_Concepts):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            started.set()
+            release.wait(10)
+            return super().embed_documents(texts)
+
+    store = open_store("memory://")
+    store.append("s", [HumanMessage("hello there")], client_id="ana")
+    dense = DenseRecall(store, Slow())
+    assert dense.schedule("s")
+    assert started.wait(10)
+    store.close()
+    release.set()
+    from langchain_rolling_memory.runtime.background import jobs_of
+
+    jobs_of(store).flush("vectors s", timeout=10)
+    assert "embedding session" not in caplog.text

@@ -147,6 +147,8 @@ class DenseRecall:
         try:
             self.index(session_id=session_id)
         except Exception as exc:  # a failing model must not fail the app: the next append retries
+            if self.store.closed:  # closed under the job (shutdown without drain): nothing to say
+                return
             logger.warning(
                 "rolling memory: embedding session %s with %s failed (%s: %s); its messages are "
                 "embedded after its next append, or by index_vectors()",
