@@ -80,7 +80,8 @@ def scorer(query: bytes) -> Callable[[bytes], float | None]:
     def score(blob: bytes) -> float | None:
         if not blob or len(blob) != size:
             return None
-        return sum(map(operator.mul, layout.unpack(blob), floats))
+        total: float = sum(map(operator.mul, layout.unpack(blob), floats))
+        return total
 
     return score
 
