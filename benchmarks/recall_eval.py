@@ -25,7 +25,7 @@ from benchmarks._shared import RESULTS, locomo_path
 from langchain_rolling_memory_lab.eval import run_eval
 from langchain_rolling_memory_lab.eval_report import format_table
 from langchain_rolling_memory_lab.eval_store import recall_tokens_within, store_recall
-from langchain_rolling_memory_lab.eval_strategies import STRATEGIES, Strategy
+from langchain_rolling_memory_lab.eval_strategies import Strategy, installed_strategies
 from langchain_rolling_memory_lab.locomo import read_locomo
 
 POSTGRES_URL = os.environ.get("LRM_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     path = locomo_path()
     conversations = read_locomo(path)[: args.conversations]
-    strategies = backend_strategies(args.stores) if args.stores else list(STRATEGIES)
+    strategies = backend_strategies(args.stores) if args.stores else installed_strategies()
     start = time.perf_counter()
     report = run_eval(conversations, strategies=strategies, source=path.name)
     table = format_table(report)

@@ -130,8 +130,8 @@ def _drop_ours(store: RollingStore) -> None:
         import psycopg
 
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            for table in ("meta", "sessions", "messages", "summaries", "leases", "facts"):
-                conn.execute(f"DROP TABLE IF EXISTS {prefix}{table}")
+            for table in ("meta", "sessions", "messages", "summaries", "leases", "facts", "vectors"):
+                conn.execute(f"DROP TABLE IF EXISTS {prefix}{table} CASCADE")
     elif name == "RedisRollingStore":
         import redis
 

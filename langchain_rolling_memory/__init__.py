@@ -57,6 +57,7 @@ if _TYPE_CHECKING:
     from langchain_rolling_memory.core.topics import keyword_topic_shift
     from langchain_rolling_memory.core.usage import SummaryUsage
     from langchain_rolling_memory.engine.compaction import Compactor
+    from langchain_rolling_memory.engine.dense import aindex_vectors, index_vectors
     from langchain_rolling_memory.engine.fact_extractor import FactExtractor, aextract_facts, extract_facts
     from langchain_rolling_memory.engine.memory_reads import aload_memory, load_memory
     from langchain_rolling_memory.engine.shutdown import Drained
@@ -118,6 +119,8 @@ _LAZY = {  # name: the module defining it, relative to this package
     "keyword_topic_shift": ".core.topics",
     "SummaryUsage": ".core.usage",
     "Compactor": ".engine.compaction",
+    "aindex_vectors": ".engine.dense",
+    "index_vectors": ".engine.dense",
     "FactExtractor": ".engine.fact_extractor",
     "aextract_facts": ".engine.fact_extractor",
     "extract_facts": ".engine.fact_extractor",
@@ -195,6 +198,7 @@ __all__ = [
     "__version__",
     "aextract_facts",
     "aforget_user",
+    "aindex_vectors",
     "aload_memory",
     "chat_model_summarizer",
     "client_session_config_specs",
@@ -204,6 +208,7 @@ __all__ = [
     "forget_fact_tool",
     "forget_user",
     "gemini_summarizer",
+    "index_vectors",
     "insert_memory_message",
     "keyword_topic_shift",
     "load_memory",

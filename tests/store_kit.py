@@ -20,7 +20,7 @@ from langchain_rolling_memory.stores.memory.store import MemoryBackend
 POSTGRES_URL = os.environ.get("LRM_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("LRM_REDIS_URL", "redis://127.0.0.1:6379/0")
 
-_SQL_TABLES = ("sessions", "messages", "summaries", "leases", "facts")
+_SQL_TABLES = ("sessions", "messages", "summaries", "leases", "facts", "vectors")
 
 
 def _with_query(url: str, **params: str) -> str:
@@ -84,7 +84,8 @@ def _redis_keys(store: RollingStore) -> list[str]:
 
     prefix = store.prefix  # type: ignore[attr-defined]
     lines = []
-    with redis.Redis.from_url(REDIS_URL, decode_responses=True) as r:
+    # Vectors are binary (packed floats): shown escaped, never decoded as text.
+    with redis.Redis.from_url(REDIS_URL, decode_responses=True, encoding_errors="backslashreplace") as r:
         for key in r.scan_iter(match=_glob_escape(prefix) + "*", count=1000):
             kind = r.type(key)
             value: Any
@@ -161,7 +162,7 @@ def wipe(store: RollingStore) -> None:
 
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
             for table in ("meta", *_SQL_TABLES):
-                conn.execute(f"DROP TABLE IF EXISTS {prefix}{table}")
+                conn.execute(f"DROP TABLE IF EXISTS {prefix}{table} CASCADE")
     elif name == "redis":
         import redis
 

@@ -15,8 +15,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
+from langchain_core.embeddings import DeterministicFakeEmbedding
 from store_reference import ANON, VOCAB, Mark, Reference, Violation, tag
 
+from langchain_rolling_memory.core.dense import dot, pack
 from langchain_rolling_memory.core.lexical_search import query_terms
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError
 from langchain_rolling_memory.stores import RollingStore
@@ -28,6 +30,8 @@ CLIENTS = (*NAMED, None)  # None: a run naming no client
 SESSIONS = ("s1", "s2")
 EVERYTHING = " ".join((*VOCAB, *NAMED, ANON))  # a query that matches every text
 LIMIT = 1000  # above what a run writes: a search returns every match
+EMBEDDINGS = DeterministicFakeEmbedding(size=8)  # a vector per text, the same in every process
+MODEL = "model-test"
 
 
 class ViewChecks:
@@ -178,6 +182,37 @@ class ViewChecks:
                 raise Violation("score", f"{what}: scores moved while the searcher's data did not: {moved!r}")
         self.scores[(client, sid, query)] = (version, scores)
 
+    def check_vectors(self, store: RollingStore, client: str | None, sid: str | None) -> None:
+        """Every dense hit is a live message of the scope (never another's, never erased), and
+        its score is its own text's: a vector listed before an erase never lands on the
+        message of a session re-created under the same id."""
+        expected = self.ref.search(client, sid, set(query_terms(EVERYTHING)))
+        what = f"vector_search(client_id={client!r}, session_id={sid!r})"
+        query = EMBEDDINGS.embed_query(EVERYTHING)
+        hits = self.call(
+            what,
+            expected,
+            "leak",
+            store.vector_search,
+            query,
+            model=MODEL,
+            client_id=client,
+            session_id=sid,
+            limit=LIMIT,
+        )
+        if hits is None or not isinstance(expected, set):
+            return
+        for hit in hits:
+            why = self.ref.foreign(client, hit.text)
+            if why is not None or hit.text not in expected:
+                raise Violation(
+                    why or "model", f"{what} found {hit.text!r}; expected among {sorted(expected)!r}"
+                )
+            own = dot(pack(EMBEDDINGS.embed_query(hit.text)), pack(query))
+            if own is None or not math.isclose(hit.score, own, abs_tol=1e-5):
+                raise Violation("leak", f"{what}: {hit.text!r} scored {hit.score}, its own vector {own}")
+        self.seen["vector_search: hits checked"] += len(hits)
+
     def check_lists(self, store: RollingStore, client: str) -> None:
         """The client's `sessions()` and `facts()`."""
         listed = store.sessions(client)
@@ -235,8 +270,12 @@ class ViewChecks:
                     self.check_memory(store, viewer, sid, 50)
             with self.recording("search of a session"):
                 self.check_search(store, None, sid, EVERYTHING)
+            with self.recording("vector search of a session"):
+                self.check_vectors(store, None, sid)
         for client in NAMED:
             with self.recording("search of a client"):
                 self.check_search(store, client, None, EVERYTHING)
+            with self.recording("vector search of a client"):
+                self.check_vectors(store, client, None)
             with self.recording("export"):
                 self.check_export(store, client)

@@ -18,7 +18,7 @@ from langchain_rolling_memory_lab.conversations import load_locomo
 from langchain_rolling_memory_lab.eval import answer_in_context, run_eval
 from langchain_rolling_memory_lab.eval_report import format_table
 from langchain_rolling_memory_lab.eval_store import memory_frame_tokens, recall_tokens_within
-from langchain_rolling_memory_lab.eval_strategies import DEFAULT_STRATEGIES, STRATEGIES
+from langchain_rolling_memory_lab.eval_strategies import DEFAULT_STRATEGIES, STRATEGIES, installed_strategies
 from langchain_rolling_memory_lab.locomo import (
     HELD_OUT,
     EvalConversation,
@@ -143,7 +143,7 @@ def test_the_replay_and_the_eval_read_the_same_turns(tmp_path: Path) -> None:
 
 def test_every_strategy_runs_on_a_tiny_conversation(tmp_path: Path) -> None:
     conversations = read_locomo(_locomo(tmp_path))
-    report = run_eval(conversations, strategies=list(STRATEGIES))
+    report = run_eval(conversations, strategies=installed_strategies())
     rows = {row["strategy"]: row for row in report.rows()}
     assert rows["transcript"]["answer_in_context"] == 1.0  # with its session date lines
     assert rows["recall-2000"]["answer_in_context"] == 1.0  # dated excerpts answer "when"

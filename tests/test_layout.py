@@ -128,10 +128,11 @@ def test_a_module_imports_only_the_layers_its_folder_allows(module: str) -> None
 CORE_STDLIB = {
     "__future__", "abc", "bisect", "collections", "dataclasses", "datetime", "enum", "functools",
     "difflib", "hashlib", "heapq", "itertools", "json", "math", "numbers", "operator", "re", "string",
-    "types", "typing", "unicodedata",
+    "struct", "types", "typing", "unicodedata",
 }  # fmt: skip
 # hashlib: digests are pure functions of their input (graph_state fingerprints messages);
-# difflib: string matching only (settings name the closest option to a misspelt one).
+# difflib: string matching only (settings name the closest option to a misspelt one);
+# struct: floats to bytes and back (`core.dense` packs the vectors every store keeps).
 CORE_THIRD_PARTY = {"langchain_core", "pydantic"}
 CLOCK_CALLS = {
     "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today", "datetime.date.today",

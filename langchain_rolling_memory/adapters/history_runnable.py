@@ -59,6 +59,9 @@ class TurnMemory(Protocol):
 
     async def ainject(self, value: Any, ids: MemoryIds, known: MemoryRead | None = None) -> Any: ...
 
+    def stored(self, ids: MemoryIds) -> None:
+        """After the turn's append (background work only: it never delays the turn)."""
+
 
 def _known(history: BaseChatMessageHistory) -> MemoryRead | None:
     """What the history read with its view besides it (state, facts), if it read them."""
@@ -241,10 +244,14 @@ class RollingMemoryRunnable(Runnable[Input, Output]):
     def _store(self, turn: _Turn, output: Any) -> None:
         turn.stored = True
         turn.history.add_messages(turn.user + self._reply_messages(output))
+        if self.memory is not None:
+            self.memory.stored(turn.ids)
 
     async def _astore(self, turn: _Turn, output: Any) -> None:
         turn.stored = True
         await turn.history.aadd_messages(turn.user + self._reply_messages(output))
+        if self.memory is not None:
+            self.memory.stored(turn.ids)
 
     def invoke(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> Output:
         def turn(value: Input, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> Output:

@@ -180,7 +180,12 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         self.language = language
         self.settings = chosen
         self.recaller = Recaller.build(
-            store, chosen.recall_tokens, recall, token_counter=chosen.token_counter, language=language
+            store,
+            chosen.recall_tokens,
+            recall,
+            token_counter=chosen.token_counter,
+            language=language,
+            embeddings=chosen.embeddings,
         )
         unknown = sorted(set(memory_tools) - set(TOOL_BUILDERS))
         if unknown or isinstance(memory_tools, str):
@@ -277,7 +282,13 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             self.store.append(
                 ids.session_id, fresh, client_id=ids.client_id, token_counts=self._counts(fresh)
             )
+            self._stored(ids)
         return new
+
+    def _stored(self, ids: MemoryIds) -> None:
+        """After an append: with ``embeddings=``, its messages are embedded in the background."""
+        if self.recaller is not None:
+            self.recaller.stored(ids.session_id)
 
     def _persist(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
         """Append the state's new messages; the persisted-ids update, None if there were none."""
@@ -374,6 +385,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             await self.store.aappend(
                 ids.session_id, fresh, client_id=ids.client_id, token_counts=self._counts(fresh)
             )
+            self._stored(ids)
         return new
 
     async def _apersist(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:

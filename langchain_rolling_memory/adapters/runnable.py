@@ -259,6 +259,10 @@ class _Injector:
         block = await self._step().aread(ids.client_id, ids.session_id, known=known, **self._turn(value))
         return self._apply(value, block)
 
+    def stored(self, ids: MemoryIds) -> None:
+        if self.recaller is not None:
+            self.recaller.stored(ids.session_id)
+
 
 def with_rolling_memory(
     runnable: Runnable[Input, Output],
@@ -317,7 +321,10 @@ def with_rolling_memory(
             (budget of the recalled excerpts, `recaller.Recaller`: each turn the client's
             sessions and facts are searched with the latest user input and the best excerpts
             the view does not hold are added to the memory, and to the ``recall`` variable of
-            a dict input; None or 0, the default: off, nothing more is read).
+            a dict input; None or 0, the default: off, nothing more is read) and ``embeddings``
+            (any LangChain `Embeddings`: the recall also searches by the question's vector,
+            fused with the lexical search; messages are embedded in the background after
+            each turn's append, the question once per turn; `engine.dense`).
 
     Returns:
         a `RollingMemoryRunnable`, a `Runnable` typed as `runnable` (``invoke`` returns its
@@ -364,7 +371,12 @@ def with_rolling_memory(
         max_fact_tokens=chosen.max_fact_tokens,
         token_counter=token_counter,
         recaller=Recaller.build(
-            store, chosen.recall_tokens, recall, token_counter=token_counter, language=language
+            store,
+            chosen.recall_tokens,
+            recall,
+            token_counter=token_counter,
+            language=language,
+            embeddings=chosen.embeddings,
         ),
         input_key=input_messages_key,
         language=language,

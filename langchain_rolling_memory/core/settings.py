@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any, Literal, Protocol, TypedDict, Unpack, runtime_checkable
 
+from langchain_core.embeddings import Embeddings
+
 from langchain_rolling_memory.core.cuts import FoldPolicy, TokenCounter, count_tokens
 from langchain_rolling_memory.core.prompts import DEFAULT_MAX_WORDS, check_max_words
 from langchain_rolling_memory.core.records import CompactionResult
@@ -106,6 +108,7 @@ class MemoryOptions(HistoryOptions, total=False):
 
     recall_tokens: int | None
     max_fact_tokens: int | None
+    embeddings: Embeddings | None
 
 
 def check_summary_limits(
@@ -236,6 +239,9 @@ class MemorySettings:
     What the model is sent beside the conversation (`with_rolling_memory`, the middleware):
         recall_tokens: budget of the excerpts recalled before each call (None or 0: off).
         max_fact_tokens: token budget of the client's facts block (None: no budget).
+        embeddings: any LangChain `Embeddings`: recall also searches the client's messages by
+            the question's vector, fused with the lexical search (reciprocal rank); the
+            messages are embedded in the background after each append (None: lexical only).
 
     Raises:
         ConfigurationError: a value out of range, or two that contradict each other
@@ -281,6 +287,7 @@ class MemorySettings:
     start_delay: float = DEFAULT_START_DELAY
     recall_tokens: int | None = None
     max_fact_tokens: int | None = DEFAULT_MAX_FACT_TOKENS
+    embeddings: Embeddings | None = None
 
     def __post_init__(self) -> None:
         for name in _WHOLE_NUMBERS:
@@ -311,6 +318,9 @@ class MemorySettings:
             or self.recall_tokens < 0
         ):
             msg = f"recall_tokens must be None or an int >= 0, got recall_tokens={self.recall_tokens!r}"
+            raise ConfigurationError(msg)
+        if self.embeddings is not None and not isinstance(self.embeddings, Embeddings):
+            msg = f"embeddings must be a LangChain Embeddings or None, got {type(self.embeddings).__name__}"
             raise ConfigurationError(msg)
         for name in ("background", "structured", "summary_ack"):
             if not isinstance(getattr(self, name), bool):

@@ -15,10 +15,12 @@ from typing import Any
 
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.retrievers import BaseRetriever
 
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
+from langchain_rolling_memory.core.dense import fuse
 from langchain_rolling_memory.core.lexical_search import SearchHit, expanded_query, query_terms
 from langchain_rolling_memory.core.quoting import one_line, quote_text
 from langchain_rolling_memory.core.recall_block import (
@@ -32,6 +34,7 @@ from langchain_rolling_memory.core.recall_block import (
 )
 from langchain_rolling_memory.core.records import Fact, StoredMessage
 from langchain_rolling_memory.core.texts import check_language, memory_texts
+from langchain_rolling_memory.engine.dense import DenseRecall
 from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.runtime.tracing import arecall_run, recall_run
 from langchain_rolling_memory.stores.api import RollingStore
@@ -233,6 +236,8 @@ class Recaller:
         expand: search the store for every regular form of the query's words
             (`lexical_search.expanded_query`: "activities" finds "activity"), in the one
             search; False searches the words as written. Not applied to a `retriever`.
+        dense: also searches the store by the question's vector (`engine.dense`), the two
+            rankings fused by reciprocal rank (`core.dense.fuse`); None: lexical only.
     """
 
     store: RollingStore
@@ -243,6 +248,7 @@ class Recaller:
     max_neighbours: int = 8
     language: str = "en"
     expand: bool = True
+    dense: DenseRecall | None = None
 
     @classmethod
     def build(
@@ -253,12 +259,21 @@ class Recaller:
         *,
         token_counter: TokenCounter = count_tokens,
         language: str = "en",
+        embeddings: Embeddings | None = None,
     ) -> Recaller | None:
         """The recaller of an adapter's settings; None when recall is off.
 
-        ``recall_tokens`` None or 0 with no ``recall`` is off; a ``recall`` retriever without
-        ``recall_tokens`` uses `DEFAULT_RECALL_TOKENS`; ``recall_tokens=0`` is always off.
+        ``recall_tokens`` None or 0 with no ``recall`` is off; a ``recall`` retriever or
+        ``embeddings`` without ``recall_tokens`` uses `DEFAULT_RECALL_TOKENS`;
+        ``recall_tokens=0`` is always off. ``embeddings`` adds the dense search to the
+        store's (it cannot be combined with a retriever, which replaces the store's search).
         """
+        if embeddings is not None and recall is not None:
+            msg = (
+                "embeddings= adds a dense search to the store's and recall= replaces the store's "
+                "search with a retriever: pass one of them"
+            )
+            raise ConfigurationError(msg)
         if recall is not None and not isinstance(recall, BaseRetriever):
             msg = (
                 f"recall must be None or a LangChain BaseRetriever, got {type(recall).__name__}; "
@@ -271,10 +286,12 @@ class Recaller:
             msg = f"recall_tokens must be None or an int >= 0, got recall_tokens={recall_tokens!r}"
             raise ConfigurationError(msg)
         check_language(language)
-        budget = DEFAULT_RECALL_TOKENS if recall_tokens is None and recall is not None else recall_tokens
+        chosen = recall is not None or embeddings is not None
+        budget = DEFAULT_RECALL_TOKENS if recall_tokens is None and chosen else recall_tokens
         if not budget:
             return None
-        return cls(store, budget, recall, token_counter, language=language)
+        dense = DenseRecall(store, embeddings) if embeddings is not None else None
+        return cls(store, budget, recall, token_counter, language=language, dense=dense)
 
     def _limit(self) -> int:
         return self.limit if self.limit is not None else recall_limit(self.max_tokens)
@@ -286,6 +303,16 @@ class Recaller:
     def _scope(self, client_id: str | None, session_id: str | None) -> dict[str, Any]:
         # A client sees all its sessions and facts; without one, only the run's own session.
         return {"client_id": client_id} if client_id is not None else {"session_id": session_id}
+
+    @staticmethod
+    def _dense_scope(scope: Mapping[str, Any]) -> dict[str, Any]:
+        return {"client_id": scope.get("client_id"), "session_id": scope.get("session_id")}
+
+    def stored(self, session_id: str) -> None:
+        """After an append to `session_id`: its new messages are embedded in the background
+        (with ``embeddings=``; nothing otherwise)."""
+        if self.dense is not None:
+            self.dense.schedule(session_id)
 
     def _render(
         self,
@@ -348,9 +375,11 @@ class Recaller:
         if self.retriever is not None:
             docs = self.retriever.invoke(query, config={"callbacks": callbacks})
             return self._documents(docs, shown.facts)
-        hits = self.store.search(
-            self._query(query), limit=self._limit(), **self._scope(client_id, shown.session_id)
-        )
+        scope = self._scope(client_id, shown.session_id)
+        hits = self.store.search(self._query(query), limit=self._limit(), **scope)
+        if self.dense is not None:
+            near = self.dense.search(query, limit=self._limit(), **self._dense_scope(scope))
+            hits = fuse(hits, near)[: self._limit()]
         skip = shown.keys(hits)
         neighbours: dict[Hashable, SearchHit] = {}
         for hit in _wanted_neighbours(hits, skip, self.max_neighbours):
@@ -395,9 +424,11 @@ class Recaller:
         if self.retriever is not None:
             docs = await self.retriever.ainvoke(query, config={"callbacks": callbacks})
             return self._documents(docs, shown.facts)
-        hits = await self.store.asearch(
-            self._query(query), limit=self._limit(), **self._scope(client_id, shown.session_id)
-        )
+        scope = self._scope(client_id, shown.session_id)
+        hits = await self.store.asearch(self._query(query), limit=self._limit(), **scope)
+        if self.dense is not None:
+            near = await self.dense.asearch(query, limit=self._limit(), **self._dense_scope(scope))
+            hits = fuse(hits, near)[: self._limit()]
         skip = shown.keys(hits)
         neighbours: dict[Hashable, SearchHit] = {}
         for hit in _wanted_neighbours(hits, skip, self.max_neighbours):

@@ -28,6 +28,7 @@ from langchain_core.messages import BaseMessage
 
 import langchain_rolling_memory.core.fact_rules as fact_rules
 import langchain_rolling_memory.stores.checks as checks
+from langchain_rolling_memory.core.dense import pack
 from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.lexical_search import SearchHit
 from langchain_rolling_memory.core.records import (
@@ -57,6 +58,8 @@ from langchain_rolling_memory.stores.contract import (
     Reader,
     SyncBackend,
     ThreadedAsync,
+    Unembedded,
+    VectorWrite,
 )
 from langchain_rolling_memory.stores.export import client_export, session_export
 from langchain_rolling_memory.stores.fact_api import ExpiresAt, FactOptions, mark_of, plan_add, plan_update
@@ -66,7 +69,9 @@ from langchain_rolling_memory.stores.search_api import (
     dates_of,
     hits_of,
     search_request,
+    search_scope,
 )
+from langchain_rolling_memory.stores.vector_api import check_limit, check_model, check_writes
 
 _S = TypeVar("_S", bound="RollingStore")
 
@@ -805,3 +810,82 @@ class RollingStore:
         if terms and client is not None and session is not None:
             check_owner(await self._async.get_session(session), session, client)
         return hits_of(await self._async.search(terms, client, session, limit, self._now())) if terms else []
+
+    # ------------------------------------------------------------------ dense vectors
+
+    def unembedded(
+        self, model: str, *, client_id: str | None = None, session_id: str | None = None, limit: int = 100
+    ) -> list[Unembedded]:
+        """Up to `limit` stored messages with no vector of `model` yet (by session, then seq):
+        of `session_id` if given, else of the client's sessions, else of every session. What
+        `engine.dense.DenseRecall` embeds off the turn path; each comes with its session's
+        generation, which `put_vectors` checks."""
+        scope = self._vector_scope(model, client_id, session_id)
+        return self._sync.unembedded(*scope, check_limit(limit))
+
+    async def aunembedded(
+        self, model: str, *, client_id: str | None = None, session_id: str | None = None, limit: int = 100
+    ) -> list[Unembedded]:
+        scope = self._vector_scope(model, client_id, session_id)
+        return await self._async.unembedded(*scope, check_limit(limit))
+
+    @staticmethod
+    def _vector_scope(
+        model: str, client_id: str | None, session_id: str | None
+    ) -> tuple[str, str | None, str | None]:
+        client = checks.optional_client(client_id)
+        return check_model(model), client, None if session_id is None else validate_id(session_id)
+
+    def put_vectors(self, model: str, items: Sequence[VectorWrite]) -> int:
+        """Store each item's vector of `model` (`core.dense.pack`'s bytes), all in one atomic
+        step; an item whose message was erased, or whose session was erased and re-created
+        since the listing, is not stored. Returns how many were stored."""
+        model, writes = check_model(model), check_writes(items)
+        return self._sync.put_vectors(model, writes) if writes else 0
+
+    async def aput_vectors(self, model: str, items: Sequence[VectorWrite]) -> int:
+        model, writes = check_model(model), check_writes(items)
+        return await self._async.put_vectors(model, writes) if writes else 0
+
+    def vector_search(
+        self,
+        vector: Sequence[float],
+        *,
+        model: str,
+        client_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 10,
+    ) -> list[SearchHit]:
+        """The messages whose `model` vector is closest to `vector` (cosine), best first, in the
+        scope of `search` and with its checks: a search never crosses clients. Only messages
+        with a vector of `model` are found (`unembedded` lists the others)."""
+        query, client, session = self._vector_query(vector, model, client_id, session_id, limit)
+        if not query:
+            return []
+        if client is not None and session is not None:
+            check_owner(self._sync.get_session(session), session, client)
+        return hits_of(self._sync.vector_search(model, query, client, session, limit))
+
+    async def avector_search(
+        self,
+        vector: Sequence[float],
+        *,
+        model: str,
+        client_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 10,
+    ) -> list[SearchHit]:
+        query, client, session = self._vector_query(vector, model, client_id, session_id, limit)
+        if not query:
+            return []
+        if client is not None and session is not None:
+            check_owner(await self._async.get_session(session), session, client)
+        return hits_of(await self._async.vector_search(model, query, client, session, limit))
+
+    @staticmethod
+    def _vector_query(
+        vector: Sequence[float], model: str, client_id: str | None, session_id: str | None, limit: int
+    ) -> tuple[bytes, str | None, str | None]:
+        check_model(model)
+        client, session = search_scope(client_id, session_id, limit)
+        return pack(vector), client, session

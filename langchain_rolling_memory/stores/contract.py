@@ -43,6 +43,12 @@ transaction) that reads or writes the rows, never by a look-up before it:
   session that has no row.
 * **statistics per scope**: a search's scores depend only on the entries of its scope, never
   on another client's text.
+
+Dense vectors (schema 6, issue 23): per message and embedding model, at most one vector
+(`core.dense.pack`'s bytes), written by `put_vectors` only while the message and its
+session's generation still exist (checked in the write), erased with the message by every
+erase in the same atomic step, and searched (`vector_search`) with the owner filter of
+`search`. A backend without them keeps the defaults, which refuse (`ConfigurationError`).
 """
 
 from __future__ import annotations
@@ -58,14 +64,21 @@ from typing import Final, Literal, NamedTuple
 from langchain_core.messages import BaseMessage
 
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
-from langchain_rolling_memory.errors import InvalidArgumentError, OwnershipError, SchemaVersionError
+from langchain_rolling_memory.errors import (
+    ConfigurationError,
+    InvalidArgumentError,
+    OwnershipError,
+    SchemaVersionError,
+)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Version of the data layout; a store written by a newer version is refused.
 2: per-message dates, the search index, pinned facts. 3: SQLite indexes messages at the
 first search after their append (the other backends have nothing to convert). 4: every
 session row carries its erase generation (rows written before read as ``''``). 5: a fact's
-expiry (facts written before never expire; Redis: their JSON lacks the field)."""
+expiry (facts written before never expire; Redis: their JSON lacks the field). 6: dense vectors
+(a table or a key per session; nothing to convert: a message without one is listed by
+`unembedded`)."""
 
 
 def new_generation() -> str:
@@ -159,6 +172,35 @@ class MemoryRows(NamedTuple):
 SearchRow = tuple[float, "str | None", "int | None", "str | None", "float | None", "Fact | None"]
 """A ranked entry as `search` returns it: ``(score, session_id, seq, message_json,
 created_at, fact)``; a message has a session, a seq and its JSON, a fact only the fact."""
+
+
+class Unembedded(NamedTuple):
+    """A stored message with no vector of a model yet, as `unembedded` lists it: where it is,
+    its session's generation at the listing (`put_vectors` checks it) and its stored JSON."""
+
+    session_id: str
+    seq: int
+    generation: str
+    payload: str
+
+
+class VectorWrite(NamedTuple):
+    """One vector for `put_vectors`: the message, the generation it was listed under, and
+    `core.dense.pack`'s bytes (b'': the message has no text to embed)."""
+
+    session_id: str
+    seq: int
+    generation: str
+    vector: bytes
+
+
+def no_vectors(backend: object) -> ConfigurationError:
+    """The refusal of a backend that keeps no dense vectors."""
+    msg = (
+        f"{type(backend).__name__} keeps no dense vectors (put_vectors, vector_search, unembedded); "
+        "use a shipped store (memory, sqlite, postgresql, redis) for embeddings=, or implement them"
+    )
+    return ConfigurationError(msg)
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +386,29 @@ class SyncBackend(ABC):
         seqs = self.append(batch)
         return seqs, self.get_summary(batch.session_id, reader)
 
+    # ------------------------------------------------------------------ dense vectors (defaults refuse)
+
+    def unembedded(
+        self, model: str, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[Unembedded]:
+        """Up to `limit` stored messages with no vector of `model`, by session then seq: those of
+        `session_id` if given, else of the sessions `client_id` owns, else (both None, the
+        operator's catch-up) of every session."""
+        raise no_vectors(self)
+
+    def put_vectors(self, model: str, items: Sequence[VectorWrite]) -> int:
+        """Store (or replace) each item's vector of `model`, in one atomic step, each only if its
+        message exists and its session still has the item's generation; return how many."""
+        raise no_vectors(self)
+
+    def vector_search(
+        self, model: str, vector: bytes, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        """The `limit` messages whose `model` vector is closest to `vector` (a packed query of
+        the same length; the score is the cosine), best first, in the scope and with the owner
+        filter of `search`, in the same statement or script; messages only, never facts."""
+        raise no_vectors(self)
+
     # ------------------------------------------------------------------ lifecycle (defaults)
 
     def setup(self) -> None:  # noqa: B027 - a no-op default that backends may override
@@ -448,6 +513,19 @@ class AsyncBackend(ABC):
     @abstractmethod
     async def vacuum(self) -> None: ...
 
+    async def unembedded(
+        self, model: str, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[Unembedded]:
+        raise no_vectors(self)
+
+    async def put_vectors(self, model: str, items: Sequence[VectorWrite]) -> int:
+        raise no_vectors(self)
+
+    async def vector_search(
+        self, model: str, vector: bytes, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        raise no_vectors(self)
+
     async def close(self) -> None:  # noqa: B027 - a no-op default that backends may override
         """Close what belongs to the running event loop (its pool or client); the store's sync
         `close` then releases the rest."""
@@ -538,3 +616,16 @@ class ThreadedAsync(AsyncBackend):
 
     async def vacuum(self) -> None:
         await asyncio.to_thread(self.sync.vacuum)
+
+    async def unembedded(
+        self, model: str, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[Unembedded]:
+        return await asyncio.to_thread(self.sync.unembedded, model, client_id, session_id, limit)
+
+    async def put_vectors(self, model: str, items: Sequence[VectorWrite]) -> int:
+        return await asyncio.to_thread(self.sync.put_vectors, model, items)
+
+    async def vector_search(
+        self, model: str, vector: bytes, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        return await asyncio.to_thread(self.sync.vector_search, model, vector, client_id, session_id, limit)

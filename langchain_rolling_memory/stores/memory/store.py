@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
+from langchain_rolling_memory.core.dense import scorer
 from langchain_rolling_memory.core.lexical_search import Bm25Index, index_text, payload_index_text
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
@@ -30,6 +31,8 @@ from langchain_rolling_memory.stores.contract import (
     SummaryWrite,
     SyncBackend,
     TurnRows,
+    Unembedded,
+    VectorWrite,
     new_generation,
 )
 from langchain_rolling_memory.stores.fact_api import FactOptions
@@ -44,6 +47,8 @@ class _Session:
     summary: SummaryRecord | None = None
     state: str | None = None
     generation: str = field(default_factory=new_generation)
+    # Dense vectors by (seq, model): erased with the session object itself.
+    vectors: dict[tuple[int, str], bytes] = field(default_factory=dict)
 
 
 # An index's owner: ("c", client_id) for a client's entries, ("s", session_id) for a session
@@ -192,6 +197,60 @@ class MemoryBackend(SyncBackend):
                 if len(out) >= limit:
                     break
             return out
+
+    def _in_scope(self, client_id: str | None, session_id: str | None) -> list[tuple[str, _Session]]:
+        """The sessions a search sees (call with the lock held): `session_id` if its owner is
+        `client_id` (None: nobody), else the sessions `client_id` owns."""
+        if session_id is not None:
+            found = self._sessions.get(session_id)
+            return [(session_id, found)] if found is not None and found.client_id == client_id else []
+        return sorted((sid, s) for sid, s in self._sessions.items() if s.client_id == client_id)
+
+    def unembedded(
+        self, model: str, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[Unembedded]:
+        with self._lock:
+            if session_id is not None:
+                found = self._sessions.get(session_id)
+                listed = [(session_id, found)] if found is not None else []
+            elif client_id is not None:
+                listed = self._in_scope(client_id, None)
+            else:
+                listed = sorted(self._sessions.items())
+            out: list[Unembedded] = []
+            for sid, session in listed:
+                for seq, payload, _, _ in session.rows:
+                    if (seq, model) not in session.vectors:
+                        out.append(Unembedded(sid, seq, session.generation, payload))
+                        if len(out) >= limit:
+                            return out
+            return out
+
+    def put_vectors(self, model: str, items: Sequence[VectorWrite]) -> int:
+        with self._lock:
+            stored = 0
+            for session_id, seq, generation, vector in items:
+                session = self._sessions.get(session_id)
+                if session is None or session.generation != generation or seq > len(session.rows):
+                    continue
+                session.vectors[(seq, model)] = vector
+                stored += 1
+            return stored
+
+    def vector_search(
+        self, model: str, vector: bytes, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        score_of = scorer(vector)
+        with self._lock:
+            scored = []
+            for sid, session in self._in_scope(client_id, session_id):
+                for (seq, name), stored in session.vectors.items():
+                    score = score_of(stored) if name == model else None
+                    if score is not None:
+                        _, payload, _, at = session.rows[seq - 1]
+                        scored.append((-score, sid, seq, payload, at))
+            scored.sort(key=lambda row: row[:3])
+            return [(-score, sid, seq, payload, at, None) for score, sid, seq, payload, at in scored[:limit]]
 
     def _forget_entries(self, session_id: str) -> None:
         """Unindex the session's messages and drop its lease (called by every erase)."""

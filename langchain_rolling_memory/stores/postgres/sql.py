@@ -117,11 +117,23 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE {p}facts ADD COLUMN IF NOT EXISTS expires_at DOUBLE PRECISION;
     CREATE INDEX IF NOT EXISTS {p}facts_expiry ON {p}facts (expires_at) WHERE expires_at IS NOT NULL
     """,
+    # 6 (issue 23): dense vectors, one per message and model, as plain REAL[] (`vectors.py`);
+    # the foreign key erases them with their message in the erasing statement itself.
+    """
+    CREATE TABLE IF NOT EXISTS {p}vectors (
+        session_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        model TEXT NOT NULL,
+        vector REAL[] NOT NULL,
+        PRIMARY KEY (session_id, seq, model),
+        FOREIGN KEY (session_id, seq) REFERENCES {p}messages (session_id, seq) ON DELETE CASCADE
+    )
+    """,
 )
 if len(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
     raise RuntimeError("one PostgreSQL migration per schema version is required")
 
-TABLES = ("meta", "sessions", "messages", "summaries", "leases", "facts")
+TABLES = ("meta", "sessions", "messages", "summaries", "leases", "facts", "vectors")
 
 
 def check_prefix(prefix: str) -> str:
@@ -155,7 +167,9 @@ class Queries:
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
         )
         self.migrations = [[s for s in m.format(p=p).split(";") if s.strip()] for m in MIGRATIONS]
-        tables = ", ".join(f"{p}{t}" for t in ("messages", "summaries", "sessions", "leases", "facts"))
+        tables = ", ".join(
+            f"{p}{t}" for t in ("messages", "summaries", "sessions", "leases", "facts", "vectors")
+        )
         self.vacuum_full = f"VACUUM (FULL) {tables}"
         self.vacuum_plain = f"VACUUM {tables}"
         # Appending is one statement: the session row is upserted (its lock serializes the

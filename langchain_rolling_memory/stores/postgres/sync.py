@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import langchain_rolling_memory.stores.postgres.reads as postgres_reads
 import langchain_rolling_memory.stores.postgres.search as pgs
 import langchain_rolling_memory.stores.postgres.sql as pg
+import langchain_rolling_memory.stores.postgres.vectors as pgv
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError, SchemaVersionError, StaleWriteError
 from langchain_rolling_memory.stores.contract import (
@@ -24,6 +25,8 @@ from langchain_rolling_memory.stores.contract import (
     SummaryWrite,
     SyncBackend,
     TurnRows,
+    Unembedded,
+    VectorWrite,
     new_generation,
 )
 from langchain_rolling_memory.stores.postgres.conn import Connections, check_connection
@@ -267,3 +270,21 @@ class SyncPostgres(SyncBackend):
 
     def purge(self, cutoff: float, now: float) -> int:
         return self._erase("purge", self.q.erase("purge", cutoff, now))
+
+    # ------------------------------------------------------------------ dense vectors (`vectors.py`)
+
+    def unembedded(
+        self, model: str, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[Unembedded]:
+        sql, params = pgv.unembedded(self.prefix, model, client_id, session_id, limit)
+        return pgv.unembedded_rows(self._fetch("vectors", sql, params))
+
+    def put_vectors(self, model: str, items: Sequence[VectorWrite]) -> int:
+        sql, params = pgv.put(self.prefix, model, items)
+        return self._count("vectors", sql, params)
+
+    def vector_search(
+        self, model: str, vector: bytes, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        sql, params = pgv.search(self.prefix, model, vector, client_id, session_id, limit)
+        return pgv.search_rows(self._fetch("search", sql, params))

@@ -16,6 +16,7 @@ import langchain_rolling_memory.stores.redis.erase as erase
 import langchain_rolling_memory.stores.redis.layout as layout
 import langchain_rolling_memory.stores.redis.scripts as lua
 import langchain_rolling_memory.stores.redis.search as found
+import langchain_rolling_memory.stores.redis.vectors as vectors
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.stores.contract import (
@@ -26,6 +27,8 @@ from langchain_rolling_memory.stores.contract import (
     SearchRow,
     SummaryWrite,
     TurnRows,
+    Unembedded,
+    VectorWrite,
 )
 from langchain_rolling_memory.stores.redis.clients import Clients
 from langchain_rolling_memory.stores.redis.layout import Keys
@@ -275,3 +278,22 @@ class AsyncRedis(AsyncBackend):
                 if int(seen) < erase.PURGE_BATCH:
                     break
         return gone
+
+    # ------------------------------------------------------------------ dense vectors (`vectors.py`)
+
+    async def unembedded(
+        self, model: str, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[Unembedded]:
+        args = vectors.unembedded_args(self.prefix, model, client_id, session_id, limit)
+        return vectors.unembedded_of(await self._arun("vectors", "unembedded", [], args))
+
+    async def put_vectors(self, model: str, items: Sequence[VectorWrite]) -> int:
+        return int(
+            await self._arun("vectors", "put_vectors", [], vectors.put_args(self.prefix, model, items))
+        )
+
+    async def vector_search(
+        self, model: str, vector: bytes, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        args = vectors.search_args(self.prefix, model, vector, client_id, session_id, limit)
+        return vectors.search_rows_of(await self._arun("search", "vector_search", [], args))

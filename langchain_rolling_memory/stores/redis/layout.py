@@ -14,6 +14,7 @@ Keys, for prefix ``p`` (default ``lrm:``)::
                              as `Bm25Index(stem=True)` counts) -> its postings "<seq>:<tf>:<len> "
                              in seq order; ``#docs`` messages indexed, ``#len`` their summed
                              lengths, ``#gen`` the erase generation they were indexed under
+    p s:{<sid>}:vec          hash "<seq> <model>" -> packed float32 vector (schema 6, `vectors.py`)
     p c:{<cid>}:sessions     set of the client's session ids (an id whose session expired or
                              changed owner is dropped by the next script that reads the set)
     p c:{<cid>}:facts        hash fact id -> fact json (``expires_at`` from schema 5: a fact
@@ -146,7 +147,8 @@ local function skey(p, sid, part) return p..'s:{'..sid..'}:'..part end
 local function ckey(p, cid, part) return p..'c:{'..cid..'}:'..part end
 local function session_keys(p, sid)
   return {skey(p, sid, 'info'), skey(p, sid, 'msgs'), skey(p, sid, 'sum'),
-          skey(p, sid, 'lease'), skey(p, sid, 'batches'), skey(p, sid, 'idx'), skey(p, sid, 'terms')}
+          skey(p, sid, 'lease'), skey(p, sid, 'batches'), skey(p, sid, 'idx'), skey(p, sid, 'terms'),
+          skey(p, sid, 'vec')}
 end
 local function drop_session(p, sid)
   local keys = session_keys(p, sid)
@@ -185,13 +187,26 @@ end
 -- erase, an older release) goes first, so the new session never shows it.
 local function clear_leftovers(p, sid)
   redis.call('DEL', skey(p, sid, 'msgs'), skey(p, sid, 'sum'), skey(p, sid, 'lease'),
-             skey(p, sid, 'batches'), skey(p, sid, 'idx'), skey(p, sid, 'terms'))
+             skey(p, sid, 'batches'), skey(p, sid, 'idx'), skey(p, sid, 'terms'),
+             skey(p, sid, 'vec'))
 end
 -- An id in a client's set whose session expired or changed owner: out of the set, and out
 -- of `updated` too if the session is gone.
 local function unlist(p, listed, sid)
   redis.call('SREM', listed, sid)
   if redis.call('EXISTS', skey(p, sid, 'info')) == 0 then redis.call('ZREM', p..'updated', sid) end
+end
+-- A search's sessions: `sid` alone ('' for the client's), or each session in the client's set;
+-- `take(s)` reads one and returns false when `cid` no longer owns it: such an id is unlisted.
+local function each_scope_session(p, cid, sid, take)
+  if sid ~= '' then
+    take(sid)
+    return
+  end
+  local listed = ckey(p, cid, 'sessions')
+  for _, s in ipairs(redis.call('SMEMBERS', listed)) do
+    if not take(s) then unlist(p, listed, s) end
+  end
 end
 -- An expired session (`ttl=`) leaves its id in `updated`: each write drops the oldest few
 -- whose session is gone, so they do not pile up (whatever this store's own ttl).
@@ -301,8 +316,9 @@ def _legacy_msgs(prefix: str, key: Any) -> str | None:
 # are created on first use, so 1 has nothing to convert; 2 writes the search entries (in
 # Python: the indexed text is computed here); 3 is SQLite's alone; 4 delimits the ids (the
 # erase generation itself has nothing to convert); 5 neither: a fact without `expires_at`
-# never expires, and only a fact written with one needs its client in `expiring`.
-_STEPS = (None, "backfill", None, "relayout", None)
+# never expires, and only a fact written with one needs its client in `expiring`; 6 (dense
+# vectors, a `vec` hash per session) neither: a message without a vector is listed for one.
+_STEPS = (None, "backfill", None, "relayout", None, None)
 if len(_STEPS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
     raise RuntimeError("one Redis migration per schema version is required")
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import langchain_rolling_memory.stores.redis.erase as redis_erase
 import langchain_rolling_memory.stores.redis.search as redis_search
+import langchain_rolling_memory.stores.redis.vectors as redis_vectors
 from langchain_rolling_memory.core.records import Fact, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
 from langchain_rolling_memory.stores.contract import AppendBatch, MemoryRows, Reader, SummaryWrite, TurnRows
@@ -296,6 +297,7 @@ SCRIPTS = {
     "put_fact": PUT_FACT,
     **redis_erase.SCRIPTS,
     **redis_search.SCRIPTS,
+    **redis_vectors.SCRIPTS,
 }
 
 

@@ -69,14 +69,7 @@ local function take(s)
   end
   return true
 end
-if sid ~= '' then
-  take(sid)
-else
-  local listed = ckey(p, cid, 'sessions')
-  for _, s in ipairs(redis.call('SMEMBERS', listed)) do
-    if not take(s) then unlist(p, listed, s) end
-  end
-end
+each_scope_session(p, cid, sid, take)
 local facts = {}
 if cid ~= '' then facts = redis.call('HGETALL', ckey(p, cid, 'facts')) end
 return {table.concat(found, '\\n'), stale, facts}

@@ -16,6 +16,7 @@ import langchain_rolling_memory.stores.redis.erase as erase
 import langchain_rolling_memory.stores.redis.layout as layout
 import langchain_rolling_memory.stores.redis.scripts as lua
 import langchain_rolling_memory.stores.redis.search as found
+import langchain_rolling_memory.stores.redis.vectors as vectors
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.stores.contract import (
@@ -26,6 +27,8 @@ from langchain_rolling_memory.stores.contract import (
     SummaryWrite,
     SyncBackend,
     TurnRows,
+    Unembedded,
+    VectorWrite,
 )
 from langchain_rolling_memory.stores.redis.clients import Clients
 from langchain_rolling_memory.stores.redis.layout import Keys
@@ -259,3 +262,20 @@ class SyncRedis(SyncBackend):
                 if int(seen) < erase.PURGE_BATCH:
                     break
         return gone
+
+    # ------------------------------------------------------------------ dense vectors (`vectors.py`)
+
+    def unembedded(
+        self, model: str, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[Unembedded]:
+        args = vectors.unembedded_args(self.prefix, model, client_id, session_id, limit)
+        return vectors.unembedded_of(self._run("vectors", "unembedded", [], args))
+
+    def put_vectors(self, model: str, items: Sequence[VectorWrite]) -> int:
+        return int(self._run("vectors", "put_vectors", [], vectors.put_args(self.prefix, model, items)))
+
+    def vector_search(
+        self, model: str, vector: bytes, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        args = vectors.search_args(self.prefix, model, vector, client_id, session_id, limit)
+        return vectors.search_rows_of(self._run("search", "vector_search", [], args))

@@ -150,6 +150,20 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE {p}facts ADD COLUMN expires_at REAL;
     CREATE INDEX IF NOT EXISTS {p}facts_expiry ON {p}facts (expires_at) WHERE expires_at IS NOT NULL;
     """,
+    # 6 (issue 23): dense vectors, one per message and model (`vectors.py`); a trigger erases a
+    # message's vectors with the message, on every erasure path.
+    """
+    CREATE TABLE IF NOT EXISTS {p}vectors (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        model TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (session_id, seq, model)
+    ) WITHOUT ROWID;
+    CREATE TRIGGER IF NOT EXISTS {p}messages_unembedded AFTER DELETE ON {p}messages BEGIN
+        DELETE FROM {p}vectors WHERE session_id = old.session_id AND seq = old.seq;
+    END;
+    """,
 )
 if len(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
     raise RuntimeError("one SQLite migration per schema version is required")

@@ -36,6 +36,8 @@ from urllib.parse import quote
 import langchain_rolling_memory.stores.forks as forks
 import langchain_rolling_memory.stores.sqlite.search as search
 import langchain_rolling_memory.stores.sqlite.sql as sql
+import langchain_rolling_memory.stores.vector_sql as vector_sql
+from langchain_rolling_memory.core.dense import scorer
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
 from langchain_rolling_memory.stores.api import RollingStore
@@ -48,6 +50,8 @@ from langchain_rolling_memory.stores.contract import (
     SummaryWrite,
     SyncBackend,
     TurnRows,
+    Unembedded,
+    VectorWrite,
     new_generation,
     newer_schema,
 )
@@ -55,6 +59,12 @@ from langchain_rolling_memory.stores.fact_api import FactOptions
 from langchain_rolling_memory.stores.lifecycle import not_set_up
 
 logger = logging.getLogger("langchain_rolling_memory")
+
+_SCORE = "lrm_vector_score"  # `core.dense.scorer` of a search's query, registered for that search
+
+
+def _named(name: str) -> str:
+    return f":{name}"
 
 
 def _statements(script: str) -> list[str]:
@@ -505,6 +515,46 @@ class SQLiteBackend(SyncBackend):
         if count:
             self._checkpoint()
         return count
+
+    # ------------------------------------------------------------------ dense vectors (schema 6)
+
+    def unembedded(
+        self, model: str, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[Unembedded]:
+        statement = vector_sql.unembedded(self.prefix, _named, client_id, session_id)
+        params = {"model": model, "cid": client_id, "sid": session_id, "limit": limit}
+        return [Unembedded(str(s), int(n), str(g), str(m)) for s, n, g, m in self._query(statement, params)]
+
+    def put_vectors(self, model: str, items: Sequence[VectorWrite]) -> int:
+        # One write transaction: each vector lands only beside its message, in a session that
+        # still has the generation it was listed under (an erase is wholly before or after).
+        p = self.prefix
+        statement = (
+            f"INSERT OR REPLACE INTO {p}vectors (session_id, seq, model, vector) SELECT ?, ?, ?, ? "
+            f"WHERE EXISTS (SELECT 1 FROM {p}messages AS m JOIN {p}sessions AS s ON s.session_id = m.session_id "
+            "WHERE m.session_id = ? AND m.seq = ? AND s.generation = ?)"
+        )
+        with self._write() as conn:
+            stored = 0
+            for sid, seq, generation, vector in items:
+                stored += conn.execute(statement, (sid, seq, model, vector, sid, seq, generation)).rowcount
+            return stored
+
+    def vector_search(
+        self, model: str, vector: bytes, client_id: str | None, session_id: str | None, limit: int
+    ) -> list[SearchRow]:
+        # Brute force in one statement (one snapshot), the owner filtered in it: the score is the
+        # query's `core.dense.scorer` (the query unpacked once), registered for this search under
+        # the lock, over the scope's vectors only.
+        statement = vector_sql.search(
+            self.prefix, _named, f"{_SCORE}(v.vector)", "length(v.vector) = :size", client_id, session_id
+        )
+        params = {"model": model, "size": len(vector), "cid": client_id, "sid": session_id, "limit": limit}
+        with self._lock, self._errors("read"):
+            conn = self._db()
+            conn.create_function(_SCORE, 1, scorer(vector), deterministic=True)
+            rows = conn.execute(statement, params).fetchall()
+        return [(float(s), str(sid), int(seq), str(m), float(at), None) for s, sid, seq, m, at in rows]
 
 
 class SQLiteRollingStore(RollingStore):

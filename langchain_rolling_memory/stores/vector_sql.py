@@ -1,0 +1,53 @@
+"""The SQL of dense vectors shared by the SQLite and PostgreSQL backends: the listing of messages
+without a vector, and the brute-force search, each one statement with the owner filter in it.
+
+Owns statement text only (no driver, no connection); each backend gives its placeholder style
+and its score expression (SQLite: a function its connections register, PostgreSQL: a sum over
+``unnest`` of two ``REAL[]``), and writes vectors with its own statement. The scope is the
+lexical search's: one session (only if its owner is the searching client, or nobody's for a
+run naming none) or the sessions a client owns; the listing may also span every session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+Placeholder = Callable[[str], str]
+"""A named parameter in a backend's style: ``lambda n: f":{n}"`` or ``lambda n: f"%({n})s"``."""
+
+
+def _scope(ph: Placeholder, client_id: str | None, session_id: str | None, *, search: bool) -> str:
+    if session_id is not None:
+        # A search sees the session only if its owner is the searching client (None: nobody).
+        owner = f" AND s.client_id IS NOT DISTINCT FROM {ph('cid')}" if search else ""
+        return f"s.session_id = {ph('sid')}{owner}"
+    if client_id is not None:
+        return f"s.client_id = {ph('cid')}"
+    return "1 = 1"
+
+
+def unembedded(p: str, ph: Placeholder, client_id: str | None, session_id: str | None) -> str:
+    """Messages with no vector of the model (``model``), in the scope, by session then seq
+    (``limit``): session id, seq, the session's generation, the stored JSON."""
+    return (
+        f"SELECT m.session_id, m.seq, s.generation, m.message FROM {p}messages AS m "
+        f"JOIN {p}sessions AS s ON s.session_id = m.session_id "
+        f"WHERE {_scope(ph, client_id, session_id, search=False)} AND NOT EXISTS (SELECT 1 FROM {p}vectors AS v "
+        f"WHERE v.session_id = m.session_id AND v.seq = m.seq AND v.model = {ph('model')}) "
+        f"ORDER BY m.session_id, m.seq LIMIT {ph('limit')}"
+    )
+
+
+def search(
+    p: str, ph: Placeholder, score: str, size: str, client_id: str | None, session_id: str | None
+) -> str:
+    """The ``limit`` messages of the scope closest to the query: `score` computes a vector's
+    cosine with it, `size` is true of the vectors of its length; rows as `contract.SearchRow`
+    less the fact (score, session id, seq, JSON, date), best first, ties by session and seq."""
+    return (
+        f"SELECT {score} AS score, m.session_id, m.seq, m.message, m.created_at FROM {p}vectors AS v "
+        f"JOIN {p}sessions AS s ON s.session_id = v.session_id "
+        f"JOIN {p}messages AS m ON m.session_id = v.session_id AND m.seq = v.seq "
+        f"WHERE v.model = {ph('model')} AND {size} AND {_scope(ph, client_id, session_id, search=True)} "
+        f"ORDER BY score DESC, m.session_id, m.seq LIMIT {ph('limit')}"
+    )
