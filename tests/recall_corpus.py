@@ -22,16 +22,84 @@ RECORDED = Path(__file__).parent / "data" / "recall_blocks.json"
 CLIENT = "client-1"
 BUDGETS = (120, 600, 2000)
 
-_WORDS = (
-    "cat oscar garden tomato birthday sister wedding painting guitar concert museum hiking "
-    "camping beach summer allergy peanuts doctor school project deadline meeting budget coffee "
-    "recipe pasta marathon yoga football ticket flight hotel passport adoption dog activities "
-    "activity painted paints café fête pâtes"
-).split()
-_FILLER = "i we the a to and it was so that really just my for with on at of you".split()
+_WORDS = [
+    "cat",
+    "oscar",
+    "garden",
+    "tomato",
+    "birthday",
+    "sister",
+    "wedding",
+    "painting",
+    "guitar",
+    "concert",
+    "museum",
+    "hiking",
+    "camping",
+    "beach",
+    "summer",
+    "allergy",
+    "peanuts",
+    "doctor",
+    "school",
+    "project",
+    "deadline",
+    "meeting",
+    "budget",
+    "coffee",
+    "recipe",
+    "pasta",
+    "marathon",
+    "yoga",
+    "football",
+    "ticket",
+    "flight",
+    "hotel",
+    "passport",
+    "adoption",
+    "dog",
+    "activities",
+    "activity",
+    "painted",
+    "paints",
+    "café",
+    "fête",
+    "pâtes",
+]
+_FILLER = [
+    "i",
+    "we",
+    "the",
+    "a",
+    "to",
+    "and",
+    "it",
+    "was",
+    "so",
+    "that",
+    "really",
+    "just",
+    "my",
+    "for",
+    "with",
+    "on",
+    "at",
+    "of",
+    "you",
+]
 _DATES = (
-    "yesterday", "last Friday", "next month", "two weeks ago", "this weekend", "tomorrow",
-    "hier", "vendredi dernier", "la semaine dernière", "il y a 3 jours", "last year", "in 2 days",
+    "yesterday",
+    "last Friday",
+    "next month",
+    "two weeks ago",
+    "this weekend",
+    "tomorrow",
+    "hier",
+    "vendredi dernier",
+    "la semaine dernière",
+    "il y a 3 jours",
+    "last year",
+    "in 2 days",
 )
 _NAMES = ("Caroline", "Melanie", None, None)
 _START = 1_683_554_160.0  # 8 May 2023, 13:56 UTC
@@ -76,7 +144,9 @@ def questions(seed: int, count: int = 12) -> list[str]:
     out = []
     for _ in range(count):
         picked = " and the ".join(rng.choices(_WORDS, k=rng.randint(1, 3)))
-        out.append(rng.choice(["When did we talk about the {}?", "What about {}", "{} {}"]).format(picked, picked))
+        out.append(
+            rng.choice(["When did we talk about the {}?", "What about {}", "{} {}"]).format(picked, picked)
+        )
     return out
 
 
@@ -102,8 +172,14 @@ def blocks(store: object) -> list[dict[str, object]]:
                 for asking, seqs in ((f"{client}-new", None), (last, view_seqs)):
                     found = recaller.recall(question, client_id=client, session_id=asking, view_seqs=seqs)
                     out.append(
-                        {"seed": seed, "budget": budget, "question": question, "session": asking,
-                         "text": found.text, "tokens": found.tokens}
+                        {
+                            "seed": seed,
+                            "budget": budget,
+                            "question": question,
+                            "session": asking,
+                            "text": found.text,
+                            "tokens": found.tokens,
+                        }
                     )
     return out
 

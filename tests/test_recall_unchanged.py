@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from recall_corpus import CORPORA, CLIENT, RECORDED, blocks, digest
+from recall_corpus import CLIENT, CORPORA, RECORDED, blocks, digest
 
 from langchain_rolling_memory.stores import RollingStore
 
