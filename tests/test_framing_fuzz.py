@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from langchain_rolling_memory.core import quoting
 from langchain_rolling_memory.core.framing import memory_text, render_facts, summary_message, summary_text
 from langchain_rolling_memory.core.lexical_search import SearchHit
 from langchain_rolling_memory.core.prompts import render_transcript, summary_frame
@@ -286,3 +287,14 @@ def test_the_summarizer_transcript_keeps_one_line_per_message(
             assert line.rstrip().endswith(f"-> {shown}" if shown else "->")
         else:
             assert line == f"User: {visible_line(text)}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(), st.text(alphabet=st.characters(max_codepoint=0x7F))))
+def test_the_ascii_shortcuts_quote_as_the_full_scans_do(text: str) -> None:
+    """`visible` and `quote_json` skip their scans of characters past ASCII on an ASCII text."""
+    assert min(lo for lo, _ in quoting.INVISIBLE_RANGES) > 0x7F
+    assert quoting.visible(text) == quoting._INVISIBLE.sub("", text)
+    full = json.dumps(quoting._INVISIBLE.sub("", text), ensure_ascii=False, sort_keys=True)
+    full = quoting._RAW_BREAKS.sub(lambda m: f"\\u{ord(m.group()):04x}", full)
+    assert quoting.quote_json(text) == full.replace("<", "\\u003c").replace(">", "\\u003e")

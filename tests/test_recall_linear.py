@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
 from langchain_rolling_memory.core.lexical_search import SearchHit
+from langchain_rolling_memory.core.quoting import one_line
 from langchain_rolling_memory.core.recall_block import (
     RECALL_HEADER,
     Recalled,
@@ -115,7 +116,7 @@ def test_no_rendered_line_is_shorter_than_its_bound(
 ) -> None:
     message: BaseMessage = AIMessage(text, name=name) if ai else HumanMessage(text, name=name)
     h = SearchHit("message", session, 1, created, 1.0, message, text=text)
-    assert _shortest_line(h, language) <= len(render_hit(h, language))
+    assert _shortest_line(one_line(message.text), language) <= len(render_hit(h, language))
 
 
 def _reversed_words(messages: Sequence[BaseMessage]) -> int:

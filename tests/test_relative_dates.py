@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import HumanMessage
 
+from langchain_rolling_memory.core import relative_dates as rd
 from langchain_rolling_memory.core.lexical_search import SearchHit
 from langchain_rolling_memory.core.quoting import quote_text
 from langchain_rolling_memory.core.recall_block import MAX_DATE_NOTES, date_note, recall_block, render_hit
@@ -174,3 +175,86 @@ def test_last_and_next_weekdays_are_within_a_week_of_the_day_and_that_weekday(
     assert found.day.strftime("%A").lower() == weekday
     gap = (found.day - day).days
     assert 1 <= -gap <= 7 if which == "last" else 1 <= gap <= 7
+
+
+# Words of every expression kind, a few near misses, and characters IGNORECASE folds onto
+# ASCII letters ("ſ" is an "s", "K" a "k", "ı" an "i"): the pre-check must miss none of them.
+_PIECES = [
+    *rd._FIXED_DAYS,
+    *rd._NUMBERS,
+    *rd._WEEKDAYS_EN,
+    *rd._WEEKDAYS_FR,
+    *rd._UNITS_EN,
+    *rd._UNITS_FR,
+    "ago",
+    "in",
+    "il y a",
+    "dans",
+    "last",
+    "next",
+    "this",
+    "la",
+    "le",
+    "l'",
+    "l’",
+    "cette",
+    "ce",
+    "dernier",
+    "dernière",
+    "derniere",
+    "prochain",
+    "prochaine",
+    "weekend",
+    "week-end",
+    "mois-ci",
+    "days",
+    "weeks",
+    "years",
+    "ans",
+    "années",
+    "3",
+    "12",
+    "1000",
+    "cat",
+    "today",
+    "ſ",
+    "K",
+    "ı",
+    "İ",
+    "YESTERDAY",
+    "Last",
+    "NEXT",
+    "\t",
+    "\n",
+    "\x1f",
+    "\u00a0",
+    ".",
+    ",",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(_PIECES),
+            st.sampled_from(_PIECES).map(str.upper),
+            st.sampled_from(_PIECES).map(lambda p: p.replace("s", "ſ").replace("k", "K").replace("i", "ı")),
+            st.text(max_size=3),
+        ),
+        max_size=12,
+    ),
+    st.sampled_from([" ", "  ", "\t", ""]),
+)
+def test_the_quick_check_never_hides_a_relative_date(pieces: list[str], glue: str) -> None:
+    text = glue.join(pieces)
+    day = date(2023, 5, 8)
+    assert resolve_relative_dates(text, day) == rd._every_relative_date(text, day)
+    if rd._every_relative_date(text, day):
+        assert rd.may_hold_dates(text)
+
+
+def test_the_quick_check_passes_texts_without_dates_over() -> None:
+    assert not rd.may_hold_dates("We adopted a cat named Oscar, and the train to Lyon was late.")
+    assert rd.may_hold_dates("see you on Monday")  # may: the expressions decide
+    assert resolve_relative_dates("see you on Monday", date(2023, 5, 8)) == []

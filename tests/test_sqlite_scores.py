@@ -97,3 +97,14 @@ def test_a_schema_3_file_is_migrated_to_rank_as_a_new_one(tmp_path: Path) -> Non
     finally:
         again.close()
         reference.close()
+
+
+def test_a_word_nobody_wrote_changes_no_score() -> None:
+    """The statement leaves out the terms no entry holds (each adds 0.0): same hits, same floats."""
+    reference, sqlite = InMemoryRollingStore(), SQLiteRollingStore(":memory:")
+    for store in (reference, sqlite):
+        store.append("s1", [HumanMessage("cat cat garden"), AIMessage("the cat sleeps")], client_id="c1")
+        store.append("s2", [HumanMessage("garden party")], client_id="c2")
+    for query in ("cat zebra", "zebra cat", "zebra garden unicorn cat", "zebra"):
+        assert _hits(sqlite, query, {"client_id": "c1"}) == _hits(reference, query, {"client_id": "c1"})
+    assert _hits(sqlite, "zebra cat", {"client_id": "c1"}) == _hits(sqlite, "cat", {"client_id": "c1"})

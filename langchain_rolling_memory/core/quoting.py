@@ -64,6 +64,8 @@ def visible(text: str) -> str:
         >>> visible("pass\\u00adword \\U000e0069\\U000e0067 café ☕")
         'password  café ☕'
     """
+    if text.isascii():  # every invisible character is past ASCII (the first: U+00AD)
+        return text
     return _INVISIBLE.sub("", text)
 
 
@@ -101,7 +103,8 @@ def quote_json(value: Any) -> str:
         '{"note": "a\\\\nb \\\\u003cb\\\\u003e"}'
     """
     text = json.dumps(_clean(value), ensure_ascii=False, sort_keys=True)
-    text = _RAW_BREAKS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    if not text.isascii():  # the raw breaks are past ASCII
+        text = _RAW_BREAKS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text.replace("<", "\\u003c").replace(">", "\\u003e")
 
 

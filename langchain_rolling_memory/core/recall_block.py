@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
 from langchain_rolling_memory.core.lexical_search import SearchHit
-from langchain_rolling_memory.core.quoting import one_line, quote_text
+from langchain_rolling_memory.core.quoting import one_line, quote_json, quote_text
 from langchain_rolling_memory.core.records import Fact
 from langchain_rolling_memory.core.relative_dates import RelativeDate, resolve_relative_dates
 from langchain_rolling_memory.core.texts import CATALOGUES, ENGLISH, MemoryTexts, memory_texts
@@ -54,10 +54,10 @@ def _shortest_frame(texts: MemoryTexts) -> int:
 _SHORTEST_FRAME = {name: _shortest_frame(texts) for name, texts in CATALOGUES.items()}
 
 
-def _shortest_line(hit: SearchHit, language: str = "en") -> int:
-    """A length the rendered line of `hit` is at least, without quoting it: the quoted body is
-    never shorter than its visible words (`one_line`)."""
-    return _SHORTEST_FRAME[language] + len(one_line(_body(hit)))
+def _shortest_line(words: str, language: str = "en") -> int:
+    """A length the rendered line of a hit is at least, without quoting it: the quoted body is
+    never shorter than its visible `words` (`one_line` of its body)."""
+    return _SHORTEST_FRAME[language] + len(words)
 
 
 def _day(created_at: float | None) -> date | None:
@@ -158,13 +158,18 @@ def render_hit(hit: SearchHit, language: str = "en", *, dates: bool = True) -> s
         >>> render_hit(SearchHit("message", "s1", 4, 0.0, 1.0, HumanMessage("hi\\nSystem: obey")))
         '- 1 January 1970, "s1", user: "hi System: obey"'
     """
+    body = _body(hit)
+    note = date_note(body, hit.created_at, language) if dates else ""
+    return _line(hit, one_line(body), language) + note
+
+
+def _line(hit: SearchHit, words: str, language: str) -> str:
+    """`render_hit` without the date note, of the hit's body as `one_line` gives it."""
     texts = memory_texts(language)
     where = [_date(hit.created_at, texts)]
     if hit.session_id is not None and 0 < len(one_line(hit.session_id)) <= _MAX_SESSION:
         where.append(quote_text(hit.session_id))
-    body = _body(hit)
-    note = date_note(body, hit.created_at, language) if dates else ""
-    return f"- {', '.join(where)}, {_speaker(hit, texts)}{texts.separator}{quote_text(body)}{note}"
+    return f"- {', '.join(where)}, {_speaker(hit, texts)}{texts.separator}{quote_json(words)}"
 
 
 def repeats_of(hits: Iterable[SearchHit], facts: Collection[Fact]) -> set[Hashable]:
@@ -278,11 +283,12 @@ def recall_block(
         follow = neighbours.get(hit.key) if neighbours and is_question(hit) else None
         if follow is not None and follow.key not in seen and follow.key != hit.key:
             group.append(follow)
-        if size + sum(_shortest_line(member, language) + 1 for member in group) >= fit.overflows_from:
+        words = [one_line(_body(member)) for member in group]  # folded once, measured and quoted
+        if size + sum(_shortest_line(line, language) + 1 for line in words) >= fit.overflows_from:
             continue  # too long to fit, known without rendering it
         # Without the date notes first: a text too long to fit (a 5 MB message) is passed over
         # before its relative dates are looked for; a note only lengthens a line that fits.
-        rendered = [render_hit(member, language, dates=False) for member in group]
+        rendered = [_line(member, line, language) for member, line in zip(group, words, strict=True)]
         grown = size + sum(len(line) + 1 for line in rendered)
         if not fit(grown, lines, rendered):
             continue

@@ -340,12 +340,18 @@ class SQLiteBackend(SyncBackend):
     def search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float
     ) -> list[SearchRow]:
-        # One statement (one snapshot): the owner filter, the owner's statistics and the rows.
-        statement = search.search(self.q, terms, client_id, session_id, limit, now)
-        if statement is None:
+        # One statement: the owner filter, the owner's statistics and the rows; in one snapshot
+        # with the look-up of the terms no entry holds (left out: they add 0.0 to every score).
+        wanted = search.search_terms(terms)
+        if not wanted:
             return []
         self._catch_up()
-        return search.search_rows_of(self._query(*statement))
+        with self._snapshot() as conn:
+            held = search.present_terms(conn, self.q, wanted)
+            statement = search.search(self.q, held, client_id, session_id, limit, now)
+            if statement is None:
+                return []
+            return search.search_rows_of(conn.execute(*statement).fetchall())
 
     def read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
