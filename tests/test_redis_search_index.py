@@ -105,6 +105,27 @@ class TestBoundedWork:
         ]
         assert sum(_size(r) for r in replies) == small
 
+    def test_an_append_copies_a_few_kb_of_a_term_in_every_message_however_many_there_are(
+        self, store: RedisRollingStore
+    ) -> None:
+        """A term in every message (a speaker's name) grows its postings at each append: its
+        newest run is sealed past a few KB, so an append never copies the whole list, and a
+        search still reads every run, in order (the ranking of reference)."""
+        texts = [f"oscar ate meal {i}" for i in range(1600)]
+        for at in range(0, len(texts), 2):
+            store.append("s1", [HumanMessage(text) for text in texts[at : at + 2]], client_id="alice")
+        with redis.Redis.from_url(REDIS_URL) as r:
+            terms = r.hgetall(f"{store.prefix}s:{{s1}}:terms")
+        sealed = int(terms[b"#b oscar"])
+        assert sealed >= 2
+        assert len(terms[b"oscar"]) < 4096 + 100
+        assert all(len(terms[f"oscar {k}".encode()]) < 4096 + 100 for k in range(1, sealed + 1))
+        found = store.search("oscar meal 7", client_id="alice", limit=50)
+        expected = _reference({"s1": texts}, [], "oscar meal 7", 50)
+        assert [(h.key, round(h.score, 9)) for h in found] == [
+            (key, round(score, 9)) for key, score in expected
+        ]
+
 
 # ------------------------------------------------------------------ the ranking of reference
 

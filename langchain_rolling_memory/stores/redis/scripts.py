@@ -107,7 +107,16 @@ local function add_terms(terms, info, first, lines, from, n)
     end
   end
   for _, term in ipairs(order) do
-    redis.call('HSET', terms, term, (redis.call('HGET', terms, term) or '')..add[term])
+    -- A term's newest postings stay under a few KB: a full run is sealed as field
+    -- '<term> <k>' ('#b <term>' counts them), so an append costs the same at 100 or 100,000
+    -- messages (a term in every message would otherwise be copied whole at each append).
+    local current = redis.call('HGET', terms, term) or ''
+    if #current >= 4096 then
+      local k = redis.call('HINCRBY', terms, '#b '..term, 1)
+      redis.call('HSET', terms, term..' '..k, current)
+      current = ''
+    end
+    redis.call('HSET', terms, term, current..add[term])
   end
   redis.call('HSET', terms, '#gen', gen)
   redis.call('HINCRBY', terms, '#docs', n)

@@ -50,21 +50,31 @@ SEARCH_SCOPE = (
     LUA
     + """
 local p, cid, sid = ARGV[1], ARGV[2], ARGV[3]
-local fields = {'#docs', '#len', '#gen'}
+local fields, nterms = {'#docs', '#len', '#gen'}, #ARGV - 3
 for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 4, #ARGV do fields[#fields + 1] = '#b '..ARGV[i] end
+-- A term's postings: its sealed runs '<term> 1'..'<term> k' (the append's), then its newest.
+local function postings(key, t, newest, sealed)
+  local k = tonumber(sealed or '0')
+  if k == 0 then return newest or '' end
+  local names = {}
+  for b = 1, k do names[b] = ARGV[3 + t]..' '..b end
+  return table.concat(redis.call('HMGET', key, unpack(names)))..(newest or '')
+end
 local found, stale = {}, {}
 local function take(s)
   local row = redis.call('HMGET', skey(p, s, 'info'), 'created_at', 'client_id', 'generation')
   if not row[1] or (row[2] or '') ~= cid then return false end
   local count = redis.call('LLEN', skey(p, s, 'msgs'))
   if count > 0 then
-    local got = redis.call('HMGET', skey(p, s, 'terms'), unpack(fields))
+    local key = skey(p, s, 'terms')
+    local got = redis.call('HMGET', key, unpack(fields))
     if tonumber(got[1] or '0') ~= count or (got[3] or '') ~= (row[3] or '') then
       stale[#stale + 1] = s
     else
-      got[1], got[2], got[3] = s, row[3] or '', got[1]..'\\t'..got[2]
-      for i = 4, #got do got[i] = got[i] or '' end
-      found[#found + 1] = table.concat(got, '\\t')
+      local line = {s, row[3] or '', got[1]..'\\t'..got[2]}
+      for t = 1, nterms do line[#line + 1] = postings(key, t, got[3 + t], got[3 + nterms + t]) end
+      found[#found + 1] = table.concat(line, '\\t')
     end
   end
   return true
