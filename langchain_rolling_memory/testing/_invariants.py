@@ -19,7 +19,12 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langchain_rolling_memory.core.records import SessionMark
-from langchain_rolling_memory.errors import OwnershipError, StaleWriteError
+from langchain_rolling_memory.errors import (
+    InvalidArgumentError,
+    InvalidIdError,
+    OwnershipError,
+    StaleWriteError,
+)
 from langchain_rolling_memory.stores import RollingStore
 from langchain_rolling_memory.testing._harness import StoreHarness, texts
 
@@ -421,6 +426,12 @@ class TurnReadChecks(StoreHarness):
         store.append("s1", [HumanMessage("bob pin 2222"), AIMessage("noted")], client_id="bob")
         assert self._after(store, [("s1", 0), ("s1", 1)], "alice") == [None, None]
         assert self._after(store, [("s1", 1)], "bob") == ["noted"]
+
+    @pytest.mark.parametrize("bad", ["s1", [("s1",)], [("s1", -1)], [("s1", True)], [("", 1)], [["s1", 1]]])
+    def test_messages_after_refuses_a_bad_point(self, store: RollingStore, bad: Any) -> None:
+        store.append("s1", texts(2), client_id="alice")
+        with pytest.raises((InvalidArgumentError, InvalidIdError)):  # an empty id: its own error
+            store.messages_after(bad, client_id="alice")
 
     @pytest.mark.asyncio
     async def test_amessages_after_reads_what_messages_after_reads(self, store: RollingStore) -> None:
