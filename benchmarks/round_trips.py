@@ -240,15 +240,44 @@ def _fact(store: RollingStore, client: str, loop: asyncio.AbstractEventLoop | No
     _run(loop, lambda: store.add_fact(client, text), lambda: store.aadd_fact(client, text))
 
 
-def chain_turns(store: RollingStore, *, recall: bool, loop: asyncio.AbstractEventLoop | None = None) -> Turn:
+EARLIER_QUESTIONS = 6
+"""Questions (each with its answer) of an earlier session of the client, in the recall scenario
+that recalls them: each recalled question's answer is read with it."""
+
+
+def _earlier(store: RollingStore, client: str, loop: asyncio.AbstractEventLoop | None) -> None:
+    """An earlier session of `client`: `EARLIER_QUESTIONS` parcel questions, each answered."""
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    messages: list[Any] = []
+    for i in range(EARLIER_QUESTIONS):
+        messages += [HumanMessage(f"Earlier {i}: when does the parcel arrive?"), AIMessage(f"On day {i}.")]
+    _run(
+        loop,
+        lambda: store.append(session, messages, client_id=client),
+        lambda: store.aappend(session, messages, client_id=client),
+    )
+
+
+def chain_turns(
+    store: RollingStore,
+    *,
+    recall: bool,
+    loop: asyncio.AbstractEventLoop | None = None,
+    answers: bool = False,
+) -> Turn:
     """A chain turn through `with_rolling_memory` (a chain that answers at once); with a
-    loop, ``ainvoke`` on it."""
+    loop, ``ainvoke`` on it. With `answers`, the client has an earlier session whose questions
+    the recall finds (and reads the answer of each)."""
     options: dict[str, Any] = {"max_turns": 10_000, "keep_last": 4}
     if recall:
-        options["recall_tokens"] = 300
+        # With the earlier answers, a block wide enough that the session's own turns never
+        # crowd out the earlier questions: the same reads at every turn.
+        options["recall_tokens"] = 2000 if answers else 300
     chat = with_rolling_memory(RunnableLambda(_reply), store=store, summarizer=lambda p, m: "s", **options)
     client, session = f"c-{uuid.uuid4().hex[:8]}", f"s-{uuid.uuid4().hex[:8]}"
     _fact(store, client, loop)
+    if answers:
+        _earlier(store, client, loop)
     config: Any = {"configurable": {"client_id": client, "session_id": session}}
 
     def turn(i: int) -> None:
@@ -294,6 +323,9 @@ Scenario = Callable[[RollingStore, "asyncio.AbstractEventLoop | None"], Turn]
 SCENARIOS: dict[str, Scenario] = {
     "chain, recall off": lambda store, loop: chain_turns(store, recall=False, loop=loop),
     "chain, recall on": lambda store, loop: chain_turns(store, recall=True, loop=loop),
+    "chain, recall on, answers read": lambda store, loop: chain_turns(
+        store, recall=True, loop=loop, answers=True
+    ),
     "agent (middleware)": agent_turns,
     "agent (middleware, checkpointer)": lambda store, loop: agent_turns(store, loop, checkpointer=True),
 }

@@ -26,6 +26,7 @@ EXPECTED = {
     "postgresql": {
         "chain, recall off": 2,
         "chain, recall on": 3,
+        "chain, recall on, answers read": 4,
         "agent (middleware)": 5,
         "agent (middleware, checkpointer)": 5,
     },
@@ -33,12 +34,14 @@ EXPECTED = {
     "redis": {
         "chain, recall off": 2,
         "chain, recall on": 4,
+        "chain, recall on, answers read": 5,
         "agent (middleware)": 5,
         "agent (middleware, checkpointer)": 5,
     },
 }
 """Round trips per steady turn: the chain's read (view, state, facts) and its write (append,
-summary), the recall's search; the agent's view read (with a checkpointer: the summary, state
+summary), the recall's search and, when it recalls questions, one read of their answers (all
+of them: it was one read each); the agent's view read (with a checkpointer: the summary, state
 and facts), and per hook a read and an append."""
 
 

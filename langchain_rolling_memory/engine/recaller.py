@@ -130,18 +130,27 @@ class _Shown:
 
 
 def _wanted_neighbours(hits: Sequence[SearchHit], skip: Collection[Hashable], most: int) -> list[SearchHit]:
-    """The recalled questions whose answer is worth one read each (the best `most` of them)."""
-    return [h for h in hits if h.kind == "message" and h.key not in skip and is_question(h)][:most]
+    """The recalled questions whose answer is read (the best `most` of them, in one read);
+    a message hit has a session and a seq."""
+    wanted = [h for h in hits if h.kind == "message" and h.key not in skip and is_question(h)]
+    return [h for h in wanted if h.session_id is not None and h.seq is not None][:most]
 
 
-def _neighbour(hit: SearchHit, rows: Sequence[StoredMessage]) -> SearchHit | None:
-    if not rows or hit.session_id is None:
-        return None
-    row = rows[0]
-    # A reply is dated like the question it answers (rows carry no date of their own).
-    return SearchHit(
-        "message", hit.session_id, row.seq, hit.created_at, 0.0, row.message, text=row.message.text
-    )
+def _points(hits: Sequence[SearchHit]) -> list[tuple[str, int]]:
+    """The (session, seq) of each wanted hit, for `messages_after`."""
+    return [(str(h.session_id), int(h.seq or 0)) for h in hits]
+
+
+def _neighbours(hits: Sequence[SearchHit], rows: Sequence[StoredMessage | None]) -> dict[Hashable, SearchHit]:
+    """Each hit's answer (the message after it, as `messages_after` read it), by hit key."""
+    out: dict[Hashable, SearchHit] = {}
+    for hit, row in zip(hits, rows, strict=True):
+        if row is not None and hit.session_id is not None:
+            # A reply is dated like the question it answers (rows carry no date of their own).
+            out[hit.key] = SearchHit(
+                "message", hit.session_id, row.seq, hit.created_at, 0.0, row.message, text=row.message.text
+            )
+    return out
 
 
 def document_block(
@@ -231,7 +240,7 @@ class Recaller:
         token_counter: counts the block's tokens.
         limit: hits asked of the search; None (the default) sizes it to the budget
             (`recall_limit`).
-        max_neighbours: recalled questions whose answer is read (one read each).
+        max_neighbours: recalled questions whose answer is read (all in one read).
         language: the language of the block's header, dates and speakers (`texts`).
         expand: search the store for every regular form of the query's words
             (`lexical_search.expanded_query`: "activities" finds "activity"), in the one
@@ -381,16 +390,9 @@ class Recaller:
             near = self.dense.search(query, limit=self._limit(), **self._dense_scope(scope))
             hits = fuse(hits, near)[: self._limit()]
         skip = shown.keys(hits)
-        neighbours: dict[Hashable, SearchHit] = {}
-        for hit in _wanted_neighbours(hits, skip, self.max_neighbours):
-            if hit.session_id is None or hit.seq is None:  # a message hit has both
-                continue
-            rows = self.store.read(
-                hit.session_id, after_seq=hit.seq, limit=1, newest=False, client_id=client_id
-            )
-            follow = _neighbour(hit, rows)
-            if follow is not None:
-                neighbours[hit.key] = follow
+        wanted = _wanted_neighbours(hits, skip, self.max_neighbours)
+        rows = self.store.messages_after(_points(wanted), client_id=client_id) if wanted else []
+        neighbours = _neighbours(wanted, rows)
         skip |= shown.keys(list(neighbours.values()))
         return self._shown(self._render(hits, skip, neighbours))
 
@@ -430,16 +432,9 @@ class Recaller:
             near = await self.dense.asearch(query, limit=self._limit(), **self._dense_scope(scope))
             hits = fuse(hits, near)[: self._limit()]
         skip = shown.keys(hits)
-        neighbours: dict[Hashable, SearchHit] = {}
-        for hit in _wanted_neighbours(hits, skip, self.max_neighbours):
-            if hit.session_id is None or hit.seq is None:
-                continue
-            rows = await self.store.aread(
-                hit.session_id, after_seq=hit.seq, limit=1, newest=False, client_id=client_id
-            )
-            follow = _neighbour(hit, rows)
-            if follow is not None:
-                neighbours[hit.key] = follow
+        wanted = _wanted_neighbours(hits, skip, self.max_neighbours)
+        rows = await self.store.amessages_after(_points(wanted), client_id=client_id) if wanted else []
+        neighbours = _neighbours(wanted, rows)
         skip |= shown.keys(list(neighbours.values()))
         return self._shown(self._render(hits, skip, neighbours))
 

@@ -335,6 +335,42 @@ class RollingStore:
             await self._async.read(session_id, after_seq, limit, newest, checks.reader(client_id))
         )
 
+    def messages_after(
+        self, points: Sequence[tuple[str, int]], *, client_id: ReadAs = OPERATOR
+    ) -> list[StoredMessage | None]:
+        """For each ``(session_id, seq)`` of `points`, the session's first message after `seq`
+        (``read(session_id, after_seq=seq, limit=1, newest=False)``), or None when there is
+        none. Read at once (one round trip on PostgreSQL and Redis: recall reads the answer
+        after each recalled question with it). With `client_id`, a session its owner does not
+        let that client read gives None (no `OwnershipError`: the others are still read),
+        checked in the same atomic read.
+
+        Example:
+            >>> from langchain_core.messages import AIMessage, HumanMessage
+            >>> from langchain_rolling_memory import open_store
+            >>> store = open_store("memory://")
+            >>> _ = store.append("s1", [HumanMessage("Where?"), AIMessage("Lyon")], client_id="c1")
+            >>> [m and m.message.text for m in store.messages_after([("s1", 1), ("s1", 2)], client_id="c1")]
+            ['Lyon', None]
+        """
+        checked = checks.check_points(points)
+        if not checked:
+            return []
+        return self._after(self._sync.messages_after(checked, checks.reader(client_id)))
+
+    async def amessages_after(
+        self, points: Sequence[tuple[str, int]], *, client_id: ReadAs = OPERATOR
+    ) -> list[StoredMessage | None]:
+        """Async twin of `messages_after`."""
+        checked = checks.check_points(points)
+        if not checked:
+            return []
+        return self._after(await self._async.messages_after(checked, checks.reader(client_id)))
+
+    @classmethod
+    def _after(cls, rows: Sequence[Row | None]) -> list[StoredMessage | None]:
+        return [None if row is None else cls._decode([row])[0] for row in rows]
+
     def read_turn(self, session_id: str, *, limit: int, client_id: ReadAs = OPERATOR) -> TurnRead:
         """What a turn reads, at one instant: the summary record, the newest `limit` messages it
         does not cover (ascending) and the session's erase generation, owner check included;

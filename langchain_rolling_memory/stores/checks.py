@@ -91,6 +91,23 @@ def check_count(name: str, value: object) -> None:
         raise InvalidArgumentError(msg)
 
 
+def check_points(points: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+    """`messages_after`'s (session id, seq) pairs, checked (ids valid, seqs counts)."""
+    if isinstance(points, (str, bytes)) or not isinstance(points, Sequence):
+        msg = f"points must be a sequence of (session_id, seq) pairs, got {type(points).__name__}"
+        raise InvalidArgumentError(msg)
+    out: list[tuple[str, int]] = []
+    for point in points:
+        if not isinstance(point, tuple) or len(point) != 2:
+            msg = f"each point must be a (session_id, seq) pair, got {point!r}"
+            raise InvalidArgumentError(msg)
+        session_id, seq = point
+        validate_id(session_id)
+        check_count("seq", seq)
+        out.append((session_id, seq))
+    return out
+
+
 def check_limit(limit: int | None) -> None:
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
         msg = f"limit must be a non-negative int or None (all), got {limit!r}"

@@ -57,9 +57,9 @@ import asyncio
 import enum
 import secrets
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 from langchain_core.messages import BaseMessage
 
@@ -241,6 +241,30 @@ class AppendBatch:
         return [IndexedRow(at, text) for at, text in zip(self.created_at(), texts, strict=True)]
 
 
+def rows_after(records: Sequence[Sequence[Any]], n: int) -> list[Row | None]:
+    """A native `messages_after`'s reply, one (place from 1, seq, message, tokens, date) per
+    point that has a row, -> the row after each of the `n` points (None: none)."""
+    out: list[Row | None] = [None] * n
+    for i, seq, message, tokens, at in records:
+        out[int(i) - 1] = (int(seq), str(message), None if tokens is None else int(tokens), float(at))
+    return out
+
+
+def _first_after(
+    read: Callable[[str, int, int | None, bool, Reader | None], list[Row]],
+    session_id: str,
+    seq: int,
+    reader: Reader | None,
+) -> Row | None:
+    """`messages_after`'s default for one point: the first row after `seq`, None when there
+    is none or the reader may not read the session."""
+    try:
+        rows = read(session_id, seq, 1, False, reader)
+    except OwnershipError:
+        return None
+    return rows[0] if rows else None
+
+
 class SyncBackend(ABC):
     """The primitives a backend implements, sync; `RollingStore` builds the public API on them.
 
@@ -376,6 +400,15 @@ class SyncBackend(ABC):
         state = self.get_state(session_id, reader)
         return MemoryRows(turn, state, self.list_facts(facts_of, now) if facts_of is not None else [])
 
+    def messages_after(self, points: Sequence[tuple[str, int]], reader: Reader | None) -> list[Row | None]:
+        """For each (session, seq) of `points`, the session's first row after that seq (what
+        `read(session, seq, 1, False, reader)` returns), None when there is none or `reader`
+        may not read the session: a batched read leaves such a session out, as a search does,
+        rather than refusing the others. One atomic step on the server backends (one statement
+        or script, the owner checked in it: one round trip). This default makes one `read` per
+        point, so a backend needs nothing more."""
+        return [_first_after(self.read, sid, seq, reader) for sid, seq in points]
+
     def append_and_summary(
         self, batch: AppendBatch, reader: Reader | None
     ) -> tuple[list[int], SummaryRecord | None]:
@@ -500,6 +533,19 @@ class AsyncBackend(ABC):
         facts = await self.list_facts(facts_of, now) if facts_of is not None else []
         return MemoryRows(turn, state, facts)
 
+    async def messages_after(
+        self, points: Sequence[tuple[str, int]], reader: Reader | None
+    ) -> list[Row | None]:
+        """Async twin of `SyncBackend.messages_after` (this default makes one `read` per point)."""
+        out: list[Row | None] = []
+        for sid, seq in points:
+            try:
+                rows = await self.read(sid, seq, 1, False, reader)
+            except OwnershipError:
+                rows = []
+            out.append(rows[0] if rows else None)
+        return out
+
     async def append_and_summary(
         self, batch: AppendBatch, reader: Reader | None
     ) -> tuple[list[int], SummaryRecord | None]:
@@ -561,6 +607,11 @@ class ThreadedAsync(AsyncBackend):
         self, session_id: str, limit: int, reader: Reader | None, facts_of: str | None, now: float
     ) -> MemoryRows:
         return await asyncio.to_thread(self.sync.read_memory, session_id, limit, reader, facts_of, now)
+
+    async def messages_after(
+        self, points: Sequence[tuple[str, int]], reader: Reader | None
+    ) -> list[Row | None]:
+        return await asyncio.to_thread(self.sync.messages_after, points, reader)
 
     async def append_and_summary(
         self, batch: AppendBatch, reader: Reader | None

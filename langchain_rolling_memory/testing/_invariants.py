@@ -19,7 +19,12 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langchain_rolling_memory.core.records import SessionMark
-from langchain_rolling_memory.errors import OwnershipError, StaleWriteError
+from langchain_rolling_memory.errors import (
+    InvalidArgumentError,
+    InvalidIdError,
+    OwnershipError,
+    StaleWriteError,
+)
 from langchain_rolling_memory.stores import RollingStore
 from langchain_rolling_memory.testing._harness import StoreHarness, texts
 
@@ -389,6 +394,53 @@ class TurnReadChecks(StoreHarness):
         with pytest.raises(OwnershipError):
             await store.aappend_and_summary("s1", texts(1), client_id="bob")
         assert store.last_seq("s1") == 3
+
+    @staticmethod
+    def _after(store: RollingStore, points: Any, client_id: Any) -> list[Any]:
+        return [m and m.message.content for m in store.messages_after(points, client_id=client_id)]
+
+    def test_messages_after_reads_the_message_after_each_point_at_once(self, store: RollingStore) -> None:
+        store.append("s1", texts(5), client_id="alice")
+        store.append("anon", texts(2, 7))
+        points = [("s1", 1), ("s1", 5), ("anon", 0), ("nosuch", 3), ("s1", 3)]
+        assert self._after(store, points, "alice") == ["m2", None, "m7", None, "m4"]
+        for (sid, seq), got in zip(points, store.messages_after(points, client_id="alice"), strict=True):
+            assert got == next(iter(store.read(sid, after_seq=seq, limit=1, newest=False)), None)
+        assert store.messages_after([], client_id="alice") == []
+
+    def test_messages_after_never_reads_a_session_its_owner_refuses_the_reader(
+        self, store: RollingStore
+    ) -> None:
+        store.append("s1", texts(3), client_id="alice")
+        store.append("anon", texts(2))
+        points = [("s1", 1), ("anon", 1)]
+        assert self._after(store, points, "bob") == [None, "m2"]
+        assert self._after(store, points, None) == [None, "m2"]
+        assert self._after(store, points, "alice") == ["m2", "m2"]
+        assert [m and m.seq for m in store.messages_after(points)] == [2, 2]  # the operator's
+
+    def test_messages_after_reads_nothing_of_an_erased_session(self, store: RollingStore) -> None:
+        store.append("s1", texts(3), client_id="alice")
+        store.clear_session("s1")
+        assert self._after(store, [("s1", 0)], "alice") == [None]
+        store.append("s1", [HumanMessage("bob pin 2222"), AIMessage("noted")], client_id="bob")
+        assert self._after(store, [("s1", 0), ("s1", 1)], "alice") == [None, None]
+        assert self._after(store, [("s1", 1)], "bob") == ["noted"]
+
+    @pytest.mark.parametrize("bad", ["s1", [("s1",)], [("s1", -1)], [("s1", True)], [("", 1)], [["s1", 1]]])
+    def test_messages_after_refuses_a_bad_point(self, store: RollingStore, bad: Any) -> None:
+        store.append("s1", texts(2), client_id="alice")
+        with pytest.raises((InvalidArgumentError, InvalidIdError)):  # an empty id: its own error
+            store.messages_after(bad, client_id="alice")
+
+    @pytest.mark.asyncio
+    async def test_amessages_after_reads_what_messages_after_reads(self, store: RollingStore) -> None:
+        store.append("s1", texts(4), client_id="alice")
+        store.append("s2", texts(2), client_id="bob")
+        points = [("s1", 2), ("s2", 0), ("s1", 4)]
+        for reader in ("alice", "bob", None):
+            got = await store.amessages_after(points, client_id=reader)
+            assert got == store.messages_after(points, client_id=reader)
 
 
 _SCOPES: dict[str, dict[str, str | None]] = {

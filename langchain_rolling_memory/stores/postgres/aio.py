@@ -29,6 +29,7 @@ from langchain_rolling_memory.stores.contract import (
     Unembedded,
     VectorWrite,
     new_generation,
+    rows_after,
 )
 from langchain_rolling_memory.stores.postgres.conn import Connections, check_connection
 from langchain_rolling_memory.stores.postgres.setup import Migration
@@ -176,6 +177,12 @@ class AsyncPostgres(AsyncBackend):
     ) -> list[Row]:
         sql, params = self.q.read(session_id, after_seq, limit, newest)
         return pg.rows_of(await self._afetch_session(sql, params, session_id, reader), newest, limit)
+
+    async def messages_after(
+        self, points: Sequence[tuple[str, int]], reader: Reader | None
+    ) -> list[Row | None]:
+        params = pg.after_params(points, reader)
+        return rows_after(await self._afetch("read", self.q.messages_after, params), len(points))
 
     async def summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
         params = {"sid": session_id, "limit": limit}

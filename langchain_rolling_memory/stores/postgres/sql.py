@@ -24,6 +24,7 @@ import json
 import logging
 import re
 import uuid
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from langchain_rolling_memory.core.lexical_search import index_text
@@ -215,6 +216,21 @@ class Queries:
         self.read_newest = f"{base} ORDER BY seq DESC LIMIT %s"
         self.read_oldest = f"{base} ORDER BY seq LIMIT %s"
         self.last_seq = f"SELECT last_seq FROM {p}sessions WHERE session_id = %s"
+        # The first message after each (session, seq) of a batch (recall's answers), one
+        # statement: a session whose owner the reader may not read, seen in the same snapshot,
+        # gives nothing (as `read_memory`'s check). p.i: the point's place in the batch.
+        self.messages_after = f"""
+            SELECT p.i, m.seq, m.message, m.tokens, m.created_at
+            FROM unnest(%(sids)s::text[], %(seqs)s::bigint[]) WITH ORDINALITY AS p(sid, after_seq, i)
+            CROSS JOIN LATERAL (
+                SELECT seq, message, tokens, created_at FROM {p}messages
+                WHERE session_id = p.sid AND seq > p.after_seq ORDER BY seq LIMIT 1
+            ) AS m
+            WHERE NOT EXISTS (
+                SELECT 1 FROM {p}sessions WHERE session_id = p.sid AND %(check)s
+                AND client_id IS DISTINCT FROM %(rcid)s::text AND (client_id IS NOT NULL OR %(exact)s)
+            )
+        """
         self.get_summary = (
             f"SELECT text, covered_seq, version, meta, updated_at FROM {p}summaries WHERE session_id = %s"
         )
@@ -602,15 +618,21 @@ def memory_params(
     session_id: str, limit: int, reader: Reader | None, facts_of: str | None, now: float
 ) -> dict[str, Any]:
     """The parameters of `Queries.read_memory`."""
+    return {"sid": session_id, "limit": limit, "cid": facts_of, "now": now, **_reader_params(reader)}
+
+
+def _reader_params(reader: Reader | None) -> dict[str, Any]:
+    """The owner check's parameters (check, rcid, exact) of the statements that make it."""
     return {
-        "sid": session_id,
-        "limit": limit,
-        "cid": facts_of,
-        "now": now,
         "check": reader is not None,
         "rcid": None if reader is None else reader.client_id,
         "exact": reader is not None and reader.exact,
     }
+
+
+def after_params(points: Sequence[tuple[str, int]], reader: Reader | None) -> dict[str, Any]:
+    """The parameters of `Queries.messages_after`."""
+    return {"sids": [sid for sid, _ in points], "seqs": [seq for _, seq in points], **_reader_params(reader)}
 
 
 def memory_of(records: list[tuple[Any, ...]], client_id: str | None) -> tuple[str | None, MemoryRows]:

@@ -28,6 +28,7 @@ from langchain_rolling_memory.stores.contract import (
     Unembedded,
     VectorWrite,
     new_generation,
+    rows_after,
 )
 from langchain_rolling_memory.stores.postgres.conn import Connections, check_connection
 from langchain_rolling_memory.stores.postgres.setup import Migration
@@ -145,6 +146,12 @@ class SyncPostgres(SyncBackend):
     ) -> list[Row]:
         sql, params = self.q.read(session_id, after_seq, limit, newest)
         return pg.rows_of(self._fetch_session(sql, params, session_id, reader), newest, limit)
+
+    def messages_after(self, points: Sequence[tuple[str, int]], reader: Reader | None) -> list[Row | None]:
+        # One statement: each point's next message, its session's owner checked in it.
+        return rows_after(
+            self._fetch("read", self.q.messages_after, pg.after_params(points, reader)), len(points)
+        )
 
     def summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
         # One statement: the summary, the tail, the owner (checked here) and the generation.

@@ -170,6 +170,13 @@ class AsyncRedis(AsyncBackend):
 
         return await self._acall("read", go)
 
+    async def messages_after(
+        self, points: Sequence[tuple[str, int]], reader: Reader | None
+    ) -> list[Row | None]:
+        # One script, checking each session's owner itself.
+        args = lua.after_args(self.prefix, points, reader)
+        return lua.after_of(await self._arun("read", "messages_after", [], args))
+
     async def read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
     ) -> list[Row]:

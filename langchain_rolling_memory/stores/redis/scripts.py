@@ -178,6 +178,29 @@ return out
 """
 )
 
+# The first row after each point of a batch (recall's answers), one script: a point whose
+# session's info hash is gone, or (checked, ARGV[2] '1') whose owner does not let the reader
+# (ARGV[3], '' for none; ARGV[4] '1': that client's only) read it, gives false, so its text
+# never leaves the server. The keys are built from the prefix, as the search's.
+# ARGV: prefix checked reader exact, then sid seq per point -> per point {seq, item, date} or false
+MESSAGES_AFTER = (
+    _LIB
+    + """
+local p, checked, cid, exact = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local out = {}
+for i = 5, #ARGV, 2 do
+  local row = redis.call('HMGET', skey(p, ARGV[i], 'info'), 'created_at', 'client_id')
+  local owner, found = row[2] or '', false
+  if row[1] and (checked ~= '1' or owner == cid or (owner == '' and exact ~= '1')) then
+    local r = rows(skey(p, ARGV[i], 'msgs'), skey(p, ARGV[i], 'idx'), tonumber(ARGV[i + 1]), 1, 0)
+    if #r > 1 then found = r end
+  end
+  out[#out + 1] = found
+end
+return out
+"""
+)
+
 # The summary and the newest `limit` rows after it, with the session row's generation and owner:
 # {generation (nil: no row), owner, text, covered, version, meta, updated, first seq, rows...,
 #  dates...}
@@ -297,6 +320,7 @@ return 1
 SCRIPTS = {
     "append": APPEND,
     "read": READ,
+    "messages_after": MESSAGES_AFTER,
     "summary_and_tail": SUMMARY_AND_TAIL,
     "read_memory": READ_MEMORY,
     "cas": CAS_SUMMARY,
@@ -437,6 +461,18 @@ def seqs_of(reply: Sequence[Any], session_id: str, client_id: str | None) -> lis
 
 def read_args(after_seq: int, limit: int | None, newest: bool, checked: bool) -> list[Any]:
     return [after_seq, -1 if limit is None else limit, 1 if newest else 0, 1 if checked else 0]
+
+
+def after_args(prefix: str, points: Sequence[tuple[str, int]], reader: Reader | None) -> list[Any]:
+    """ARGV of the messages-after script."""
+    head: list[Any] = [prefix, "0" if reader is None else "1"]
+    head += ["", "0"] if reader is None else [reader.client_id or "", "1" if reader.exact else "0"]
+    return head + [x for point in points for x in point]
+
+
+def after_of(reply: Sequence[Any]) -> list[Row | None]:
+    """The messages-after script's reply -> the row after each point (None: none)."""
+    return [rows_of(found)[0] if found else None for found in reply]
 
 
 def claim_args(owner: str, ttl: float, now: float) -> list[Any]:

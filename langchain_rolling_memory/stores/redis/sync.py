@@ -160,6 +160,11 @@ class SyncRedis(SyncBackend):
 
         return self._call("read", go)
 
+    def messages_after(self, points: Sequence[tuple[str, int]], reader: Reader | None) -> list[Row | None]:
+        # One script, checking each session's owner itself.
+        args = lua.after_args(self.prefix, points, reader)
+        return lua.after_of(self._run("read", "messages_after", [], args))
+
     def read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
     ) -> list[Row]:

@@ -34,7 +34,7 @@ from typing import Any
 
 from langchain_rolling_memory.core.records import Fact, Row, SessionInfo, SummaryRecord
 from langchain_rolling_memory.errors import ConfigurationError
-from langchain_rolling_memory.stores.contract import SCHEMA_VERSION
+from langchain_rolling_memory.stores.contract import SCHEMA_VERSION, Reader
 
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
 _FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned, expires_at"
@@ -293,6 +293,28 @@ class Queries:
         self.delete_facts = f"DELETE FROM {p}facts WHERE client_id = ?"
         # FTS5 deletes are markers until segments merge: merging moves erased words off the pages.
         self.optimize_search = f"INSERT INTO {p}search ({p}search) VALUES ('optimize')"
+
+    def messages_after(
+        self, points: Sequence[tuple[str, int]], reader: Reader | None
+    ) -> tuple[str, tuple[Any, ...]]:
+        """One statement: the first message after each (session, seq), none for a session
+        whose owner (read in the same statement) the reader may not read."""
+        p = self.prefix
+        sql = (
+            f"WITH p(i, sid, after_seq) AS (VALUES {', '.join(['(?, ?, ?)'] * len(points))}) "
+            f"SELECT p.i, m.seq, m.message, m.tokens, m.created_at FROM p JOIN {p}messages AS m "
+            f"ON m.session_id = p.sid AND m.seq = (SELECT MIN(seq) FROM {p}messages "
+            "WHERE session_id = p.sid AND seq > p.after_seq) "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {p}sessions WHERE session_id = p.sid AND ? "
+            "AND client_id IS NOT ? AND (client_id IS NOT NULL OR ?))"
+        )
+        values = [x for i, (sid, seq) in enumerate(points, 1) for x in (i, sid, seq)]
+        check = (
+            reader is not None,
+            None if reader is None else reader.client_id,
+            reader is not None and reader.exact,
+        )
+        return sql, (*values, *check)
 
     def read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool

@@ -54,6 +54,7 @@ from langchain_rolling_memory.stores.contract import (
     VectorWrite,
     new_generation,
     newer_schema,
+    rows_after,
 )
 from langchain_rolling_memory.stores.fact_api import FactOptions
 from langchain_rolling_memory.stores.lifecycle import not_set_up
@@ -359,6 +360,10 @@ class SQLiteBackend(SyncBackend):
         statement, params = self.q.read(session_id, after_seq, limit, newest)
         with self._reading(session_id, reader):
             return sql.rows_of(self._query(statement, params), newest, limit)
+
+    def messages_after(self, points: Sequence[tuple[str, int]], reader: Reader | None) -> list[Row | None]:
+        # One statement (one snapshot): each point's next message, its owner checked in it.
+        return rows_after(self._query(*self.q.messages_after(points, reader)), len(points))
 
     @contextmanager
     def _snapshot(self) -> Iterator[sqlite3.Connection]:
