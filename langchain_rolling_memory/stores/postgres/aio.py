@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+import langchain_rolling_memory.stores.contract as contract
 import langchain_rolling_memory.stores.postgres.reads as postgres_reads
 import langchain_rolling_memory.stores.postgres.search as pgs
 import langchain_rolling_memory.stores.postgres.sql as pg
@@ -28,8 +29,6 @@ from langchain_rolling_memory.stores.contract import (
     TurnRows,
     Unembedded,
     VectorWrite,
-    new_generation,
-    rows_after,
 )
 from langchain_rolling_memory.stores.postgres.conn import Connections, check_connection
 from langchain_rolling_memory.stores.postgres.setup import Migration
@@ -120,7 +119,7 @@ class AsyncPostgres(AsyncBackend):
         """Async twin of `SyncPostgres._append_again`."""
         q, session_id = self.q, batch.session_id
         async with conn.transaction() as tx:
-            await conn.execute(q.lock_session, (session_id, batch.now, batch.now, new_generation()))
+            await conn.execute(q.lock_session, (session_id, batch.now, batch.now, contract.new_generation()))
             cur = await conn.execute(q.find_batch, (session_id, params["batch"]))
             done = [int(r[0]) for r in await cur.fetchall()]
             if done:
@@ -182,7 +181,7 @@ class AsyncPostgres(AsyncBackend):
         self, points: Sequence[tuple[str, int]], reader: Reader | None
     ) -> list[Row | None]:
         params = pg.after_params(points, reader)
-        return rows_after(await self._afetch("read", self.q.messages_after, params), len(points))
+        return contract.rows_after(await self._afetch("read", self.q.messages_after, params), len(points))
 
     async def summary_and_tail(self, session_id: str, limit: int, reader: Reader | None = None) -> TurnRows:
         params = {"sid": session_id, "limit": limit}
@@ -240,7 +239,7 @@ class AsyncPostgres(AsyncBackend):
     async def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
         lock = self.q.client_lock(client_id or "")
         params = {"sid": session_id, "cid": client_id, "now": now, "state": state, "lock": lock}
-        params["gen"] = new_generation()  # used only if this creates the session row
+        params["gen"] = contract.new_generation()  # used only if this creates the session row
         if not await self._afetch("state", self.q.set_state, params):
             raise OwnershipError.for_session(session_id, client_id)
 

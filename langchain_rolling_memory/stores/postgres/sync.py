@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import langchain_rolling_memory.stores.contract as contract
 import langchain_rolling_memory.stores.postgres.reads as postgres_reads
 import langchain_rolling_memory.stores.postgres.search as pgs
 import langchain_rolling_memory.stores.postgres.sql as pg
@@ -27,8 +28,6 @@ from langchain_rolling_memory.stores.contract import (
     TurnRows,
     Unembedded,
     VectorWrite,
-    new_generation,
-    rows_after,
 )
 from langchain_rolling_memory.stores.postgres.conn import Connections, check_connection
 from langchain_rolling_memory.stores.postgres.setup import Migration
@@ -96,7 +95,7 @@ class SyncPostgres(SyncBackend):
         waits for a still-running first attempt), then look for the batch."""
         q, session_id = self.q, batch.session_id
         with conn.transaction() as tx:
-            conn.execute(q.lock_session, (session_id, batch.now, batch.now, new_generation()))
+            conn.execute(q.lock_session, (session_id, batch.now, batch.now, contract.new_generation()))
             done = [int(r[0]) for r in conn.execute(q.find_batch, (session_id, params["batch"]))]
             if done:  # the first attempt committed before its connection died
                 tx.force_rollback = True
@@ -149,7 +148,7 @@ class SyncPostgres(SyncBackend):
 
     def messages_after(self, points: Sequence[tuple[str, int]], reader: Reader | None) -> list[Row | None]:
         # One statement: each point's next message, its session's owner checked in it.
-        return rows_after(
+        return contract.rows_after(
             self._fetch("read", self.q.messages_after, pg.after_params(points, reader)), len(points)
         )
 
@@ -213,7 +212,7 @@ class SyncPostgres(SyncBackend):
     def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
         lock = self.q.client_lock(client_id or "")
         params = {"sid": session_id, "cid": client_id, "now": now, "state": state, "lock": lock}
-        params["gen"] = new_generation()  # used only if this creates the session row
+        params["gen"] = contract.new_generation()  # used only if this creates the session row
         if not self._fetch("state", self.q.set_state, params):
             raise OwnershipError.for_session(session_id, client_id)
 
