@@ -146,6 +146,26 @@ class ViewChecks:
         facts = list(self.ref.facts[reader].values()) if reader is not None else []
         self.texts(f"{what} facts", reader, [f.text for f in read.facts], facts, ordered=False)
 
+    def check_after(self, store: RollingStore, viewer: Any, sid: str) -> None:
+        """`messages_after` (the answers recall shows after its questions) against the model:
+        for a reader the model lets read the session, the message after each of its seqs (0
+        first, then each stored one's: the next one, then none); for any other, nothing at all
+        (never refused: recall leaves that answer out)."""
+        expected = self.ref.read(viewer, sid)
+        what = f"messages_after({sid!r})"
+        if isinstance(expected, list):
+            rows = store.read(sid, client_id=viewer)
+            points = [(sid, 0), *((sid, row.seq) for row in rows)]
+            want: list[str | None] = [*expected, None]
+        else:
+            points = [(sid, seq) for seq in range(len(self.ref.sessions[sid].texts) + 1)]
+            want = [None] * len(points)
+        got = store.messages_after(points, client_id=viewer)
+        shown = [str(m.message.content) for m in got if m is not None]
+        self.texts(what, viewer, shown, [text for text in want if text is not None])
+        if [m is None for m in got] != [text is None for text in want]:
+            raise Violation("model", f"{what} as {viewer!r}: got {got!r}, expected {want!r}")
+
     def check_state(self, store: RollingStore, reader: Any, sid: str) -> None:
         expected = self.ref.get_state(reader, sid)
         state = self.call(f"get_state({sid!r})", expected, "leak", store.get_state, sid, client_id=reader)
@@ -268,6 +288,9 @@ class ViewChecks:
             for viewer in (owner, others[(self.sweeps + number + 1) % len(others)]):
                 with self.recording("read_memory"):
                     self.check_memory(store, viewer, sid, 50)
+            for viewer in (owner, others[(self.sweeps + number + 2) % len(others)]):
+                with self.recording("messages_after"):
+                    self.check_after(store, viewer, sid)
             with self.recording("search of a session"):
                 self.check_search(store, None, sid, EVERYTHING)
             with self.recording("vector search of a session"):
