@@ -343,11 +343,29 @@ def _forked_writer(store: RollingStore, worker: int, count: int) -> None:
             # The child's collector finalizes the parent's garbage store mid-run (the parent's
             # collector was off from its last use to the fork, so it is still there).
             gc.collect()
-        store.append("forked", [HumanMessage(f"w{worker}:{k}")], client_id="c")
+        if k % 2:
+            store.append("forked", [HumanMessage(f"w{worker}:{k}")], client_id="c")
+            continue
+        # A turn's own write and reads through the copy: the append pipelined with the summary
+        # read, the turn's one read, and the batched read of what follows a seq.
+        seqs, _ = store.append_and_summary("forked", [HumanMessage(f"w{worker}:{k}")], client_id="c")
+        store.read_memory("forked", limit=8, client_id="c")
+        (after,) = store.messages_after([("forked", seqs[0] - 1)], client_id="c")
+        if after is None or after.message.content != f"w{worker}:{k}":
+            os._exit(3)
 
-    async def tail() -> None:  # the async twin too, on the child's own event loop
+    async def tail() -> None:  # the async twins too, on the child's own event loop
         for k in range(sync_part, count):
-            await store.aappend("forked", [HumanMessage(f"w{worker}:{k}")], client_id="c")
+            if k % 2:
+                await store.aappend("forked", [HumanMessage(f"w{worker}:{k}")], client_id="c")
+                continue
+            seqs, _ = await store.aappend_and_summary(
+                "forked", [HumanMessage(f"w{worker}:{k}")], client_id="c"
+            )
+            await store.aread_memory("forked", limit=8, client_id="c")
+            (after,) = await store.amessages_after([("forked", seqs[0] - 1)], client_id="c")
+            if after is None or after.message.content != f"w{worker}:{k}":
+                os._exit(3)
 
     asyncio.run(tail())
     os._exit(0)
