@@ -280,3 +280,122 @@ async def test_the_async_search_indexes_and_ranks_as_the_sync_one(store: RedisRo
         r.delete(store.keys.terms("s1"))
     assert await store.asearch("paris trip", client_id="alice") == expected
     await store.aclose()
+
+
+# ------------------------------------------------------------------ the client's statistics
+
+
+def _statistics(store: RedisRollingStore, client: str) -> dict[str, str]:
+    with redis.Redis.from_url(REDIS_URL, decode_responses=True) as r:
+        return r.hgetall(store.keys.client_terms(client))
+
+
+class TestClientStatistics:
+    """A client's search reads its statistics and the sessions its terms' lists name: the
+    work does not grow with its other sessions, the ranking is the one over all of them."""
+
+    def test_a_search_reads_no_session_without_its_terms(self, store: RedisRollingStore) -> None:
+        store.append("s1", [HumanMessage("My cat Oscar sleeps all day")], client_id="alice")
+        replies = _replies(store)
+        store.search("cat", client_id="alice")
+        small = sum(_size(r) for r in replies)
+        for i in range(200):
+            store.append(f"t{i}", [HumanMessage(f"the train number {i} was late")], client_id="alice")
+        replies.clear()
+        found = store.search("cat", client_id="alice")
+        assert [h.key for h in found] == [("message", "s1", 1)]
+        assert sum(_size(r) for r in replies) <= small + 10  # the totals' digits
+        sessions = {"s1": ["My cat Oscar sleeps all day"]}
+        sessions.update({f"t{i}": [f"the train number {i} was late"] for i in range(200)})
+        (_, score), *_ = _reference(sessions, [], "cat", 10)
+        assert math.isclose(found[0].score, score, rel_tol=1e-12)
+
+    def test_statistics_written_before_are_built_at_the_first_search(self, store: RedisRollingStore) -> None:
+        store.append("s1", [HumanMessage("We booked the Paris trip")], client_id="alice")
+        store.append("s2", [HumanMessage("the cat"), AIMessage("a cat in Paris")], client_id="alice")
+        expected = store.search("paris cat", client_id="alice")
+        built = _statistics(store, "alice")
+        assert built["#v"] == "1" and built["#docs"] == "3" and built["#members"] == "2"
+        with redis.Redis.from_url(REDIS_URL) as r:
+            r.delete(store.keys.client_terms("alice"))  # what the previous release left
+        assert store.search("paris cat", client_id="alice") == expected
+        assert _statistics(store, "alice") == built
+        assert store.search("paris cat", client_id="alice") == expected
+
+    def test_an_expiring_client_keeps_none(self) -> None:
+        _probe("redis")
+        prefix = f"t{uuid.uuid4().hex[:10]}_"
+        store = RedisRollingStore(REDIS_URL, key_prefix=prefix, ttl=60)
+        try:
+            store.append("s1", [HumanMessage("the cat")], client_id="alice")
+            store.append("s2", [HumanMessage("a train")], client_id="alice")
+            assert [h.seq for h in store.search("cat", client_id="alice")] == [1]
+            assert _statistics(store, "alice") == {"#ttl": "1"}
+            with redis.Redis.from_url(REDIS_URL) as r:
+                assert 0 < r.pttl(store.keys.client_terms("alice")) <= 60_000
+        finally:
+            store.close()
+            _wipe(prefix)
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("append"),
+            st.sampled_from(["alice", "bob", None]),
+            st.sampled_from(["s1", "s2", "s3"]),
+            _TEXT,
+        ),
+        st.tuples(st.just("clear"), st.sampled_from(["s1", "s2", "s3"])),
+        st.tuples(st.just("forget"), st.sampled_from(["alice", "bob"])),
+        st.tuples(st.just("search"), st.sampled_from(["alice", "bob"]), _TEXT),
+        st.tuples(st.just("lose"), st.sampled_from(["alice", "bob"])),
+    ),
+    min_size=1,
+    max_size=14,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=_OPS)
+def test_the_statistics_count_only_what_the_client_owns_now(ops: list[tuple[str, ...]]) -> None:
+    """Appends, erases, sessions re-claimed by the other client after an erase, sessions of
+    nobody's taken by a client, `forget`, and statistics lost (as the previous release leaves
+    them): every search ranks as `Bm25Index(stem=True)` over what the client owns at that
+    instant, and nothing else."""
+    _probe("redis")
+    prefix = unique_prefix()
+    store = RedisRollingStore(REDIS_URL, key_prefix=prefix)
+    owners: dict[str, str | None] = {}
+    texts: dict[str, list[str]] = {}
+    try:
+        for op in ops:
+            if op[0] == "append":
+                _, client, sid, text = op
+                if owners.get(sid) not in (None, client):
+                    continue  # another's: refused (a session of nobody's is anyone's to take)
+                store.append(sid, [HumanMessage(text)], client_id=client)
+                owners[sid] = client
+                texts.setdefault(sid, []).append(text)
+            elif op[0] == "clear" and op[1] in texts:
+                store.clear_session(op[1])
+                owners.pop(op[1], None)
+                texts.pop(op[1], None)
+            elif op[0] == "forget":
+                store.forget(op[1])
+                for sid in [s for s, c in owners.items() if c == op[1]]:
+                    del owners[sid], texts[sid]
+            elif op[0] == "lose":
+                with redis.Redis.from_url(REDIS_URL) as r:
+                    r.delete(store.keys.client_terms(op[1]))
+            for client in ("alice", "bob"):
+                query = op[2] if op[0] == "search" else "cat train paris"
+                hits = store.search(query, client_id=client, limit=20)
+                mine = {sid: t for sid, t in texts.items() if owners.get(sid) == client}
+                expected = _reference(mine, [], query, 20)
+                assert [h.key for h in hits] == [doc for doc, _ in expected]
+                for hit, (_, score) in zip(hits, expected, strict=True):
+                    assert math.isclose(hit.score, score, rel_tol=1e-12)
+    finally:
+        store.close()
+        _wipe(prefix)

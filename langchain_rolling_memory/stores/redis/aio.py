@@ -147,6 +147,9 @@ class AsyncRedis(AsyncBackend):
                 if build is not None:
                     await self._arun("search", "terms_build", [], build)
             seen = found.found_of(await self._arun("search", "search_scope", [], scope), now)
+        build = found.client_build_args(self.prefix, client_id, seen)
+        if build is not None:
+            await self._arun("search", "client_build", [], build)
         ranked = found.rank(stems, seen, limit)
         fetch = found.fetch_args(self.prefix, client_id, seen, ranked)
         fetched = [] if fetch is None else await self._arun("search", "search_fetch", [], fetch)

@@ -65,7 +65,7 @@ for _, sid in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     redis.call('ZREM', p..'updated', sid)
   end
 end
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2], ckey(p, cid, 'terms'))
 redis.call('ZREM', KEYS[3], cid)
 return 1
 """

@@ -17,6 +17,15 @@ Keys, for prefix ``p`` (default ``lrm:``)::
     p s:{<sid>}:vec          hash "<seq> <model>" -> packed float32 vector (schema 6, `vectors.py`)
     p c:{<cid>}:sessions     set of the client's session ids (an id whose session expired or
                              changed owner is dropped by the next script that reads the set)
+    p c:{<cid>}:terms        hash, the client's search statistics (issue 23), kept by the scripts
+                             that write or erase its sessions: ``#docs`` and ``#len`` summed
+                             over its sessions, ``@<sid>`` each session's share "<generation>
+                             <#docs> <#len>", ``#members`` the size of its session set, each
+                             term -> " <sid> <sid> " the sessions that hold it (or held it: a
+                             search drops those that no longer do); ``#v`` while all of that is
+                             exact. ``#ttl`` alone instead once a session of the client expires
+                             (`ttl=`): an expiry runs no script, and a search then visits each
+                             session (`search.py`)
     p c:{<cid>}:facts        hash fact id -> fact json (``expires_at`` from schema 5: a fact
                              written before lacks it and never expires)
     p expiring               zset client_id -> the earliest expiry of its facts, or earlier
@@ -76,6 +85,10 @@ class Keys:
     def client_sessions(self, cid: str | None) -> str:
         # With no client, scripts get a key they never touch (no client id is empty).
         return f"{self.prefix}c:{{{cid or ''}}}:sessions"
+
+    def client_terms(self, cid: str) -> str:
+        """The client's search statistics (`search.py`)."""
+        return f"{self.prefix}c:{{{cid}}}:terms"
 
     def facts(self, cid: str) -> str:
         return f"{self.prefix}c:{{{cid}}}:facts"
@@ -150,12 +163,32 @@ local function session_keys(p, sid)
           skey(p, sid, 'lease'), skey(p, sid, 'batches'), skey(p, sid, 'idx'), skey(p, sid, 'terms'),
           skey(p, sid, 'vec')}
 end
+-- A session's share of its client's search statistics (`c:{cid}:terms`), taken out; `left`:
+-- it also left the client's session set. Nothing when the statistics are not kept (no `#v`).
+local function uncount(p, cid, sid, left)
+  local ct = ckey(p, cid, 'terms')
+  if redis.call('HEXISTS', ct, '#v') == 0 then return end
+  local share = redis.call('HGET', ct, '@'..sid)
+  if share then
+    local _, docs, len = string.match(share, '^(%S*) (%d+) (%d+)$')
+    redis.call('HDEL', ct, '@'..sid)
+    redis.call('HINCRBY', ct, '#docs', 0 - tonumber(docs))
+    redis.call('HINCRBY', ct, '#len', 0 - tonumber(len))
+  end
+  if left then redis.call('HINCRBY', ct, '#members', -1) end
+end
 local function drop_session(p, sid)
   local keys = session_keys(p, sid)
   local owner = redis.call('HGET', keys[1], 'client_id')
   redis.call('DEL', unpack(keys))
   redis.call('ZREM', p..'updated', sid)
-  if owner then redis.call('SREM', ckey(p, owner, 'sessions'), sid) end
+  if owner then
+    local listed = ckey(p, owner, 'sessions')
+    local left = redis.call('SREM', listed, sid) == 1
+    uncount(p, owner, sid, left)
+    -- The statistics live as long as the client's session set.
+    if redis.call('EXISTS', listed) == 0 then redis.call('DEL', ckey(p, owner, 'terms')) end
+  end
 end
 -- The expiry (ms) a write gives a session's keys: the store's ttl, or with none the info key's
 -- remaining one, so one session's keys expire together; -1: the session never expires.
@@ -183,6 +216,18 @@ local function keep_client(csessions, info, ttl, fresh)
     redis.call('PERSIST', csessions)
   end
 end
+-- The client's search statistics are given up for good once one of its sessions expires
+-- (`info` written with an expiry): `#ttl` alone, living as long as the client's session set.
+local function expiring_client(p, cid, info, ttl)
+  if span(info, ttl) <= 0 then return end
+  local ct = ckey(p, cid, 'terms')
+  if redis.call('HEXISTS', ct, '#ttl') == 0 then
+    redis.call('DEL', ct)
+    redis.call('HSET', ct, '#ttl', 1)
+  end
+  local left = redis.call('PTTL', ckey(p, cid, 'sessions'))
+  if left > 0 then redis.call('PEXPIRE', ct, left) else redis.call('PERSIST', ct) end
+end
 -- A new info hash (`created`): any key of that id left without one (an install racing an
 -- erase, an older release) goes first, so the new session never shows it.
 local function clear_leftovers(p, sid)
@@ -194,6 +239,10 @@ end
 -- of `updated` too if the session is gone.
 local function unlist(p, listed, sid)
   redis.call('SREM', listed, sid)
+  -- Only what ran no script of this release leaves such an id (an expiry, an older release):
+  -- the client's search statistics may count it, so they are built again.
+  local ct = string.sub(listed, 1, -#'sessions' - 1)..'terms'
+  if redis.call('EXISTS', listed) == 0 then redis.call('DEL', ct) else redis.call('HDEL', ct, '#v') end
   if redis.call('EXISTS', skey(p, sid, 'info')) == 0 then redis.call('ZREM', p..'updated', sid) end
 end
 -- A search's sessions: `sid` alone ('' for the client's), or each session in the client's set;

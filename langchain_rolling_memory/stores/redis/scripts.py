@@ -49,13 +49,27 @@ local function own(p, info, csessions, updated, sid, cid, now, gen, ttl)
   if redis.call('HSETNX', info, 'created_at', now) == 1 then
     redis.call('HSET', info, 'generation', gen)
     clear_leftovers(p, sid)
+    -- A share its client's statistics still hold for that id (its keys deleted by hand).
+    if cid ~= '' then uncount(p, cid, sid, false) end
   end
   redis.call('HSET', info, 'updated_at', now)
   if cid ~= '' then
     local fresh = redis.call('EXISTS', csessions) == 0
+    -- A session of nobody's that has messages joins the client's statistics at its next build.
+    local adopted = not owner and redis.call('LLEN', skey(p, sid, 'msgs')) > 0
     if not owner then redis.call('HSET', info, 'client_id', cid) end
-    redis.call('SADD', csessions, sid)
+    local added = redis.call('SADD', csessions, sid)
     keep_client(csessions, info, ttl, fresh)
+    -- The client's search statistics: started with its first session (one that already has
+    -- sessions gets them built at its next search), counting the sessions of its set.
+    local ct = ckey(p, cid, 'terms')
+    expiring_client(p, cid, info, ttl)
+    if fresh and redis.call('EXISTS', ct) == 0 then
+      redis.call('HSET', ct, '#v', 1, '#docs', 0, '#len', 0, '#members', 1)
+    elseif added == 1 and redis.call('HEXISTS', ct, '#v') == 1 then
+      redis.call('HINCRBY', ct, '#members', 1)
+    end
+    if adopted then redis.call('HDEL', ct, '#v') end
   end
   sweep(p, updated)
   redis.call('ZADD', updated, now, sid)
@@ -92,10 +106,16 @@ end
 -- an index that holds the messages before them under this generation (else it is rebuilt at
 -- the next search). A new index gets its statistics first: a small hash is a list that a
 -- search scans from its start.
-local function add_terms(terms, info, first, lines, from, n)
+local function add_terms(p, cid, sid, terms, info, first, lines, from, n)
   local gen = redis.call('HGET', info, 'generation') or ''
   local st = redis.call('HMGET', terms, '#docs', '#gen')
-  if tonumber(st[1] or '0') ~= first - 1 or (st[2] or gen) ~= gen then return end
+  local ct = ckey(p, cid, 'terms')
+  local kept = cid ~= '' and redis.call('HEXISTS', ct, '#v') == 1
+  if tonumber(st[1] or '0') ~= first - 1 or (st[2] or gen) ~= gen then
+    -- The session's index is rebuilt at the next search, and its client's statistics then.
+    if kept then redis.call('HDEL', ct, '#v') end
+    return
+  end
   if first == 1 then redis.call('HSET', terms, '#docs', 0, '#len', 0, '#gen', gen) end
   local add, order, total = {}, {}, 0
   for j = 0, n - 1 do
@@ -110,7 +130,15 @@ local function add_terms(terms, info, first, lines, from, n)
     -- A term's newest postings stay under a few KB: a full run is sealed as field
     -- '<term> <k>' ('#b <term>' counts them), so an append costs the same at 100 or 100,000
     -- messages (a term in every message would otherwise be copied whole at each append).
-    local current = redis.call('HGET', terms, term) or ''
+    local current = redis.call('HGET', terms, term)
+    if not current then
+      current = ''
+      -- A term new to the session: the session joins the term's list in the client's statistics.
+      if kept then
+        local listed = redis.call('HGET', ct, term) or ' '
+        if not string.find(listed, ' '..sid..' ', 1, true) then redis.call('HSET', ct, term, listed..sid..' ') end
+      end
+    end
     if #current >= 4096 then
       local k = redis.call('HINCRBY', terms, '#b '..term, 1)
       redis.call('HSET', terms, term..' '..k, current)
@@ -119,8 +147,14 @@ local function add_terms(terms, info, first, lines, from, n)
     redis.call('HSET', terms, term, current..add[term])
   end
   redis.call('HSET', terms, '#gen', gen)
-  redis.call('HINCRBY', terms, '#docs', n)
-  redis.call('HINCRBY', terms, '#len', total)
+  local docs = redis.call('HINCRBY', terms, '#docs', n)
+  local len = redis.call('HINCRBY', terms, '#len', total)
+  if kept then
+    uncount(p, cid, sid, false)
+    redis.call('HSET', ct, '@'..sid, gen..' '..docs..' '..len)
+    redis.call('HINCRBY', ct, '#docs', docs)
+    redis.call('HINCRBY', ct, '#len', len)
+  end
 end
 """
 )
@@ -151,7 +185,7 @@ for i = 9 + n, 8 + 2 * n, 1000 do
   redis.call('RPUSH', KEYS[8], unpack(ARGV, i, math.min(i + 999, 8 + 2 * n)))
 end
 local first = total - n + 1
-add_terms(KEYS[9], KEYS[1], first, ARGV, 9 + 2 * n, n)
+add_terms(p, cid, sid, KEYS[9], KEYS[1], first, ARGV, 9 + 2 * n, n)
 redis.call('LPUSH', KEYS[5], batch..' '..first..' '..n)
 redis.call('LTRIM', KEYS[5], 0, """
     + str(RECENT_BATCHES - 1)
@@ -263,7 +297,10 @@ redis.call('HSET', KEYS[1], 'text', ARGV[2], 'covered_seq', ARGV[3], 'version', 
            'meta', ARGV[4], 'updated_at', ARGV[5])
 local ttl = tonumber(ARGV[6])
 touch(KEYS[2], {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7]}, ttl)
-if row[2] then keep_client(ckey(ARGV[10], row[2], 'sessions'), KEYS[2], ttl, false) end
+if row[2] then
+  keep_client(ckey(ARGV[10], row[2], 'sessions'), KEYS[2], ttl, false)
+  expiring_client(ARGV[10], row[2], KEYS[2], ttl)
+end
 return 1
 """
 )

@@ -61,7 +61,79 @@ local function postings(key, t, newest, sealed)
   for b = 1, k do names[b] = ARGV[3 + t]..' '..b end
   return table.concat(redis.call('HMGET', key, unpack(names)))..(newest or '')
 end
-local found, stale = {}, {}
+local found, stale, mode = {}, {}, ''
+-- The client's search: from its statistics (`c:{cid}:terms`, `layout.py`) and the sessions
+-- its query terms' lists name, each read as `take` does; false (nothing kept, or anything
+-- that does not add up: they are built again, `BUILD_CLIENT`) for a visit of every session.
+local function from_statistics()
+  if cid == '' or sid ~= '' then return false end
+  local ct, listed = ckey(p, cid, 'terms'), ckey(p, cid, 'sessions')
+  local names = {'#v', '#ttl', '#docs', '#len', '#members'}
+  for t = 1, nterms do names[5 + t] = ARGV[3 + t] end
+  local head = redis.call('HMGET', ct, unpack(names))
+  if head[2] then return false end
+  mode = 'build'
+  if not head[1] then return false end
+  if tonumber(head[5]) ~= redis.call('SCARD', listed) or redis.call('PTTL', listed) >= 0 then
+    redis.call('HDEL', ct, '#v')
+    return false
+  end
+  local visit, seen = {}, {}
+  for t = 1, nterms do
+    for s in string.gmatch(head[5 + t] or '', '%S+') do
+      if not seen[s] then seen[s] = true; visit[#visit + 1] = s end
+    end
+  end
+  local shares = {}
+  for i = 1, #visit, 1000 do
+    local names = {}
+    for j = i, math.min(i + 999, #visit) do names[#names + 1] = '@'..visit[j] end
+    for _, share in ipairs(redis.call('HMGET', ct, unpack(names))) do shares[#shares + 1] = share end
+  end
+  local lines, holds = {}, {}
+  for t = 1, nterms do holds[t] = {} end
+  for i, s in ipairs(visit) do
+    local row = redis.call('HMGET', skey(p, s, 'info'), 'created_at', 'client_id', 'generation')
+    if row[1] and row[2] == cid then
+      local count = redis.call('LLEN', skey(p, s, 'msgs'))
+      local share = shares[i]
+      if not share then
+        if count > 0 then redis.call('HDEL', ct, '#v'); return false end
+      else
+        local gen, docs, len = string.match(share, '^(%S*) (%d+) (%d+)$')
+        local key = skey(p, s, 'terms')
+        local got = redis.call('HMGET', key, unpack(fields))
+        if gen ~= (row[3] or '') or count ~= tonumber(docs) or got[1] ~= docs or got[2] ~= len
+          or (got[3] or '') ~= gen then
+          redis.call('HDEL', ct, '#v')
+          return false
+        end
+        local line = {s, gen, docs..'\t'..len}
+        for t = 1, nterms do
+          local list = postings(key, t, got[3 + t], got[3 + nterms + t])
+          line[#line + 1] = list
+          if list ~= '' then holds[t][#holds[t] + 1] = s end
+        end
+        lines[#lines + 1] = table.concat(line, '\t')
+      end
+    end
+  end
+  -- A list naming a session that no longer holds its term (erased, or of another generation)
+  -- is written without it.
+  for t = 1, nterms do
+    local list = head[5 + t]
+    if list then
+      local _, named = string.gsub(list, '%S+', '')
+      if #holds[t] == 0 then
+        redis.call('HDEL', ct, ARGV[3 + t])
+      elseif #holds[t] < named then
+        redis.call('HSET', ct, ARGV[3 + t], ' '..table.concat(holds[t], ' ')..' ')
+      end
+    end
+  end
+  found, mode = lines, head[3]..'\t'..head[4]
+  return true
+end
 local function take(s)
   local row = redis.call('HMGET', skey(p, s, 'info'), 'created_at', 'client_id', 'generation')
   if not row[1] or (row[2] or '') ~= cid then return false end
@@ -79,10 +151,10 @@ local function take(s)
   end
   return true
 end
-each_scope_session(p, cid, sid, take)
+if not from_statistics() then each_scope_session(p, cid, sid, take) end
 local facts = {}
 if cid ~= '' then facts = redis.call('HGETALL', ckey(p, cid, 'facts')) end
-return {table.concat(found, '\\n'), stale, facts}
+return {table.concat(found, '\\n'), stale, facts, mode}
 """
 )
 
@@ -145,6 +217,71 @@ redis.call('HSET', terms, '#docs', count, '#len', ARGV[5], '#gen', gen)
 for i = 6, #ARGV, 1000 do redis.call('HSET', terms, unpack(ARGV, i, math.min(i + 999, #ARGV))) end
 local ms = span(info, 0)
 if ms > 0 then redis.call('PEXPIRE', terms, ms) end
+-- Its owner's statistics count the index it had: they are built again.
+local owner = redis.call('HGET', info, 'client_id')
+if owner then redis.call('HDEL', ckey(p, owner, 'terms'), '#v') end
+return 1
+"""
+)
+
+# ARGV: prefix cid -> 1 when the client's search statistics were written (`layout.py`), else
+# 0: one of its listed sessions is not its own, expires, or has an index that does not hold
+# its messages (the next search sees to it), or the client's sessions expire (`#ttl`: they
+# are never kept). Reads every term of every session of the client: run once per client
+# whose sessions were written before the statistics existed (or by an older release).
+BUILD_CLIENT = (
+    LUA
+    + """
+local p, cid = ARGV[1], ARGV[2]
+local ct, listed = ckey(p, cid, 'terms'), ckey(p, cid, 'sessions')
+if redis.call('HEXISTS', ct, '#ttl') == 1 then return 0 end
+local function expiring()
+  redis.call('DEL', ct)
+  redis.call('HSET', ct, '#ttl', 1)
+  local left = redis.call('PTTL', listed)
+  if left > 0 then redis.call('PEXPIRE', ct, left) end
+  return 0
+end
+if redis.call('PTTL', listed) >= 0 then return expiring() end
+local members = redis.call('SMEMBERS', listed)
+if #members == 0 then
+  redis.call('DEL', ct)
+  return 0
+end
+local docs, len, shares, lists, order = 0, 0, {}, {}, {}
+for _, s in ipairs(members) do
+  local info = skey(p, s, 'info')
+  local row = redis.call('HMGET', info, 'created_at', 'client_id', 'generation')
+  if not row[1] or row[2] ~= cid then return 0 end
+  if redis.call('PTTL', info) >= 0 then return expiring() end
+  local count = redis.call('LLEN', skey(p, s, 'msgs'))
+  if count > 0 then
+    local key, gen = skey(p, s, 'terms'), row[3] or ''
+    local st = redis.call('HMGET', key, '#docs', '#len', '#gen')
+    if tonumber(st[1] or '0') ~= count or (st[3] or '') ~= gen then return 0 end
+    docs, len = docs + count, len + tonumber(st[2])
+    shares[#shares + 1] = '@'..s
+    shares[#shares + 1] = gen..' '..st[1]..' '..st[2]
+    for _, f in ipairs(redis.call('HKEYS', key)) do
+      if string.sub(f, 1, 1) ~= '#' and not string.find(f, ' ', 1, true) then
+        local holders = lists[f]
+        if not holders then holders = {}; lists[f] = holders; order[#order + 1] = f end
+        holders[#holders + 1] = s
+      end
+    end
+  end
+end
+redis.call('DEL', ct)
+redis.call('HSET', ct, '#docs', docs, '#len', len, '#members', #members)
+for i = 1, #shares, 1000 do redis.call('HSET', ct, unpack(shares, i, math.min(i + 999, #shares))) end
+local batch = {}
+for _, term in ipairs(order) do
+  batch[#batch + 1] = term
+  batch[#batch + 1] = ' '..table.concat(lists[term], ' ')..' '
+  if #batch >= 1000 then redis.call('HSET', ct, unpack(batch)); batch = {} end
+end
+if #batch > 0 then redis.call('HSET', ct, unpack(batch)) end
+redis.call('HSET', ct, '#v', 1)
 return 1
 """
 )
@@ -154,6 +291,7 @@ SCRIPTS = {
     "search_fetch": SEARCH_FETCH,
     "terms_source": TERMS_SOURCE,
     "terms_build": TERMS_BUILD,
+    "client_build": BUILD_CLIENT,
 }
 
 
@@ -177,11 +315,15 @@ def terms_line(indexed: str) -> str:
 
 class Found(NamedTuple):
     """What the scope script read: each session's (id, generation, #docs, #len, postings per
-    term), the sessions it found unindexed, and the live facts."""
+    term), the sessions it found unindexed, and the live facts; read from the client's
+    statistics, the messages and lengths of all its sessions (`totals`) and only the sessions
+    that hold a term; else `build`: the client's statistics are to be built (`BUILD_CLIENT`)."""
 
     sessions: list[tuple[str, str, int, int, list[str]]]
     stale: list[str]
     facts: list[Fact]
+    totals: tuple[int, int] | None = None
+    build: bool = False
 
 
 def search_args(
@@ -206,7 +348,17 @@ def found_of(reply: Sequence[Any], now: float) -> Found:
         sid, gen, docs, length, *postings = line.split("\t")
         sessions.append((sid, gen, int(docs), int(length), postings))
     sessions.sort()
-    return Found(sessions, [str(sid) for sid in reply[1]], live_facts(list(reply[2])[1::2], now))
+    mode = str(reply[3])
+    docs, _, length = mode.partition("\t")
+    totals = (int(docs), int(length)) if length else None
+    stale = [str(sid) for sid in reply[1]]
+    return Found(sessions, stale, live_facts(list(reply[2])[1::2], now), totals, mode == "build")
+
+
+def client_build_args(prefix: str, client_id: str | None, found: Found) -> list[Any] | None:
+    """ARGV of the script that builds the client's search statistics, when the scope script
+    asked for them and found no session unindexed (None: nothing to build)."""
+    return [prefix, client_id] if found.build and not found.stale and client_id else None
 
 
 def source_args(prefix: str, session_id: str) -> list[Any]:
@@ -250,6 +402,8 @@ def rank(terms: Sequence[str], found: Found, limit: int) -> list[Ranked]:
             for seq, tf, doc_length in zip(numbers, numbers, numbers, strict=True):
                 term_docs[(sid, int(seq))] = int(tf)
                 lengths[(sid, int(seq))] = int(doc_length)
+    if found.totals is not None:  # every session of the client, not only those read
+        n, total = found.totals
     by_id: dict[Hashable, tuple[int, Fact]] = {}
     for position, fact in enumerate(found.facts):
         size, counts = _counted(index_text(fact.text))

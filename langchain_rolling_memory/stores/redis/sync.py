@@ -138,6 +138,9 @@ class SyncRedis(SyncBackend):
                 if build is not None:
                     self._run("search", "terms_build", [], build)
             seen = found.found_of(self._run("search", "search_scope", [], scope), now)
+        build = found.client_build_args(self.prefix, client_id, seen)
+        if build is not None:
+            self._run("search", "client_build", [], build)
         ranked = found.rank(stems, seen, limit)
         fetch = found.fetch_args(self.prefix, client_id, seen, ranked)
         fetched = [] if fetch is None else self._run("search", "search_fetch", [], fetch)
