@@ -310,6 +310,29 @@ class TestClientStatistics:
         (_, score), *_ = _reference(sessions, [], "cat", 10)
         assert math.isclose(found[0].score, score, rel_tol=1e-12)
 
+    def test_an_append_copies_a_few_kb_of_a_term_in_every_session_however_many_there_are(
+        self, store: RedisRollingStore
+    ) -> None:
+        sids = [f"a-long-session-name-{i:04d}" for i in range(400)]
+        for sid in sids:
+            store.append(sid, [HumanMessage(f"oscar ate meal {sid[-4:]}")], client_id="alice")
+        built = _statistics(store, "alice")
+        sealed = int(built["#b oscar"])
+        assert sealed >= 2
+        assert all(len(built[f"oscar {k}"]) < 4096 + 100 for k in range(1, sealed + 1))
+        assert len(built["oscar"]) < 4096 + 100
+        store.clear_session(sids[0])
+        found = store.search("oscar meal 0007", client_id="alice", limit=50)
+        sessions = {sid: [f"oscar ate meal {sid[-4:]}"] for sid in sids[1:]}
+        expected = _reference(sessions, [], "oscar meal 0007", 50)
+        assert [(h.key, round(h.score, 9)) for h in found] == [
+            (key, round(score, 9)) for key, score in expected
+        ]
+        # The list is written again without the erased session, in one piece.
+        rewritten = _statistics(store, "alice")
+        assert "#b oscar" not in rewritten and "oscar 1" not in rewritten
+        assert sorted(rewritten["oscar"].split()) == sorted(sids[1:])
+
     def test_statistics_written_before_are_built_at_the_first_search(self, store: RedisRollingStore) -> None:
         store.append("s1", [HumanMessage("We booked the Paris trip")], client_id="alice")
         store.append("s2", [HumanMessage("the cat"), AIMessage("a cat in Paris")], client_id="alice")

@@ -134,9 +134,16 @@ local function add_terms(p, cid, sid, terms, info, first, lines, from, n)
     if not current then
       current = ''
       -- A term new to the session: the session joins the term's list in the client's statistics.
+      -- Sealed past a few KB as the postings are (a term of every session), so this copies a
+      -- few KB however many sessions the client has.
       if kept then
         local listed = redis.call('HGET', ct, term) or ' '
-        if not string.find(listed, ' '..sid..' ', 1, true) then redis.call('HSET', ct, term, listed..sid..' ') end
+        if #listed >= 4096 then
+          local k = redis.call('HINCRBY', ct, '#b '..term, 1)
+          redis.call('HSET', ct, term..' '..k, listed)
+          listed = ' '
+        end
+        redis.call('HSET', ct, term, listed..sid..' ')
       end
     end
     if #current >= 4096 then

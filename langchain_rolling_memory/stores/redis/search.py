@@ -70,8 +70,11 @@ local function from_statistics()
   local ct, listed = ckey(p, cid, 'terms'), ckey(p, cid, 'sessions')
   local names = {'#v', '#ttl', '#docs', '#len', '#members'}
   for t = 1, nterms do names[5 + t] = ARGV[3 + t] end
+  for t = 1, nterms do names[5 + nterms + t] = '#b '..ARGV[3 + t] end
   local head = redis.call('HMGET', ct, unpack(names))
   if head[2] then return false end
+  -- A term's list: its sealed runs, then its newest (`add_terms`).
+  for t = 1, nterms do head[5 + t] = postings(ct, t, head[5 + t], head[5 + nterms + t]) end
   mode = 'build'
   if not head[1] then return false end
   if tonumber(head[5]) ~= redis.call('SCARD', listed) or redis.call('PTTL', listed) >= 0 then
@@ -121,14 +124,13 @@ local function from_statistics()
   -- A list naming a session that no longer holds its term (erased, or of another generation)
   -- is written without it.
   for t = 1, nterms do
-    local list = head[5 + t]
-    if list then
-      local _, named = string.gsub(list, '%S+', '')
-      if #holds[t] == 0 then
-        redis.call('HDEL', ct, ARGV[3 + t])
-      elseif #holds[t] < named then
-        redis.call('HSET', ct, ARGV[3 + t], ' '..table.concat(holds[t], ' ')..' ')
-      end
+    local _, named = string.gsub(head[5 + t], '%S+', '')
+    if #holds[t] < named then
+      local term, sealed = ARGV[3 + t], tonumber(head[5 + nterms + t] or '0')
+      local gone = {term, '#b '..term}
+      for b = 1, sealed do gone[#gone + 1] = term..' '..b end
+      redis.call('HDEL', ct, unpack(gone))
+      if #holds[t] > 0 then redis.call('HSET', ct, term, ' '..table.concat(holds[t], ' ')..' ') end
     end
   end
   found, mode = lines, head[3]..'\t'..head[4]
