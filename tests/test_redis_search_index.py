@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 from conftest import _probe, unique_prefix
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 from store_kit import REDIS_URL
@@ -379,8 +379,12 @@ _OPS = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(ops=_OPS)
+@example(ops=[("append", "alice", "s1", "cat"), ("append", "alice", "s2", "paris train"), ("clear", "s2")])
+@example(
+    ops=[("append", None, "s1", "cat"), ("append", "alice", "s2", "cat"), ("append", "alice", "s1", "a")]
+)
 def test_the_statistics_count_only_what_the_client_owns_now(ops: list[tuple[str, ...]]) -> None:
     """Appends, erases, sessions re-claimed by the other client after an erase, sessions of
     nobody's taken by a client, `forget`, and statistics lost (as the previous release leaves
@@ -412,6 +416,13 @@ def test_the_statistics_count_only_what_the_client_owns_now(ops: list[tuple[str,
                 with redis.Redis.from_url(REDIS_URL) as r:
                     r.delete(store.keys.client_terms(op[1]))
             for client in ("alice", "bob"):
+                # Exact or absent: each term's list names only sessions the client owns, and
+                # none is empty (no word of an erased session is left behind).
+                statistics = _statistics(store, client)
+                for field, value in statistics.items():
+                    if not field.startswith(("#", "@")):
+                        assert value.split(), field
+                        assert all(owners.get(sid) == client for sid in value.split()), field
                 query = op[2] if op[0] == "search" else "cat train paris"
                 hits = store.search(query, client_id=client, limit=20)
                 mine = {sid: t for sid, t in texts.items() if owners.get(sid) == client}

@@ -43,7 +43,7 @@ if ARGV[4] == '1' then
   if owner and owner ~= ARGV[3] then return 0 end
   if redis.call('EXISTS', skey(ARGV[1], ARGV[2], 'info')) == 0 then return 1 end
 end
-drop_session(ARGV[1], ARGV[2])
+drop_session(ARGV[1], ARGV[2], true)
 return 1
 """
 )
@@ -55,11 +55,12 @@ DELETE_CLIENT = (
     LUA
     + """
 local p, cid = ARGV[1], ARGV[2]
+redis.call('DEL', ckey(p, cid, 'terms'))
 for _, sid in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local info = skey(p, sid, 'info')
   local owner = redis.call('HGET', info, 'client_id')
   if owner == cid then
-    drop_session(p, sid)
+    drop_session(p, sid, false)
   elseif redis.call('EXISTS', info) == 0 then
     redis.call('DEL', unpack(session_keys(p, sid)))
     redis.call('ZREM', p..'updated', sid)
@@ -79,7 +80,7 @@ local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '('..ARGV[2], 'LIMIT', 
 local gone = 0
 for _, sid in ipairs(old) do
   if redis.call('EXISTS', skey(ARGV[1], sid, 'info')) == 1 then gone = gone + 1 end
-  drop_session(ARGV[1], sid)
+  drop_session(ARGV[1], sid, false)
 end
 return {#old, gone}
 """

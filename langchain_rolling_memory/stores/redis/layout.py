@@ -163,11 +163,16 @@ local function session_keys(p, sid)
           skey(p, sid, 'lease'), skey(p, sid, 'batches'), skey(p, sid, 'idx'), skey(p, sid, 'terms'),
           skey(p, sid, 'vec')}
 end
--- A session's share of its client's search statistics (`c:{cid}:terms`), taken out; `left`:
--- it also left the client's session set. Nothing when the statistics are not kept (no `#v`).
-local function uncount(p, cid, sid, left)
-  local ct = ckey(p, cid, 'terms')
-  if redis.call('HEXISTS', ct, '#v') == 0 then return end
+-- A client's search statistics (`c:{cid}:terms`) are exact or absent: anything that would
+-- leave them otherwise deletes them, and the next search builds them again (`#ttl` stays:
+-- that client never keeps them).
+local function drop_statistics(ct)
+  if redis.call('HEXISTS', ct, '#ttl') == 0 then redis.call('DEL', ct) end
+end
+-- A session's share of its client's statistics taken out, and (`terms`: the key of its
+-- index) its id out of its terms' lists, a list left empty going with its term: nothing of
+-- an erased session is left in them.
+local function uncount(ct, sid, terms)
   local share = redis.call('HGET', ct, '@'..sid)
   if share then
     local _, docs, len = string.match(share, '^(%S*) (%d+) (%d+)$')
@@ -175,20 +180,44 @@ local function uncount(p, cid, sid, left)
     redis.call('HINCRBY', ct, '#docs', 0 - tonumber(docs))
     redis.call('HINCRBY', ct, '#len', 0 - tonumber(len))
   end
-  if left then redis.call('HINCRBY', ct, '#members', -1) end
+  if not terms then return end
+  for _, term in ipairs(redis.call('HKEYS', terms)) do
+    if string.sub(term, 1, 1) ~= '#' and not string.find(term, ' ', 1, true) then
+      local names = {term}
+      for b = 1, tonumber(redis.call('HGET', ct, '#b '..term) or '0') do names[b + 1] = term..' '..b end
+      local kept = {}
+      for _, part in ipairs(redis.call('HMGET', ct, unpack(names))) do
+        if part then
+          for s in string.gmatch(part, '%S+') do
+            if s ~= sid then kept[#kept + 1] = s end
+          end
+        end
+      end
+      names[#names + 1] = '#b '..term
+      redis.call('HDEL', ct, unpack(names))
+      if #kept > 0 then redis.call('HSET', ct, term, ' '..table.concat(kept, ' ')..' ') end
+    end
+  end
 end
-local function drop_session(p, sid)
+-- `exact`: the session leaves its client's statistics as it leaves its set (`clear_session`);
+-- else they are deleted, to be built again at the client's next search (`purge`, `forget`:
+-- many sessions at once).
+local function drop_session(p, sid, exact)
   local keys = session_keys(p, sid)
   local owner = redis.call('HGET', keys[1], 'client_id')
+  if owner then
+    local listed, ct = ckey(p, owner, 'sessions'), ckey(p, owner, 'terms')
+    if redis.call('SREM', listed, sid) == 0 or redis.call('EXISTS', listed) == 0 then
+      redis.call('DEL', ct)  -- the statistics live as long as the client's session set
+    elseif exact and redis.call('HEXISTS', ct, '#v') == 1 then
+      uncount(ct, sid, keys[7])
+      redis.call('HINCRBY', ct, '#members', -1)
+    else
+      drop_statistics(ct)
+    end
+  end
   redis.call('DEL', unpack(keys))
   redis.call('ZREM', p..'updated', sid)
-  if owner then
-    local listed = ckey(p, owner, 'sessions')
-    local left = redis.call('SREM', listed, sid) == 1
-    uncount(p, owner, sid, left)
-    -- The statistics live as long as the client's session set.
-    if redis.call('EXISTS', listed) == 0 then redis.call('DEL', ckey(p, owner, 'terms')) end
-  end
 end
 -- The expiry (ms) a write gives a session's keys: the store's ttl, or with none the info key's
 -- remaining one, so one session's keys expire together; -1: the session never expires.
@@ -242,7 +271,7 @@ local function unlist(p, listed, sid)
   -- Only what ran no script of this release leaves such an id (an expiry, an older release):
   -- the client's search statistics may count it, so they are built again.
   local ct = string.sub(listed, 1, -#'sessions' - 1)..'terms'
-  if redis.call('EXISTS', listed) == 0 then redis.call('DEL', ct) else redis.call('HDEL', ct, '#v') end
+  if redis.call('EXISTS', listed) == 0 then redis.call('DEL', ct) else drop_statistics(ct) end
   if redis.call('EXISTS', skey(p, sid, 'info')) == 0 then redis.call('ZREM', p..'updated', sid) end
 end
 -- A search's sessions: `sid` alone ('' for the client's), or each session in the client's set;

@@ -50,7 +50,9 @@ local function own(p, info, csessions, updated, sid, cid, now, gen, ttl)
     redis.call('HSET', info, 'generation', gen)
     clear_leftovers(p, sid)
     -- A share its client's statistics still hold for that id (its keys deleted by hand).
-    if cid ~= '' then uncount(p, cid, sid, false) end
+    if cid ~= '' and redis.call('HEXISTS', ckey(p, cid, 'terms'), '@'..sid) == 1 then
+      drop_statistics(ckey(p, cid, 'terms'))
+    end
   end
   redis.call('HSET', info, 'updated_at', now)
   if cid ~= '' then
@@ -69,7 +71,7 @@ local function own(p, info, csessions, updated, sid, cid, now, gen, ttl)
     elseif added == 1 and redis.call('HEXISTS', ct, '#v') == 1 then
       redis.call('HINCRBY', ct, '#members', 1)
     end
-    if adopted then redis.call('HDEL', ct, '#v') end
+    if adopted then drop_statistics(ct) end
   end
   sweep(p, updated)
   redis.call('ZADD', updated, now, sid)
@@ -113,7 +115,7 @@ local function add_terms(p, cid, sid, terms, info, first, lines, from, n)
   local kept = cid ~= '' and redis.call('HEXISTS', ct, '#v') == 1
   if tonumber(st[1] or '0') ~= first - 1 or (st[2] or gen) ~= gen then
     -- The session's index is rebuilt at the next search, and its client's statistics then.
-    if kept then redis.call('HDEL', ct, '#v') end
+    if kept then drop_statistics(ct) end
     return
   end
   if first == 1 then redis.call('HSET', terms, '#docs', 0, '#len', 0, '#gen', gen) end
@@ -157,7 +159,7 @@ local function add_terms(p, cid, sid, terms, info, first, lines, from, n)
   local docs = redis.call('HINCRBY', terms, '#docs', n)
   local len = redis.call('HINCRBY', terms, '#len', total)
   if kept then
-    uncount(p, cid, sid, false)
+    uncount(ct, sid, nil)
     redis.call('HSET', ct, '@'..sid, gen..' '..docs..' '..len)
     redis.call('HINCRBY', ct, '#docs', docs)
     redis.call('HINCRBY', ct, '#len', len)

@@ -14,6 +14,17 @@ alone, so a score never depends on another client's text). The second fetches th
 messages and dates, each only if its session still has that owner and that generation: a
 session erased and re-created, by anyone, between the two scripts gives nothing.
 
+A client's search (no session named) does not visit each of its sessions: it reads the
+client's statistics (`layout.py`: ``c:{cid}:terms``), which the scripts that write and erase
+its sessions keep in the same script (its messages and their summed lengths, each session's
+share, and per term the sessions that hold it), and visits only the sessions its terms' lists
+name, each with the owner, generation and message count checked against its share: the
+ranking's statistics are those of all the client's sessions, as before. Anything that does not
+add up (a session its statistics do not count, a share another generation's, a session set of
+another size: what an older release or a hand leaves) sends the search to every session and
+has the statistics built again (`BUILD_CLIENT`), as are those of a client written before they
+existed; a client whose sessions expire (`ttl=`) never keeps them, as an expiry runs no script.
+
 A session whose index does not hold all its messages under its generation (written before
 the index existed, or appended to by an older release) is reported by the first script and
 indexed from its search entries (`idx`) before the search runs again (`source_args`,
@@ -78,7 +89,7 @@ local function from_statistics()
   mode = 'build'
   if not head[1] then return false end
   if tonumber(head[5]) ~= redis.call('SCARD', listed) or redis.call('PTTL', listed) >= 0 then
-    redis.call('HDEL', ct, '#v')
+    drop_statistics(ct)
     return false
   end
   local visit, seen = {}, {}
@@ -101,14 +112,14 @@ local function from_statistics()
       local count = redis.call('LLEN', skey(p, s, 'msgs'))
       local share = shares[i]
       if not share then
-        if count > 0 then redis.call('HDEL', ct, '#v'); return false end
+        if count > 0 then drop_statistics(ct); return false end
       else
         local gen, docs, len = string.match(share, '^(%S*) (%d+) (%d+)$')
         local key = skey(p, s, 'terms')
         local got = redis.call('HMGET', key, unpack(fields))
         if gen ~= (row[3] or '') or count ~= tonumber(docs) or got[1] ~= docs or got[2] ~= len
           or (got[3] or '') ~= gen then
-          redis.call('HDEL', ct, '#v')
+          drop_statistics(ct)
           return false
         end
         local line = {s, gen, docs..'\t'..len}
@@ -221,7 +232,7 @@ local ms = span(info, 0)
 if ms > 0 then redis.call('PEXPIRE', terms, ms) end
 -- Its owner's statistics count the index it had: they are built again.
 local owner = redis.call('HGET', info, 'client_id')
-if owner then redis.call('HDEL', ckey(p, owner, 'terms'), '#v') end
+if owner then drop_statistics(ckey(p, owner, 'terms')) end
 return 1
 """
 )
