@@ -181,21 +181,36 @@ local function uncount(ct, sid, terms)
     redis.call('HINCRBY', ct, '#len', 0 - tonumber(len))
   end
   if not terms then return end
+  local needle = ' '..sid..' '
   for _, term in ipairs(redis.call('HKEYS', terms)) do
     if string.sub(term, 1, 1) ~= '#' and not string.find(term, ' ', 1, true) then
-      local names = {term}
-      for b = 1, tonumber(redis.call('HGET', ct, '#b '..term) or '0') do names[b + 1] = term..' '..b end
-      local kept = {}
-      for _, part in ipairs(redis.call('HMGET', ct, unpack(names))) do
+      local head = redis.call('HMGET', ct, term, '#b '..term)
+      local names, parts = {term}, {head[1]}
+      local sealed = tonumber(head[2] or '0')
+      if sealed > 0 then
+        for b = 1, sealed do names[b + 1] = term..' '..b end
+        parts = redis.call('HMGET', ct, unpack(names))
+      end
+      local left, changed = false, {}
+      for i = 1, #names do
+        local part = parts[i]
         if part then
-          for s in string.gmatch(part, '%S+') do
-            if s ~= sid then kept[#kept + 1] = s end
+          local a, b = string.find(part, needle, 1, true)
+          while a do
+            part = string.sub(part, 1, a)..string.sub(part, b + 1)
+            changed[#changed + 1] = i
+            a, b = string.find(part, needle, 1, true)
           end
+          parts[i] = part
+          if string.find(part, '%S') then left = true end
         end
       end
-      names[#names + 1] = '#b '..term
-      redis.call('HDEL', ct, unpack(names))
-      if #kept > 0 then redis.call('HSET', ct, term, ' '..table.concat(kept, ' ')..' ') end
+      if not left then
+        names[#names + 1] = '#b '..term
+        redis.call('HDEL', ct, unpack(names))
+      else
+        for _, i in ipairs(changed) do redis.call('HSET', ct, names[i], parts[i]) end
+      end
     end
   end
 end
