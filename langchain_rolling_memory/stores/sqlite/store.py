@@ -341,18 +341,19 @@ class SQLiteBackend(SyncBackend):
     def search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float
     ) -> list[SearchRow]:
-        # One statement: the owner filter, the owner's statistics and the rows; in one snapshot
-        # with the look-up of the terms no entry holds (left out: they add 0.0 to every score).
+        # In one snapshot: one statement reads the owner's postings of the terms and its
+        # statistics, ranked here (`search.ranked`), then one reads the best entries' rows.
         wanted = search.search_terms(terms)
-        if not wanted:
+        statement = search.search(self.q, wanted, client_id, session_id, now)
+        if statement is None:
             return []
         self._catch_up()
         with self._snapshot() as conn:
-            held = search.present_terms(conn, self.q, wanted)
-            statement = search.search(self.q, held, client_id, session_id, limit, now)
-            if statement is None:
-                return []
-            return search.search_rows_of(conn.execute(*statement).fetchall())
+            top = search.ranked(conn.execute(*statement).fetchall(), len(wanted), limit)
+            records: list[tuple[Any, ...]] = []
+            for size, docs in search.rows_batches([doc for _, doc in top]):
+                records += conn.execute(search.rows_statement(self.q.prefix, size), docs).fetchall()
+            return search.search_rows_of(top, records)
 
     def read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
