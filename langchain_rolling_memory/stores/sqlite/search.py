@@ -290,7 +290,10 @@ def ranked(postings: list[tuple[Any, ...]], n_terms: int, limit: int) -> list[tu
     for i, doc, dl, tf, shown in postings:
         if i >= 0 and shown:
             negated[doc] = get(doc, 0.0) - idfs[i] * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / mean))
-    return [(-score, doc) for score, doc in heapq.nsmallest(limit, zip(negated.values(), negated.keys()))]
+    return [
+        (-score, doc)
+        for score, doc in heapq.nsmallest(limit, zip(negated.values(), negated.keys(), strict=True))
+    ]
 
 
 def search_rows_of(top: Sequence[tuple[float, int]], records: Sequence[tuple[Any, ...]]) -> list[SearchRow]:
