@@ -273,27 +273,25 @@ def ranked(postings: list[tuple[Any, ...]], n_terms: int, limit: int) -> list[tu
     are kept negated (negation is exact and IEEE sums are symmetric), so the smallest
     ``(-score, doc)`` pairs are the best, compared without a key function.
     """
-    n = total = 0
-    df = [0] * n_terms
-    for row in postings:
-        if row[0] < 0:
-            n, total = int(row[1]), int(row[2])
-        else:
-            df[row[0]] += 1
+    postings.sort(key=_TERM)  # stable; UNION ALL gives them in term order already
+    n, total = (int(postings[0][1]), int(postings[0][2])) if postings and postings[0][0] < 0 else (0, 0)
+    df = Counter(map(_TERM, postings))
     k1, b = _K1, _B
     mean = total / n if n else 0.0
     mean = mean or 1.0
-    idfs = [idf(n, count) for count in df]
-    postings.sort(key=_TERM)  # stable; UNION ALL gives them in term order already
+    idfs = [idf(n, df[i]) for i in range(n_terms)]
+    k1p1 = k1 + 1
+    norms: dict[int, float] = {}  # by entry length: `bm25_scores`'s norm
     negated: dict[int, float] = {}
     get = negated.get
     for i, doc, dl, tf, shown in postings:
         if i >= 0 and shown:
-            negated[doc] = get(doc, 0.0) - idfs[i] * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / mean))
-    return [
-        (-score, doc)
-        for score, doc in heapq.nsmallest(limit, zip(negated.values(), negated.keys(), strict=True))
-    ]
+            norm = norms.get(dl)
+            if norm is None:
+                norm = norms[dl] = k1 * (1 - b + b * dl / mean)
+            negated[doc] = get(doc, 0.0) - idfs[i] * tf * k1p1 / (tf + norm)
+    best = heapq.nsmallest(limit, zip(negated.values(), negated.keys(), strict=True))
+    return [(-score, doc) for score, doc in best]
 
 
 def search_rows_of(top: Sequence[tuple[float, int]], records: Sequence[tuple[Any, ...]]) -> list[SearchRow]:
