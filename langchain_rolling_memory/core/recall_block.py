@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
-from langchain_rolling_memory.core.lexical_search import SearchHit
+from langchain_rolling_memory.core.lexical_search import SearchHit, message_text
 from langchain_rolling_memory.core.quoting import one_line, quote_json, quote_text
 from langchain_rolling_memory.core.records import Fact
 from langchain_rolling_memory.core.relative_dates import RelativeDate, resolve_relative_dates
@@ -141,9 +141,8 @@ def _speaker(hit: SearchHit, texts: MemoryTexts) -> str:
 def _body(hit: SearchHit) -> str:
     if hit.kind == "fact" and hit.fact is not None:
         return hit.fact.text
-    if hit.message is not None:
-        return hit.message.text
-    return hit.text
+    text = message_text(hit)  # a stored message's text, without decoding the message
+    return hit.text if text is None else text
 
 
 def render_hit(hit: SearchHit, language: str = "en", *, dates: bool = True) -> str:
@@ -327,10 +326,12 @@ class _Fit:
         self.max_tokens = max_tokens
         self.token_counter = token_counter
         self.envelope = token_counter([HumanMessage("")])
-        self.overflows_from: float = math.inf  # characters known to overflow
-        # A counter that prices a text by its length only: the longest block that fits.
+        # A counter that prices a text by its length only: the longest block that fits, so
+        # a line too long for it is passed over before it is rendered.
         by_length = token_counter in _BY_LENGTH and max_tokens <= _MOST_BY_LENGTH
         self.longest = _longest_fitting(max_tokens, token_counter) if by_length else None
+        # Characters known to overflow.
+        self.overflows_from: float = math.inf if self.longest is None else self.longest + 1
 
     def tokens(self, text: str) -> int:
         return _tokens(text, self.envelope, self.token_counter)
