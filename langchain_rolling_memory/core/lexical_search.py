@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from langchain_rolling_memory.core.records import Fact
 from langchain_rolling_memory.core.serde import loads_message, message_of
@@ -279,11 +279,13 @@ class _Stored:
     """A message as a store returned it (`serde.dumps_message`'s JSON, parsed) and its text,
     until `SearchHit.message` is first read."""
 
-    __slots__ = ("data", "text")
+    __slots__ = ("data", "name", "role", "text")
 
-    def __init__(self, data: dict[str, Any], text: str) -> None:
+    def __init__(self, data: dict[str, Any], text: str, name: object, role: str) -> None:
         self.data = data
         self.text = text
+        self.name = name
+        self.role = role
 
 
 class _Message:
@@ -348,9 +350,11 @@ def stored_hit(
     decoded when first read (`SearchHit.message`), its text read at once."""
     data: dict[str, Any] = json.loads(payload)
     body = data.get("data")
-    content = body.get("content") if isinstance(body, dict) else None
+    body = body if isinstance(body, dict) else {}
+    content = body.get("content")
     if data.get("type") in _LAZY_TYPES and isinstance(content, str):
-        stored = cast("BaseMessage", _Stored(data, content))  # `_Message` decodes it when read
+        # `_Message` decodes it when read; the type is the role (`message_speaker`).
+        stored = cast("BaseMessage", _Stored(data, content, body.get("name"), str(data["type"])))
         return SearchHit("message", session_id, seq, created_at, score, stored, text=content)
     message = message_of(data)
     return SearchHit("message", session_id, seq, created_at, score, message, text=str(message.text))
@@ -369,6 +373,28 @@ def message_text(hit: SearchHit) -> str | None:
         return value.text
     message = hit.message
     return None if message is None else str(message.text)
+
+
+def message_speaker(hit: SearchHit) -> tuple[object, str]:
+    """The name of the hit's message (None without one) and its role: ``"human"`` for a
+    `HumanMessage`, ``"ai"`` for an `AIMessage`, else its type (``"message"`` without a
+    message); a stored message's read from its JSON, without decoding it.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> message_speaker(SearchHit("message", "s", 1, None, 1.0, HumanMessage("hi", name="Ana")))
+        ('Ana', 'human')
+    """
+    value = hit.__dict__.get("_message")
+    if isinstance(value, _Stored):
+        return value.name, value.role
+    message = hit.message
+    name = getattr(message, "name", None)
+    if isinstance(message, HumanMessage):
+        return name, "human"
+    if isinstance(message, AIMessage):
+        return name, "ai"
+    return name, message.type if message is not None else "message"
 
 
 class Bm25Index:

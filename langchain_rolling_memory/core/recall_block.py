@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from enum import Enum
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
-from langchain_rolling_memory.core.lexical_search import SearchHit, message_text
+from langchain_rolling_memory.core.lexical_search import SearchHit, message_speaker, message_text
 from langchain_rolling_memory.core.quoting import one_line, quote_json, quote_text
 from langchain_rolling_memory.core.records import Fact
 from langchain_rolling_memory.core.relative_dates import RelativeDate, resolve_relative_dates
@@ -127,15 +127,10 @@ def date_note(text: str, created_at: float | None, language: str = "en") -> str:
 def _speaker(hit: SearchHit, texts: MemoryTexts) -> str:
     if hit.kind == "fact":
         return texts.recall_speaker("fact")
-    message = hit.message
-    name = getattr(message, "name", None)
+    name, role = message_speaker(hit)  # a stored message's, without decoding it
     if isinstance(name, str) and 0 < len(one_line(name)) <= _MAX_NAME:
         return quote_text(name)
-    if isinstance(message, HumanMessage):
-        return texts.recall_speaker("human")
-    if isinstance(message, AIMessage):
-        return texts.recall_speaker("ai")
-    return texts.recall_speaker(message.type if message is not None else "message")
+    return texts.recall_speaker(role)
 
 
 def _body(hit: SearchHit) -> str:
