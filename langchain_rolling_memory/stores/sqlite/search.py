@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import math
 import operator
 from collections import Counter
@@ -263,33 +264,45 @@ def search(
     return statement, params
 
 
-def ranked(postings: list[tuple[Any, ...]], n_terms: int, limit: int) -> list[tuple[float, int]]:
+def ranked(postings: list[tuple[Any, ...]], limit: int) -> list[tuple[float, int]]:
     """The best `limit` ``(score, doc)`` of the rows of `postings_statement`, best first, ties
     in entry order.
 
     `lexical_search.bm25_scores`'s arithmetic, operation for operation: the idf of each term
     from its count of the owner's entries, each entry's parts summed in query-term order
-    (the rows sorted by term, stably), so the floats are those of `Bm25Index`. The sums
+    (the rows sorted by term, stably), so the floats are those of `Bm25Index`; a part
+    depends on the term, the frequency and the length only, so that of an entry holding the
+    term once is computed once per length (most entries of a term share a few). The sums
     are kept negated (negation is exact and IEEE sums are symmetric), so the smallest
     ``(-score, doc)`` pairs are the best, compared without a key function.
     """
     postings.sort(key=_TERM)  # stable; UNION ALL gives them in term order already
     n, total = (int(postings[0][1]), int(postings[0][2])) if postings and postings[0][0] < 0 else (0, 0)
-    df = Counter(map(_TERM, postings))
     k1, b = _K1, _B
     mean = total / n if n else 0.0
     mean = mean or 1.0
-    idfs = [idf(n, df[i]) for i in range(n_terms)]
     k1p1 = k1 + 1
     norms: dict[int, float] = {}  # by entry length: `bm25_scores`'s norm
     negated: dict[int, float] = {}
     get = negated.get
-    for i, doc, dl, tf, shown in postings:
-        if i >= 0 and shown:
-            norm = norms.get(dl)
-            if norm is None:
-                norm = norms[dl] = k1 * (1 - b + b * dl / mean)
-            negated[doc] = get(doc, 0.0) - idfs[i] * tf * k1p1 / (tf + norm)
+    for i, rows in itertools.groupby(postings, _TERM):
+        if i < 0:
+            continue
+        entries = list(rows)
+        weight = idf(n, len(entries))
+        once: dict[int, float] = {}  # by entry length, the part of an entry holding the term once
+        for _, doc, dl, tf, shown in entries:
+            if not shown:
+                continue
+            part = once.get(dl) if tf == 1 else None
+            if part is None:
+                norm = norms.get(dl)
+                if norm is None:
+                    norm = norms[dl] = k1 * (1 - b + b * dl / mean)
+                part = weight * tf * k1p1 / (tf + norm)
+                if tf == 1:
+                    once[dl] = part
+            negated[doc] = get(doc, 0.0) - part
     best = heapq.nsmallest(limit, zip(negated.values(), negated.keys(), strict=True))
     return [(-score, doc) for score, doc in best]
 

@@ -349,7 +349,7 @@ class SQLiteBackend(SyncBackend):
             return []
         self._catch_up()
         with self._snapshot() as conn:
-            top = search.ranked(conn.execute(*statement).fetchall(), len(wanted), limit)
+            top = search.ranked(conn.execute(*statement).fetchall(), limit)
             records: list[tuple[Any, ...]] = []
             for size, docs in search.rows_batches([doc for _, doc in top]):
                 records += conn.execute(search.rows_statement(self.q.prefix, size), docs).fetchall()
