@@ -7,8 +7,9 @@ so the default backend needs no extra at all.
 
 The contract's checks (`stores/contract.py`) are made inside the transaction that reads or writes the
 rows: the owner and the erase generation with a turn's read (one read transaction), with a
-summary install and a fact write planned from a read (their write transaction); a search is
-one statement that filters by owner (`search.py`).
+summary install and a fact write planned from a read (their write transaction); a search reads
+the owner's postings with a statement that filters by owner, then the best entries' rows, in
+one read transaction (`search.py`).
 
 Erasure leaves no bytes in the database's files: every connection sets ``secure_delete``
 (deleted content is overwritten with zeros, in the file and in free pages), and each erase
