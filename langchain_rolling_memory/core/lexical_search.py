@@ -290,8 +290,10 @@ class _Stored:
 
 class _Message:
     """`SearchHit.message`: the message given, or one a store returned (`stored_hit`) decoded
-    when first read. A recall decodes only the hits it shows: most of a search's cost was
-    decoding hits passed over."""
+    when first read (kept in the hit's ``_message``). A recall renders a block from the stored
+    text and speaker (`message_text`, `message_speaker`) and decodes no message: decoding was
+    most of a search's cost. Two threads reading a stored message at once may each decode it:
+    they get equal messages."""
 
     def __get__(self, hit: object, owner: object = None) -> BaseMessage | None:
         if hit is None:
