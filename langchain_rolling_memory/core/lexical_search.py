@@ -16,12 +16,12 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, cast
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from langchain_rolling_memory.core.records import Fact
-from langchain_rolling_memory.core.serde import loads_message
+from langchain_rolling_memory.core.serde import loads_message, message_of
 from langchain_rolling_memory.errors import ConfigurationError
 
 MAX_QUERY_CHARS = 2000
@@ -275,6 +275,39 @@ def bm25_scores(
     return scores
 
 
+class _Stored:
+    """A message as a store returned it (`serde.dumps_message`'s JSON, parsed) and its text,
+    until `SearchHit.message` is first read."""
+
+    __slots__ = ("data", "name", "role", "text")
+
+    def __init__(self, data: dict[str, Any], text: str, name: object, role: str) -> None:
+        self.data = data
+        self.text = text
+        self.name = name
+        self.role = role
+
+
+class _Message:
+    """`SearchHit.message`: the message given, or one a store returned (`stored_hit`) decoded
+    when first read (kept in the hit's ``_message``). A recall renders a block from the stored
+    text and speaker (`message_text`, `message_speaker`) and decodes no message: decoding was
+    most of a search's cost. Two threads reading a stored message at once may each decode it:
+    they get equal messages."""
+
+    def __get__(self, hit: object, owner: object = None) -> BaseMessage | None:
+        if hit is None:
+            return None  # the field's default
+        value = hit.__dict__.get("_message")
+        if isinstance(value, _Stored):
+            value = message_of(value.data)
+            hit.__dict__["_message"] = value
+        return value
+
+    def __set__(self, hit: object, value: BaseMessage | _Stored | None) -> None:
+        hit.__dict__["_message"] = value
+
+
 @dataclass(frozen=True)
 class SearchHit:
     """One result of a search, best first in the list a search returns.
@@ -295,7 +328,7 @@ class SearchHit:
     seq: int | None
     created_at: float | None
     score: float
-    message: BaseMessage | None = None
+    message: BaseMessage | None = _Message()  # type: ignore[assignment]  # None by default
     fact: Fact | None = None
     text: str = ""
 
@@ -305,6 +338,65 @@ class SearchHit:
         if self.kind == "fact":
             return ("fact", None, self.fact.id if self.fact is not None else None)
         return ("message", self.session_id, self.seq)
+
+
+_LAZY_TYPES = frozenset({"human", "ai", "system"})
+"""Message types whose text a stored hit reads from its JSON (a string content is the text,
+`BaseMessage.text`) and whose message is decoded on first read; others are decoded at once."""
+
+
+def stored_hit(
+    session_id: str | None, seq: int | None, created_at: float | None, score: float, payload: str
+) -> SearchHit:
+    """The hit of a message a store returned as `serde.dumps_message`'s JSON; its message is
+    decoded when first read (`SearchHit.message`), its text read at once."""
+    data: dict[str, Any] = json.loads(payload)
+    body = data.get("data")
+    body = body if isinstance(body, dict) else {}
+    content = body.get("content")
+    if data.get("type") in _LAZY_TYPES and isinstance(content, str):
+        # `_Message` decodes it when read; the type is the role (`message_speaker`).
+        stored = cast("BaseMessage", _Stored(data, content, body.get("name"), str(data["type"])))
+        return SearchHit("message", session_id, seq, created_at, score, stored, text=content)
+    message = message_of(data)
+    return SearchHit("message", session_id, seq, created_at, score, message, text=str(message.text))
+
+
+def message_text(hit: SearchHit) -> str | None:
+    """The text of the hit's message (None without one), without decoding a stored one.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> message_text(SearchHit("message", "s", 1, None, 1.0, HumanMessage("hi")))
+        'hi'
+    """
+    value = hit.__dict__.get("_message")
+    if isinstance(value, _Stored):
+        return value.text
+    message = hit.message
+    return None if message is None else str(message.text)
+
+
+def message_speaker(hit: SearchHit) -> tuple[object, str]:
+    """The name of the hit's message (None without one) and its role: ``"human"`` for a
+    `HumanMessage`, ``"ai"`` for an `AIMessage`, else its type (``"message"`` without a
+    message); a stored message's read from its JSON, without decoding it.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> message_speaker(SearchHit("message", "s", 1, None, 1.0, HumanMessage("hi", name="Ana")))
+        ('Ana', 'human')
+    """
+    value = hit.__dict__.get("_message")
+    if isinstance(value, _Stored):
+        return value.name, value.role
+    message = hit.message
+    name = getattr(message, "name", None)
+    if isinstance(message, HumanMessage):
+        return name, "human"
+    if isinstance(message, AIMessage):
+        return name, "ai"
+    return name, message.type if message is not None else "message"
 
 
 class Bm25Index:

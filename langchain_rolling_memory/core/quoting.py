@@ -52,6 +52,8 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 # Characters that end a line for some reader (Python's splitlines, JavaScript, Unicode) and
 # that `json.dumps(ensure_ascii=False)` leaves raw; JSON allows them escaped.
 _RAW_BREAKS = re.compile("[\x80-\x9f\u2028\u2029]")
+# `json.dumps(text, ensure_ascii=False)` of a string is this function's result.
+_encode_string = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def visible(text: str) -> str:
@@ -77,6 +79,8 @@ def one_line(text: str) -> str:
         >>> one_line("Likes tea\\r\\nSystem:\\u2028obey\\u200b")
         'Likes tea System: obey'
     """
+    if text.isascii() and text.isprintable():  # nothing invisible, no control character
+        return " ".join(text.split())
     return " ".join(_CONTROL.sub(" ", visible(text)).split())
 
 
@@ -102,7 +106,10 @@ def quote_json(value: Any) -> str:
         >>> quote_json({"note": "a\\nb <b>\\u200b"})
         '{"note": "a\\\\nb \\\\u003cb\\\\u003e"}'
     """
-    text = json.dumps(_clean(value), ensure_ascii=False, sort_keys=True)
+    if isinstance(value, str):  # what `json.dumps` writes for a string, without building an encoder
+        text = _encode_string(visible(value))
+    else:
+        text = json.dumps(_clean(value), ensure_ascii=False, sort_keys=True)
     if not text.isascii():  # the raw breaks are past ASCII
         text = _RAW_BREAKS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text.replace("<", "\\u003c").replace(">", "\\u003e")

@@ -9,16 +9,18 @@ prompt (the adapters do).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from enum import Enum
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import HumanMessage
+from langchain_core.messages.utils import count_tokens_approximately
 
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
-from langchain_rolling_memory.core.lexical_search import SearchHit
+from langchain_rolling_memory.core.lexical_search import SearchHit, message_speaker, message_text
 from langchain_rolling_memory.core.quoting import one_line, quote_json, quote_text
 from langchain_rolling_memory.core.records import Fact
 from langchain_rolling_memory.core.relative_dates import RelativeDate, resolve_relative_dates
@@ -125,23 +127,17 @@ def date_note(text: str, created_at: float | None, language: str = "en") -> str:
 def _speaker(hit: SearchHit, texts: MemoryTexts) -> str:
     if hit.kind == "fact":
         return texts.recall_speaker("fact")
-    message = hit.message
-    name = getattr(message, "name", None)
+    name, role = message_speaker(hit)  # a stored message's, without decoding it
     if isinstance(name, str) and 0 < len(one_line(name)) <= _MAX_NAME:
         return quote_text(name)
-    if isinstance(message, HumanMessage):
-        return texts.recall_speaker("human")
-    if isinstance(message, AIMessage):
-        return texts.recall_speaker("ai")
-    return texts.recall_speaker(message.type if message is not None else "message")
+    return texts.recall_speaker(role)
 
 
 def _body(hit: SearchHit) -> str:
     if hit.kind == "fact" and hit.fact is not None:
         return hit.fact.text
-    if hit.message is not None:
-        return hit.message.text
-    return hit.text
+    text = message_text(hit)  # a stored message's text, without decoding the message
+    return hit.text if text is None else text
 
 
 def render_hit(hit: SearchHit, language: str = "en", *, dates: bool = True) -> str:
@@ -325,7 +321,12 @@ class _Fit:
         self.max_tokens = max_tokens
         self.token_counter = token_counter
         self.envelope = token_counter([HumanMessage("")])
-        self.overflows_from: float = math.inf  # characters known to overflow
+        # A counter that prices a text by its length only: the longest block that fits, so
+        # a line too long for it is passed over before it is rendered.
+        by_length = token_counter in _BY_LENGTH and max_tokens <= _MOST_BY_LENGTH
+        self.longest = _longest_fitting(max_tokens, token_counter) if by_length else None
+        # Characters known to overflow.
+        self.overflows_from: float = math.inf if self.longest is None else self.longest + 1
 
     def tokens(self, text: str) -> int:
         return _tokens(text, self.envelope, self.token_counter)
@@ -334,10 +335,42 @@ class _Fit:
         """Whether the block of `lines` then `more`, `size` characters long, fits."""
         if size >= self.overflows_from:
             return False
-        if self.tokens("\n".join([*lines, *more])) <= self.max_tokens:
-            return True
-        self.overflows_from = size
-        return False
+        if self.longest is not None:
+            fits = size <= self.longest
+        else:
+            fits = self.tokens("\n".join([*lines, *more])) <= self.max_tokens
+        if not fits:
+            self.overflows_from = size
+        return fits
+
+
+_BY_LENGTH: tuple[TokenCounter, ...] = (count_tokens, count_tokens_approximately)
+"""Counters that price a block (one `HumanMessage` of plain text, no name) by its number of
+characters only, more characters no lower: `count_tokens_approximately` counts
+``len(content)`` and the role; `count_tokens` is it."""
+
+_MOST_BY_LENGTH = 100_000  # a larger budget is counted block by block (no text of ~4 MB to price)
+
+
+@functools.lru_cache(maxsize=64)
+def _longest_fitting(max_tokens: int, token_counter: TokenCounter) -> int:
+    """The most characters a block priced by `token_counter` (one of `_BY_LENGTH`) can have
+    within `max_tokens`: a block fits if and only if it is no longer (the price grows with
+    the length). Found by doubling then halving, each step priced by the counter itself."""
+    envelope = token_counter([HumanMessage("")])
+
+    def fits(length: int) -> bool:
+        return _tokens("x" * length, envelope, token_counter) <= max_tokens
+
+    if not fits(0):  # pragma: no cover - an empty block is priced 0
+        return -1
+    low, high = 0, 1  # fits(low); high unknown
+    while fits(high):
+        low, high = high, high * 2
+    while high - low > 1:  # fits(low), not fits(high)
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low
 
 
 def _finish(groups: list[list[tuple[SearchHit, str]]], header: str | None, fit: _Fit) -> Recalled:

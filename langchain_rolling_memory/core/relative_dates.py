@@ -26,6 +26,7 @@ The rules, one per expression kind (weeks start on Monday):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Literal
@@ -139,6 +140,14 @@ _EXPRESSIONS = re.compile(
     re.IGNORECASE,
 )
 _PARTS = {name: re.compile(rf"\b(?:{pattern})\b", re.IGNORECASE) for name, pattern in _PATTERNS}
+# The same alternatives behind one word boundary (every one starts at one): they match where
+# `_EXPRESSIONS` does, 3-5x as fast. Without IGNORECASE on an ASCII text in lower case (every
+# pattern is in lower case, and lower case moves no boundary in ASCII); with it otherwise.
+_ALTERNATIVES = "|".join(
+    rf"(?P<{name}>(?:{_INNER_NAME.sub('(?:', pattern)})\b)" for name, pattern in _PATTERNS
+)
+_FAST = re.compile(rf"\b(?:{_ALTERNATIVES})")
+_FAST_ANY_CASE = re.compile(rf"\b(?:{_ALTERNATIVES})", re.IGNORECASE)
 
 
 def _monday(day: date) -> date:
@@ -256,17 +265,27 @@ def resolve_relative_dates(text: str, day: date) -> list[RelativeDate]:
     """
     if not may_hold_dates(text):
         return []
-    return _every_relative_date(text, day)
+    if text.isascii():
+        return _resolved(text, _FAST.finditer(text.lower()), day)
+    return _resolved(text, _FAST_ANY_CASE.finditer(text), day)
 
 
 def _every_relative_date(text: str, day: date) -> list[RelativeDate]:
-    """`resolve_relative_dates` without the check of `may_hold_dates` (the tests' oracle)."""
+    """`resolve_relative_dates` without the check of `may_hold_dates` nor the faster
+    expressions (the tests' oracle)."""
+    return _resolved(text, _EXPRESSIONS.finditer(text), day)
+
+
+def _resolved(text: str, matches: Iterator[re.Match[str]], day: date) -> list[RelativeDate]:
+    """The relative dates `matches` found in `text` (or in its lower case: only their
+    positions and names are read), resolved against `day`."""
     out: list[RelativeDate] = []
-    for found in _EXPRESSIONS.finditer(text):
+    for found in matches:
         kind = found.lastgroup
         if kind is None:  # pragma: no cover - every alternative is named
             continue
-        part = _PARTS[kind].fullmatch(found.group())
+        written = text[found.start() : found.end()]
+        part = _PARTS[kind].fullmatch(written)
         if part is None:  # pragma: no cover - the same pattern, alone
             continue
         try:
@@ -276,6 +295,6 @@ def _every_relative_date(text: str, day: date) -> list[RelativeDate]:
         except KeyError:  # a word the expressions match only by case folding ("yeſterday")
             resolved = None
         if resolved is not None:
-            phrase = " ".join(found.group().lower().split())
+            phrase = " ".join(written.lower().split())
             out.append(RelativeDate(found.start(), found.end(), phrase, *resolved))
     return out

@@ -57,4 +57,9 @@ def dumps_message(message: BaseMessage) -> str:
 def loads_message(text: str | bytes) -> BaseMessage:
     """Inverse of `dumps_message`."""
     data: dict[str, Any] = json.loads(text)
+    return message_of(data)
+
+
+def message_of(data: dict[str, Any]) -> BaseMessage:
+    """The message of `dumps_message`'s JSON once parsed (`loads_message` is both steps)."""
     return messages_from_dict([data])[0]

@@ -371,7 +371,7 @@ class Recaller:
         run = recall_run(query)
         shown = _Shown(session_id, view_seqs, view, shown_facts)
         try:
-            found, documents = self._recall(query, client_id, shown, run.get_child())
+            found, documents = self._recall(query, client_id, shown, run.get_child(), bool(run.handlers))
         except Exception as exc:
             run.on_retriever_error(exc)
             raise
@@ -379,7 +379,7 @@ class Recaller:
         return found
 
     def _recall(
-        self, query: str, client_id: str | None, shown: _Shown, callbacks: Callbacks
+        self, query: str, client_id: str | None, shown: _Shown, callbacks: Callbacks, traced: bool
     ) -> tuple[Recalled, list[Document]]:
         if self.retriever is not None:
             docs = self.retriever.invoke(query, config={"callbacks": callbacks})
@@ -394,7 +394,7 @@ class Recaller:
         rows = self.store.messages_after(_points(wanted), client_id=client_id) if wanted else []
         neighbours = _neighbours(wanted, rows)
         skip |= shown.keys(list(neighbours.values()))
-        return self._shown(self._render(hits, skip, neighbours))
+        return self._shown(self._render(hits, skip, neighbours), traced)
 
     async def arecall(
         self,
@@ -413,7 +413,9 @@ class Recaller:
         run = await arecall_run(query)
         shown = _Shown(session_id, view_seqs, view, shown_facts)
         try:
-            found, documents = await self._arecall(query, client_id, shown, run.get_child())
+            found, documents = await self._arecall(
+                query, client_id, shown, run.get_child(), bool(run.handlers)
+            )
         except Exception as exc:
             await run.on_retriever_error(exc)
             raise
@@ -421,7 +423,7 @@ class Recaller:
         return found
 
     async def _arecall(
-        self, query: str, client_id: str | None, shown: _Shown, callbacks: Callbacks
+        self, query: str, client_id: str | None, shown: _Shown, callbacks: Callbacks, traced: bool
     ) -> tuple[Recalled, list[Document]]:
         if self.retriever is not None:
             docs = await self.retriever.ainvoke(query, config={"callbacks": callbacks})
@@ -436,7 +438,7 @@ class Recaller:
         rows = await self.store.amessages_after(_points(wanted), client_id=client_id) if wanted else []
         neighbours = _neighbours(wanted, rows)
         skip |= shown.keys(list(neighbours.values()))
-        return self._shown(self._render(hits, skip, neighbours))
+        return self._shown(self._render(hits, skip, neighbours), traced)
 
     def _documents(
         self, docs: Sequence[Document], facts: Collection[Fact]
@@ -451,5 +453,6 @@ class Recaller:
         )
 
     @staticmethod
-    def _shown(found: Recalled) -> tuple[Recalled, list[Document]]:
-        return found, [hit_document(hit) for hit in found.hits]
+    def _shown(found: Recalled, traced: bool) -> tuple[Recalled, list[Document]]:
+        # The documents go to the run's handlers only: none, none built.
+        return found, [hit_document(hit) for hit in found.hits] if traced else []

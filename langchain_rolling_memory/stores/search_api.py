@@ -14,9 +14,8 @@ from datetime import datetime
 
 from langchain_rolling_memory.core.dates import MAX_DATE, seconds
 from langchain_rolling_memory.core.ids import validate_id
-from langchain_rolling_memory.core.lexical_search import SearchHit, query_terms
+from langchain_rolling_memory.core.lexical_search import SearchHit, query_terms, stored_hit
 from langchain_rolling_memory.core.records import SessionInfo
-from langchain_rolling_memory.core.serde import loads_message
 from langchain_rolling_memory.errors import ConfigurationError, OwnershipError
 from langchain_rolling_memory.stores.contract import SearchRow
 
@@ -90,18 +89,8 @@ def hits_of(rows: Sequence[SearchRow]) -> list[SearchHit]:
                 SearchHit("fact", None, None, fact.created_at, float(score), fact=fact, text=fact.text)
             )
         elif payload is not None:
-            message = loads_message(payload)
-            hits.append(
-                SearchHit(
-                    "message",
-                    session_id,
-                    seq,
-                    created_at,
-                    float(score),
-                    message=message,
-                    text=str(message.text),
-                )
-            )
+            # Decoded when read: a recall reads the messages of the hits it shows only.
+            hits.append(stored_hit(session_id, seq, created_at, float(score), payload))
     return hits
 
 

@@ -11,8 +11,8 @@ and `search_docs` in step with every delete of a message or a fact, so no erasur
 can leave an entry behind. External content rather than contentless: SQLite before 3.43
 can delete from a contentless table only if handed the exact text it indexed, which would
 have to be recomputed from the message (and would break if the indexed text ever changed).
-Ranking is BM25 over the statistics of the search's owner only (schema 4), in the statement
-of `search.py`, which also writes the index entries.
+Ranking is BM25 over the statistics of the search's owner only (schema 4), read by the
+statement of `search.py` (which ranks its postings and also writes the index entries).
 
 Messages are indexed lazily (schema 3): an append writes the message only, and a session whose
 `last_seq` is past its `indexed_seq` has messages to index; the first search after writes

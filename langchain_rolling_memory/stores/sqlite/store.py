@@ -7,8 +7,9 @@ so the default backend needs no extra at all.
 
 The contract's checks (`stores/contract.py`) are made inside the transaction that reads or writes the
 rows: the owner and the erase generation with a turn's read (one read transaction), with a
-summary install and a fact write planned from a read (their write transaction); a search is
-one statement that filters by owner (`search.py`).
+summary install and a fact write planned from a read (their write transaction); a search reads
+the owner's postings with a statement that filters by owner, then the best entries' rows, in
+one read transaction (`search.py`).
 
 Erasure leaves no bytes in the database's files: every connection sets ``secure_delete``
 (deleted content is overwritten with zeros, in the file and in free pages), and each erase
@@ -341,18 +342,19 @@ class SQLiteBackend(SyncBackend):
     def search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float
     ) -> list[SearchRow]:
-        # One statement: the owner filter, the owner's statistics and the rows; in one snapshot
-        # with the look-up of the terms no entry holds (left out: they add 0.0 to every score).
+        # In one snapshot: one statement reads the owner's postings of the terms and its
+        # statistics, ranked here (`search.ranked`), then one reads the best entries' rows.
         wanted = search.search_terms(terms)
-        if not wanted:
+        statement = search.search(self.q, wanted, client_id, session_id, now)
+        if statement is None:
             return []
         self._catch_up()
         with self._snapshot() as conn:
-            held = search.present_terms(conn, self.q, wanted)
-            statement = search.search(self.q, held, client_id, session_id, limit, now)
-            if statement is None:
-                return []
-            return search.search_rows_of(conn.execute(*statement).fetchall())
+            top = search.ranked(conn.execute(*statement).fetchall(), limit)
+            records: list[tuple[Any, ...]] = []
+            for size, docs in search.rows_batches([doc for _, doc in top]):
+                records += conn.execute(search.rows_statement(self.q.prefix, size), docs).fetchall()
+            return search.search_rows_of(top, records)
 
     def read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
