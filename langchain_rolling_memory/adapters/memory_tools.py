@@ -211,7 +211,7 @@ def search_memory_tool(
         >>> store = open_store("memory://")
         >>> _ = store.append("s1", [HumanMessage("My cat is called Oscar")], client_id="client-1", created_at=0)
         >>> print(search_memory_tool(store, "client-1").invoke({"query": "cat name"}))
-        Excerpts of earlier conversations found for this question, under the day and conversation they come from (one quoted record per line):
+        Excerpts of earlier conversations found for this question, grouped by day and conversation (one quoted record per line):
         1 January 1970, "s1":
         - user: "My cat is called Oscar"
     """

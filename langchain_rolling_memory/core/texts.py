@@ -180,8 +180,8 @@ ENGLISH = MemoryTexts(
     state_header="Session state (exact values, JSON):",
     summary_header="Summary of the earlier conversation (quoted):",
     recall_header=(
-        "Excerpts of earlier conversations found for this question, under the day and conversation "
-        "they come from (one quoted record per line):"
+        "Excerpts of earlier conversations found for this question, grouped by day and conversation "
+        "(one quoted record per line):"
     ),
     undated="undated",
     first_day="1",
@@ -304,8 +304,8 @@ FRENCH = MemoryTexts(
     state_header="État de la session (valeurs exactes, JSON) :",
     summary_header="Résumé de la conversation précédente (cité) :",
     recall_header=(
-        "Extraits de conversations précédentes trouvés pour cette question, sous le jour et la conversation "
-        "d'où ils viennent (un compte rendu cité par ligne) :"
+        "Extraits de conversations précédentes trouvés pour cette question, groupés par jour et par "
+        "conversation (un compte rendu cité par ligne) :"
     ),
     undated="sans date",
     first_day="1er",
