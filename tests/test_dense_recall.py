@@ -8,12 +8,14 @@ import os
 from typing import ClassVar
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langchain_rolling_memory import index_vectors, open_store, with_rolling_memory
-from langchain_rolling_memory.core.dense import fuse, pack
+from langchain_rolling_memory.core.dense import LEXICAL_FLOOR, fuse, fuse_confident, pack
 from langchain_rolling_memory.core.lexical_search import SearchHit
 from langchain_rolling_memory.engine.dense import DenseRecall, model_name
 from langchain_rolling_memory.engine.recaller import Recaller
@@ -137,11 +139,33 @@ def test_fusion_finds_what_the_words_alone_miss() -> None:
             client_id="ana",
         )
     question = "which vehicle did I get?"
-    lexical = Recaller(store, 60, limit=3)
-    dense = Recaller(store, 60, limit=3, dense=DenseRecall(store, _Concepts()))
+    lexical = Recaller(store, 100, limit=3)
+    dense = Recaller(store, 100, limit=3, dense=DenseRecall(store, _Concepts()))
     dense.dense.index(client_id="ana")  # type: ignore[union-attr]
     assert "automobile" not in lexical.recall(question, client_id="ana", session_id="now").text
     assert "automobile" in dense.recall(question, client_id="ana", session_id="now").text
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 12), st.floats(0, 20)), max_size=15),
+    st.lists(st.integers(1, 12), max_size=15, unique=True),
+)
+def test_the_recall_fuses_the_strong_lexical_hits_with_the_dense_ones(
+    lexical: list[tuple[int, float]], near: list[int]
+) -> None:
+    def hit(seq: int, score: float = 0.5) -> SearchHit:
+        return SearchHit("message", "s", seq, None, score, text=str(seq))
+
+    ranked = sorted(dict(lexical).items(), key=lambda item: -item[1])
+    found = fuse_confident([hit(s, sc) for s, sc in ranked], [hit(s) for s in near])
+    best = ranked[0][1] if ranked else 0.0
+    strong = [s for s, sc in ranked if best <= 0 or sc >= LEXICAL_FLOOR * best]
+    assert [h.seq for h in found] == [
+        h.seq for h in fuse([hit(s, 1.0) for s in strong], [hit(s) for s in near])
+    ]
+    weak = {s for s, _ in ranked} - set(strong) - set(near)
+    assert not weak & {h.seq for h in found}  # a weak lexical hit is replaced, not ranked last
 
 
 def test_fuse_ranks_what_both_lists_hold_first() -> None:

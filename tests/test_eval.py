@@ -207,7 +207,8 @@ def test_the_store_backed_strategy_measures_what_with_rolling_memory_sends(tmp_p
     respond = STRATEGIES["store-recall-2000"].prepare(conversations[0])
     sent = respond("What is Ben's cat called?")
     assert [m.id for m in sent] == [MEMORY_MESSAGE_ID]  # a new session: only the memory message
-    assert '8 May 2023, "session-1", "Ben": "She is called Marmalade."' in sent[0].text
+    assert '\n8 May 2023, "session-1":\n' in sent[0].text
+    assert '\n- "Ben": "She is called Marmalade."' in sent[0].text
     assert "What is Ben's cat called?" not in sent[0].text  # the question is not recalled by itself
     # Each question's session is erased: the next question does not recall the previous one.
     assert "What is Ben's cat called?" not in respond("Is the cat called Marmalade?")[0].text
@@ -218,7 +219,14 @@ def test_the_store_backed_strategy_measures_what_with_rolling_memory_sends(tmp_p
 def test_the_fitted_store_strategy_keeps_the_whole_memory_message_within_2000_tokens() -> None:
     # Enough matching messages to fill any budget: the frame then shows on top of the block.
     turns = [
-        EvalTurn(1, i, HumanMessage(f"Oscar the cat chased a red ball number {i} across the garden"), 0.0)
+        EvalTurn(
+            1,
+            i,
+            HumanMessage(
+                f"Oscar the cat chased a red ball number {i} across the garden, then back to the house and under the old bench"
+            ),
+            0.0,
+        )
         for i in range(1, 400)
     ]
     conversation = EvalConversation("c", turns, [EvalQuestion("What did Oscar the cat chase?", "ball", 4)])

@@ -287,9 +287,9 @@ def test_a_speaker_name_that_reads_as_an_instruction_is_shown_inside_quotes() ->
         "s1", [HumanMessage("My cat is called Oscar", name=ROLE_NAME)], client_id="eve", created_at=0
     )
     recalled = Recaller(store, 500).recall("cat Oscar", client_id="eve", session_id=None)
-    (line,) = recalled.text.splitlines()[1:]
+    (group, line) = recalled.text.splitlines()[1:]
     assert ROLE_NAME not in outside_quotes(line)
-    assert line == f'- 1 January 1970, "s1", "{ROLE_NAME}": "My cat is called Oscar"'
+    assert (group, line) == ('1 January 1970, "s1":', f'- "{ROLE_NAME}": "My cat is called Oscar"')
 
 
 def test_a_document_source_is_shown_inside_quotes() -> None:

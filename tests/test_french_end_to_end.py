@@ -279,7 +279,7 @@ def _check_chat_requests(run: Run) -> None:
     # The question about the cat recalls the older session, under a French header and speaker.
     recalled = [t for t in ("\n".join(q.texts()) for q in requests) if "Oscar" in t]
     assert recalled, "the older session should be recalled"
-    assert FRENCH_RECALL in recalled[0] and ', utilisateur : "Mon chat s\'appelle Oscar."' in recalled[0]
+    assert FRENCH_RECALL in recalled[0] and '\n- utilisateur : "Mon chat s\'appelle Oscar."' in recalled[0]
 
 
 def test_a_french_chain_sends_french_summary_requests(chain_run: Run) -> None:
@@ -442,9 +442,12 @@ def test_an_unknown_language_names_the_known_ones() -> None:
     assert LANGUAGES == ("en", "fr")
 
 
+FRENCH_GROUP = re.compile(
+    r"(sans date|(?:1er|[12]?\d|3[01]) (?:janvier|février|mars|avril|mai|juin|juillet|août|septembre|"
+    r'octobre|novembre|décembre) \d{1,4}), "s1":'
+)
 FRENCH_LINE = re.compile(
-    r"- (sans date|(?:1er|[12]?\d|3[01]) (?:janvier|février|mars|avril|mai|juin|juillet|août|septembre|"
-    r'octobre|novembre|décembre) \d{1,4}), "s1", (utilisateur|assistant|"[^"]*") : ("(?:[^"\\]|\\.)*")'
+    r'- (utilisateur|assistant|"[^"]*") : ("(?:[^"\\]|\\.)*")'
     r"( \([^()]*\))?"  # the relative dates of the text, resolved (`recall_block.date_note`)
 )
 
@@ -469,11 +472,15 @@ def test_a_french_recall_block_is_french_one_quoted_line_per_excerpt(
         return
     header, *lines = block.split("\n")
     assert header == memory_texts("fr").recall_header
-    assert len(lines) == len(hits)
-    for line in lines:
+    groups = [line for line in lines if FRENCH_GROUP.fullmatch(line)]
+    excerpts = [line for line in lines if line not in groups]
+    assert len(excerpts) == len(hits)
+    assert len(groups) == len({None if h.created_at is None else h.created_at // 86400 for h in hits})
+    for line in excerpts:
         match = FRENCH_LINE.fullmatch(line)
         assert match, line
-        assert isinstance(json.loads(match.group(3)), str)
+        assert isinstance(json.loads(match.group(2)), str)
+    for line in lines:
         assert english_in(line) == []
 
 
@@ -481,7 +488,8 @@ def test_a_french_excerpt_resolves_its_relative_dates_in_french() -> None:
     hit = SearchHit(
         "message", "s1", 1, 1683554160.0, 1.0, HumanMessage("On s'est vus hier et le week-end dernier")
     )
-    (line,) = recall_block([hit], max_tokens=500, language="fr", header=None).text.split("\n")
+    (group, line) = recall_block([hit], max_tokens=500, language="fr", header=None).text.split("\n")
+    assert group == '8 mai 2023, "s1":'
     assert FRENCH_LINE.fullmatch(line)
     assert line.endswith("(hier = 7 mai 2023; le week-end dernier = week-end du 6 mai 2023)")
     assert english_in(line) == []

@@ -82,7 +82,12 @@ def test_the_block_never_exceeds_its_budget(budget: int) -> None:
     assert block.tokens == (text_tokens(block.text) if block.text else 0)
     if block.text:
         assert block.text.startswith(RECALL_HEADER + "\n")
-        assert len(block.text.splitlines()) == 1 + len(block.hits)
+        # One line per excerpt, under one line per day and session that opens its group.
+        entries = [line for line in block.text.splitlines()[1:] if line.startswith("- ")]
+        assert len(entries) == len(block.hits)
+        assert len(block.text.splitlines()) == 1 + len(entries) + len(
+            {(h.created_at, h.session_id) for h in block.hits}
+        )
 
 
 def test_best_hits_are_chosen_and_shown_oldest_first() -> None:
@@ -95,7 +100,7 @@ def test_best_hits_are_chosen_and_shown_oldest_first() -> None:
 
 def test_a_long_hit_that_does_not_fit_leaves_room_for_a_shorter_one() -> None:
     hits = [hit(1, "long " * 200, score=2), hit(2, "short", score=1)]
-    assert [h.seq for h in recall_block(hits, max_tokens=40).hits] == [2]
+    assert [h.seq for h in recall_block(hits, max_tokens=60).hits] == [2]
 
 
 def test_what_the_view_holds_is_skipped() -> None:

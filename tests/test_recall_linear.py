@@ -16,12 +16,16 @@ from langchain_rolling_memory.core.recall_block import (
     RECALL_HEADER,
     Recalled,
     _assemble,
+    _body,
     _chronological,
+    _entry,
+    _group_line,
+    _group_of,
     _shortest_line,
     _tokens,
+    date_note,
     is_question,
     recall_block,
-    render_hit,
 )
 from langchain_rolling_memory.core.texts import LANGUAGES
 
@@ -38,11 +42,11 @@ def quadratic_recall_block(
     header: str | None = RECALL_HEADER,
 ) -> Recalled:
     """The oracle: `recall_block` as it was before it was made linear (re-sorts, re-renders and
-    re-counts the whole block for each hit)."""
+    re-counts the whole block for each hit), with its excerpts grouped under one line per day
+    and session, groups in the order of their oldest excerpt."""
     envelope, counter = token_counter([HumanMessage("")]), token_counter
     seen: set[Hashable] = set(skip)
     chosen: list[SearchHit] = []
-    lines: dict[Hashable, str] = {}
     for hit in hits:
         if hit.key in seen:
             continue
@@ -50,18 +54,33 @@ def quadratic_recall_block(
         follow = neighbours.get(hit.key) if neighbours and is_question(hit) else None
         if follow is not None and follow.key not in seen:
             group.append(follow)
-        candidate = sorted([*chosen, *group], key=_chronological)
-        text = _assemble(header, [lines.get(h.key) or render_hit(h) for h in candidate])
+        candidate = _grouped([*chosen, *group])
+        text = _assemble(header, _grouped_lines(candidate))
         if _tokens(text, envelope, counter) > max_tokens:
             continue
-        for member in group:
-            seen.add(member.key)
-            lines[member.key] = render_hit(member)
+        seen.update(member.key for member in group)
         chosen = candidate
     if not chosen:
         return Recalled("", (), 0)
-    text = _assemble(header, [lines[h.key] for h in chosen])
+    text = _assemble(header, _grouped_lines(chosen))
     return Recalled(text, tuple(chosen), _tokens(text, envelope, counter))
+
+
+def _grouped(hits: list[SearchHit]) -> list[SearchHit]:
+    """Oldest first, each day-and-session group whole, groups by their oldest excerpt."""
+    groups: dict[object, list[SearchHit]] = {}
+    for hit in sorted(hits, key=_chronological):
+        groups.setdefault(_group_of(hit, "en"), []).append(hit)
+    return [hit for members in groups.values() for hit in members]
+
+
+def _grouped_lines(hits: list[SearchHit]) -> list[str]:
+    lines: list[str] = []
+    for i, hit in enumerate(hits):
+        if i == 0 or _group_of(hit, "en") != _group_of(hits[i - 1], "en"):
+            lines.append(_group_line(_group_of(hit, "en")))
+        lines.append(_entry(hit, one_line(_body(hit)), "en") + date_note(_body(hit), hit.created_at))
+    return lines
 
 
 _WORDS = ["cat", "Oscar", "Lisbon", "June", "painting", "sister", "?", "é", "\n", "<tag>", '"']
@@ -116,7 +135,8 @@ def test_no_rendered_line_is_shorter_than_its_bound(
 ) -> None:
     message: BaseMessage = AIMessage(text, name=name) if ai else HumanMessage(text, name=name)
     h = SearchHit("message", session, 1, created, 1.0, message, text=text)
-    assert _shortest_line(one_line(message.text), language) <= len(render_hit(h, language))
+    words = one_line(message.text)
+    assert _shortest_line(words, language) <= len(_entry(h, words, language))
 
 
 def _reversed_words(messages: Sequence[BaseMessage]) -> int:

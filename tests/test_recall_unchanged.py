@@ -2,7 +2,8 @@
 (issue 23): a seeded corpus of three clients (60, 300 and 900 messages: relative dates,
 questions and their answers, names, long and quoted messages), 12 questions each at three
 budgets, asked from a new session and from a session whose view is skipped, on every backend.
-The blocks were recorded by the code of commit 630decc (`recall_corpus.py` says how)."""
+The blocks were recorded by the code of commit 630decc (`recall_corpus.py` says how), and again
+when excerpts were grouped under one line per day and session (a change meant to change them)."""
 
 from __future__ import annotations
 

@@ -78,9 +78,13 @@ def test_a_new_session_is_sent_the_dated_quoted_excerpt_with_its_answer() -> Non
     )
     memory = memory_of(model.requests[0])
     assert RECALL_HEADER in memory
-    # The recalled question comes with the answer that followed it, both dated and quoted.
-    assert '- 8 May 2023, "trip", user: "Where did we say the Lisbon hotel was?"' in memory
-    assert '- 8 May 2023, "trip", assistant: "The Lisbon hotel is the Casa Azul in Alfama."' in memory
+    # The recalled question comes with the answer that followed it, both quoted, under the
+    # line of their day and session.
+    assert (
+        '8 May 2023, "trip":\n'
+        '- user: "Where did we say the Lisbon hotel was?"\n'
+        '- assistant: "The Lisbon hotel is the Casa Azul in Alfama."'
+    ) in memory
 
 
 async def test_async_recall_sends_the_same_block() -> None:

@@ -173,8 +173,7 @@ class TestDates:
         hits = store.search("oscar", client_id="c")
         assert {h.created_at for h in hits} == {stored}
         answer = search_memory_tool(store, "c").invoke({"query": "oscar"})
-        assert 'undated, "s1", user: "the oscar cat question"' in answer
-        assert 'undated, "s1", assistant: "oscar is fine"' in answer
+        assert 'undated, "s1":\n- user: "the oscar cat question"\n- assistant: "oscar is fine"' in answer
         recaller = Recaller.build(store, 500)
         assert recaller is not None
         recalled = recaller.recall("oscar", client_id="c", session_id="s2")

@@ -211,8 +211,9 @@ def search_memory_tool(
         >>> store = open_store("memory://")
         >>> _ = store.append("s1", [HumanMessage("My cat is called Oscar")], client_id="client-1", created_at=0)
         >>> print(search_memory_tool(store, "client-1").invoke({"query": "cat name"}))
-        Excerpts of earlier conversations found for this question (one quoted record per line):
-        - 1 January 1970, "s1", user: "My cat is called Oscar"
+        Excerpts of earlier conversations found for this question, grouped by day and conversation (one quoted record per line):
+        1 January 1970, "s1":
+        - user: "My cat is called Oscar"
     """
     client = validate_id(client_id, kind="client_id")
     recaller = Recaller(store, max_tokens)

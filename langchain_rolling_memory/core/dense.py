@@ -2,8 +2,8 @@
 
 Owns the one byte layout of a stored vector (float32, little-endian, scaled to unit length
 when packed, so a dot product is the cosine), the score a backend computes in process
-(`dot`), the checks of a model's output (`pack`), and fusing the lexical and the dense
-rankings of one search (`fuse`, reciprocal rank fusion). An empty vector (b'') marks a
+(`dot`), the checks of a model's output (`pack`), and merging the lexical and the dense
+rankings of one search (`fuse`, reciprocal rank fusion; `fuse_confident`, the recall's). An empty vector (b'') marks a
 message with no text to embed: it is stored, so the catch-up does not list it again, and
 never found. What computes vectors is the engine's (`engine.dense`); where they are kept,
 each backend's.
@@ -119,3 +119,32 @@ def fuse(*rankings: Sequence[SearchHit], k: int = RRF_K) -> list[SearchHit]:
             first.setdefault(key, hit)
     order = sorted(first, key=lambda key: -scores[key])  # stable: ties keep first appearance
     return [replace(first[key], score=scores[key]) for key in order]
+
+
+LEXICAL_FLOOR = 0.4
+"""A lexical hit scoring less than this share of the search's best is left out of the fusion
+(`fuse_confident`). On LoCoMo's dev split (strict rule, 2,000 tokens, e5-small), the answers in
+context were 66.7%, 67.1% and 67.0% for 0.3, 0.4 and 0.5 with the dense hits after the kept
+lexical ones, 67.2% for 0.4 fused by rank: a plateau, not a peak; the two whole rankings fused by
+rank gave 65.8%, the lexical ranking alone 65.3%."""
+
+
+def fuse_confident(
+    lexical: Sequence[SearchHit], near: Sequence[SearchHit], *, floor: float = LEXICAL_FLOOR
+) -> list[SearchHit]:
+    """The lexical hits that score at least `floor` times the best one, fused by reciprocal rank
+    (`fuse`) with the dense hits (`near`).
+
+    A lexical hit far below the best matched only the question's common words (a speaker's
+    name, which is in half the messages; "really", "time"): a message close in meaning is
+    better evidence than that, and the budget shows only so many. The weak lexical hits are
+    dropped, not ranked last: they are what the dense ones replace. Fused by rank rather than
+    appended, the dense hits keep a share of the block even when many lexical hits tie.
+
+    Example:
+        >>> hit = lambda seq, score: SearchHit("message", "s", seq, None, score, text=str(seq))
+        >>> [h.seq for h in fuse_confident([hit(1, 9.0), hit(2, 1.0)], [hit(3, 0.9), hit(2, 0.8)])]
+        [1, 3, 2]
+    """
+    best = max((hit.score for hit in lexical), default=0.0)
+    return fuse([hit for hit in lexical if best <= 0 or hit.score >= floor * best], near)

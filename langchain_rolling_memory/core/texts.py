@@ -179,7 +179,10 @@ ENGLISH = MemoryTexts(
     facts_left_out="({n} older facts not shown)",
     state_header="Session state (exact values, JSON):",
     summary_header="Summary of the earlier conversation (quoted):",
-    recall_header="Excerpts of earlier conversations found for this question (one quoted record per line):",
+    recall_header=(
+        "Excerpts of earlier conversations found for this question, grouped by day and conversation "
+        "(one quoted record per line):"
+    ),
     undated="undated",
     first_day="1",
     months=(
@@ -301,7 +304,8 @@ FRENCH = MemoryTexts(
     state_header="État de la session (valeurs exactes, JSON) :",
     summary_header="Résumé de la conversation précédente (cité) :",
     recall_header=(
-        "Extraits de conversations précédentes trouvés pour cette question (un compte rendu cité par ligne) :"
+        "Extraits de conversations précédentes trouvés pour cette question, groupés par jour et par "
+        "conversation (un compte rendu cité par ligne) :"
     ),
     undated="sans date",
     first_day="1er",

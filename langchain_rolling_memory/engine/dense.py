@@ -6,7 +6,7 @@ them in batches and stores them (`DenseRecall.index`, `aindex`; the public
 `index_vectors`), its background run after each append (`schedule`: a worker thread, one job
 per session in flight, shared with the store's compactions so ``drain`` waits for it), and the
 turn's one embedding call, the question's (`search`, `asearch`). Fusing this ranking with the
-lexical one is the recaller's (`recaller`, `core.dense.fuse`); keeping and scoring vectors,
+lexical one is the recaller's (`recaller`, `core.dense.fuse_confident`); keeping and scoring vectors,
 the stores'.
 """
 

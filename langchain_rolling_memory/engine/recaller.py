@@ -20,7 +20,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.retrievers import BaseRetriever
 
 from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
-from langchain_rolling_memory.core.dense import fuse
+from langchain_rolling_memory.core.dense import fuse_confident
 from langchain_rolling_memory.core.lexical_search import SearchHit, expanded_query, query_terms
 from langchain_rolling_memory.core.quoting import one_line, quote_text
 from langchain_rolling_memory.core.recall_block import (
@@ -245,8 +245,9 @@ class Recaller:
         expand: search the store for every regular form of the query's words
             (`lexical_search.expanded_query`: "activities" finds "activity"), in the one
             search; False searches the words as written. Not applied to a `retriever`.
-        dense: also searches the store by the question's vector (`engine.dense`), the two
-            rankings fused by reciprocal rank (`core.dense.fuse`); None: lexical only.
+        dense: also searches the store by the question's vector (`engine.dense`): the
+            lexical hits near the best one fused by rank with the dense ones
+            (`core.dense.fuse_confident`); None: lexical only.
     """
 
     store: RollingStore
@@ -388,7 +389,7 @@ class Recaller:
         hits = self.store.search(self._query(query), limit=self._limit(), **scope)
         if self.dense is not None:
             near = self.dense.search(query, limit=self._limit(), **self._dense_scope(scope))
-            hits = fuse(hits, near)[: self._limit()]
+            hits = fuse_confident(hits, near)[: self._limit()]
         skip = shown.keys(hits)
         wanted = _wanted_neighbours(hits, skip, self.max_neighbours)
         rows = self.store.messages_after(_points(wanted), client_id=client_id) if wanted else []
@@ -432,7 +433,7 @@ class Recaller:
         hits = await self.store.asearch(self._query(query), limit=self._limit(), **scope)
         if self.dense is not None:
             near = await self.dense.asearch(query, limit=self._limit(), **self._dense_scope(scope))
-            hits = fuse(hits, near)[: self._limit()]
+            hits = fuse_confident(hits, near)[: self._limit()]
         skip = shown.keys(hits)
         wanted = _wanted_neighbours(hits, skip, self.max_neighbours)
         rows = await self.store.amessages_after(_points(wanted), client_id=client_id) if wanted else []
