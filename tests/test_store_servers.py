@@ -192,6 +192,53 @@ async def test_an_english_search_config_stems_and_drops_its_stop_words(
         assert await store.asearch("own bookings", client_id="ana", session_id="s1") != []
 
 
+def _pending_and_options(prefix: str) -> dict[str, tuple[int, list[str]]]:
+    """Per search index: the pages its pending list held (merged by the call) and its options."""
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        out = {}
+        for index in ("messages_tsv", "facts_tsv"):
+            pages = conn.execute("SELECT gin_clean_pending_list(%s::regclass)", (f"{prefix}{index}",))
+            options = conn.execute(
+                "SELECT reloptions FROM pg_class WHERE oid = %s::regclass", (f"{prefix}{index}",)
+            )
+            out[index] = (int(pages.fetchone()[0]), list(options.fetchone()[0] or []))  # type: ignore[index]
+        return out
+
+
+def test_a_postgres_store_of_schema_6_gets_search_indexes_without_a_pending_list(
+    pg_store: tuple[RollingStore, str],
+) -> None:
+    # The search scans the index once per query term: each scan would read the whole pending
+    # list, so an append writes into the index itself, and a store's pending rows go in.
+    import psycopg
+    from store_kit import reopen, set_schema_version
+
+    store, _ = pg_store
+    prefix = store.prefix  # type: ignore[attr-defined]
+    off = ["fastupdate=off"]
+    assert _pending_and_options(prefix) == {"messages_tsv": (0, off), "facts_tsv": (0, off)}
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:  # as schema 6 left them
+        for index in ("messages_tsv", "facts_tsv"):
+            conn.execute(f"ALTER INDEX {prefix}{index} RESET (fastupdate)")
+    store.append("s1", [HumanMessage("Lyon"), AIMessage("Paris")], client_id="ana")
+    store.add_fact("ana", "Ana lives in Lyon")
+    store.close()
+    set_schema_version(store, 6)
+    again = reopen(store)
+    try:
+        assert _pending_and_options(prefix) == {"messages_tsv": (0, off), "facts_tsv": (0, off)}
+        assert {h.key for h in again.search("lyon", client_id="ana") if h.kind == "message"} == {
+            ("message", "s1", 1)
+        }
+        assert [h.fact.text for h in again.search("lyon", client_id="ana") if h.fact] == ["Ana lives in Lyon"]
+        again.append("s1", [HumanMessage("Lyon again")], client_id="ana")
+        assert _pending_and_options(prefix)["messages_tsv"] == (0, off)
+    finally:
+        again.close()
+
+
 async def test_a_postgres_store_of_schema_3_gets_erase_generations_and_loses_orphan_summaries(
     pg_store: tuple[RollingStore, str],
 ) -> None:
