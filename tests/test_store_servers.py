@@ -239,6 +239,43 @@ def test_a_postgres_store_of_schema_6_gets_search_indexes_without_a_pending_list
         again.close()
 
 
+def test_a_small_client_of_a_large_table_is_ranked_as_before_the_table_was_analysed(
+    pg_store: tuple[RollingStore, str],
+) -> None:
+    # The search scans the index once per term while the scope holds a tenth of the table's
+    # rows or more (by the planner's estimate, none before ANALYZE); a smaller scope's rows are
+    # found first and tested against each term: the two ways rank alike, scores included.
+    import psycopg
+
+    store, _ = pg_store
+    prefix = store.prefix  # type: ignore[attr-defined]
+    store.append(
+        "a1", [HumanMessage("We booked the Paris trip"), AIMessage("Paris in May, by train")], client_id="ana"
+    )
+    store.append("a2", [HumanMessage("The train to Lyon was late"), AIMessage("Lyon")], client_id="ana")
+    store.add_fact("ana", "Ana takes the train to Paris")
+    for k in range(30):
+        store.append(f"b{k}", [HumanMessage(f"Bob's Paris trip by train, day {k}")], client_id="bob")
+    questions = ("paris train trip", "lyon", "may trip")
+
+    def ranked() -> list[object]:
+        return [
+            [(h.key, h.score) for h in store.search(q, client_id=c, limit=3)]
+            for q in questions
+            for c in ("ana", "bob")
+        ] + [[(h.key, h.score) for h in store.search("train paris", client_id="ana", session_id="a1")]]
+
+    before = ranked()
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"ANALYZE {prefix}messages")
+        [(rows,)] = conn.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (f"{prefix}messages",)
+        )
+        assert rows == 34  # ana's 4 messages are less than a tenth of them
+    assert ranked() == before
+    assert before[0][0][0] == ("message", "a1", 1) and len(before[0]) == 3
+
+
 async def test_a_postgres_store_of_schema_3_gets_erase_generations_and_loses_orphan_summaries(
     pg_store: tuple[RollingStore, str],
 ) -> None:

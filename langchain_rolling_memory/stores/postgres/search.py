@@ -23,7 +23,10 @@ once per row (messages are short).
 
 How the statement gets there (issue 23: 15-20 ms at 10,000 messages of a client, then ~half):
 the index is scanned once per term (``tsv @@ term``), which says which terms each candidate
-holds without testing every term against every candidate; a candidate is grouped once, by its
+holds without testing every term against every candidate (when the scope holds a tenth of the
+table or more by the planner's estimate: else the scope's rows matching any term come first,
+as the planner likes, each tested per term; the table's size only picks the way, never a
+score); a candidate is grouped once, by its
 row's ``ctid``, into its length and the set of its terms (a bit set: bit i-1 for term i);
 candidates with the same length and terms score the same, so the BM25 sum is computed once per
 such kind (a handful to a few dozen), always adding the terms in their query order: the float
@@ -84,6 +87,12 @@ _MASKS = {
 }
 MASK_BITS = 64
 
+# The index is scanned once per term when the scope holds at least a tenth of the table's rows
+# (by the planner's estimate; a table never analyzed counts as small): a term's index entries
+# are then mostly the scope's. Else (a small client in a shared table) the scope's rows matching
+# any term are found first, as the planner prefers, and each is tested against each term.
+_PER_TERM_SHARE = 10
+
 
 @functools.cache
 def search_statement(p: str, scope: str, wide: bool = False) -> str:
@@ -98,9 +107,23 @@ def search_statement(p: str, scope: str, wide: bool = False) -> str:
             SELECT t.i, to_tsquery(%(cfg)s::regconfig, t.q) AS tq
             FROM unnest(%(qs)s::text[]) WITH ORDINALITY AS t(q, i)
         ),
+        gate AS (
+            SELECT coalesce(({count}), 0) * {_PER_TERM_SHARE} >= c.reltuples AS per_term
+            FROM pg_class AS c WHERE c.oid = '{p}messages'::regclass
+        ),
         hits AS (
-            (SELECT m.ctid AS tid, NULL::text AS fact_id, length(m.tsv)::float8 AS dl, t.i
-             FROM terms AS t JOIN {p}messages AS m ON m.tsv @@ t.tq WHERE {where})
+            (SELECT m.tid, NULL::text AS fact_id, length(m.tsv)::float8 AS dl, t.i
+             FROM terms AS t CROSS JOIN LATERAL (
+                 SELECT m.ctid AS tid, m.session_id, m.tsv FROM {p}messages AS m WHERE m.tsv @@ t.tq OFFSET 0
+             ) AS m
+             WHERE {where} AND (SELECT per_term FROM gate))
+            UNION ALL
+            (SELECT m.tid, NULL::text, length(m.tsv)::float8, t.i
+             FROM (
+                 SELECT m.ctid AS tid, m.tsv FROM {p}messages AS m
+                 WHERE m.tsv @@ to_tsquery(%(cfg)s::regconfig, %(q)s) AND {where} OFFSET 0
+             ) AS m JOIN terms AS t ON m.tsv @@ t.tq
+             WHERE NOT (SELECT per_term FROM gate))
             UNION ALL
             (SELECT NULL::tid, f.id, length(f.tsv)::float8, t.i
              FROM terms AS t JOIN {p}facts AS f ON f.tsv @@ t.tq
@@ -155,6 +178,7 @@ def search_params(
     sql = search_statement(q.prefix, scope, len(terms) > MASK_BITS)
     params = {
         "cfg": config,
+        "q": tsquery(terms),
         "qs": [tsquery([term]) for term in terms],
         "sid": session_id,
         "cid": client_id,
