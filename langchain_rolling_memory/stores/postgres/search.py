@@ -21,7 +21,8 @@ client's live facts (an expired one is neither a candidate nor counted), so ever
 the scope's own, never another client's text; a row's length is its lexeme count; a term counts
 once per row (messages are short).
 
-How the statement gets there (issue 23: 15-20 ms at 10,000 messages of a client, then ~half):
+How the statement gets there (issue 23: at 10,000 messages of a client, 2-4x less than the
+statement before it, `benchmarks/results/search_cost.md`):
 the index is scanned once per term (``tsv @@ term``), which says which terms each candidate
 holds without testing every term against every candidate (when the scope holds a tenth of the
 table or more by the planner's estimate: else the scope's rows matching any term come first,
