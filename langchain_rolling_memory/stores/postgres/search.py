@@ -103,10 +103,13 @@ def search_statement(p: str, scope: str, wide: bool = False) -> str:
     where, count = (part.format(p=p) for part in _SCOPES[scope])
     facts = ", ".join(f"f.{c.strip()}" for c in FACT_COLUMNS.split(","))
     mask, has = _MASKS[wide]
+    # The terms are unnested from a subquery: a plan for 3 terms and one for any number cost the
+    # same to the planner, so a prepared statement settles on its generic plan (planned once)
+    # instead of planning each search again (~1 ms, as much as the search of 1,000 messages).
     return f"""
         WITH terms AS (
             SELECT t.i, to_tsquery(%(cfg)s::regconfig, t.q) AS tq
-            FROM unnest(%(qs)s::text[]) WITH ORDINALITY AS t(q, i)
+            FROM unnest((SELECT %(qs)s::text[])) WITH ORDINALITY AS t(q, i)
         ),
         gate AS (
             SELECT coalesce(({count}), 0) * {_PER_TERM_SHARE} >= c.reltuples AS per_term
