@@ -158,6 +158,22 @@ class TestSearch:
             await store.asearch("paris", client_id="alice", session_id="s3")
         assert await store.asearch("the", client_id="alice") == []
 
+    def test_a_store_search_of_many_terms_ranks_as_one_of_the_terms_found(self, store: RollingStore) -> None:
+        # The store's own search gives at most 32 terms; a caller of the backend may give more.
+        # Terms no entry holds change no score, wherever they come in the list (PostgreSQL
+        # keeps a candidate's terms as a bit set: past 64 terms it must not wrap around).
+        _fill(store)
+        store.add_fact("alice", "Alice goes to Paris by train")
+        found = ["paris", "train", "trip"]
+        many = [f"absent{i}" for i in range(70)] + found
+        now = store._now()  # type: ignore[attr-defined]
+        for client, session in (("alice", None), ("alice", "s1"), ("bob", None)):
+            few = store.backend.search(found, client, session, 10, now)  # type: ignore[attr-defined]
+            assert few
+            got = store.backend.search(many, client, session, 10, now)  # type: ignore[attr-defined]
+            assert [row[1:] for row in got] == [row[1:] for row in few]
+            assert [row[0] for row in got] == pytest.approx([row[0] for row in few])
+
 
 class TestErasure:
     def test_nothing_is_found_after_forget(self, store: RollingStore) -> None:

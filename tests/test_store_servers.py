@@ -192,6 +192,90 @@ async def test_an_english_search_config_stems_and_drops_its_stop_words(
         assert await store.asearch("own bookings", client_id="ana", session_id="s1") != []
 
 
+def _pending_and_options(prefix: str) -> dict[str, tuple[int, list[str]]]:
+    """Per search index: the pages its pending list held (merged by the call) and its options."""
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        out = {}
+        for index in ("messages_tsv", "facts_tsv"):
+            pages = conn.execute("SELECT gin_clean_pending_list(%s::regclass)", (f"{prefix}{index}",))
+            options = conn.execute(
+                "SELECT reloptions FROM pg_class WHERE oid = %s::regclass", (f"{prefix}{index}",)
+            )
+            out[index] = (int(pages.fetchone()[0]), list(options.fetchone()[0] or []))  # type: ignore[index]
+        return out
+
+
+def test_a_postgres_store_of_schema_6_gets_search_indexes_without_a_pending_list(
+    pg_store: tuple[RollingStore, str],
+) -> None:
+    # The search scans the index once per query term: each scan would read the whole pending
+    # list, so an append writes into the index itself, and a store's pending rows go in.
+    import psycopg
+    from store_kit import reopen, set_schema_version
+
+    store, _ = pg_store
+    prefix = store.prefix  # type: ignore[attr-defined]
+    off = ["fastupdate=off"]
+    assert _pending_and_options(prefix) == {"messages_tsv": (0, off), "facts_tsv": (0, off)}
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:  # as schema 6 left them
+        for index in ("messages_tsv", "facts_tsv"):
+            conn.execute(f"ALTER INDEX {prefix}{index} RESET (fastupdate)")
+    store.append("s1", [HumanMessage("Lyon"), AIMessage("Paris")], client_id="ana")
+    store.add_fact("ana", "Ana lives in Lyon")
+    store.close()
+    set_schema_version(store, 6)
+    again = reopen(store)
+    try:
+        assert _pending_and_options(prefix) == {"messages_tsv": (0, off), "facts_tsv": (0, off)}
+        assert {h.key for h in again.search("lyon", client_id="ana") if h.kind == "message"} == {
+            ("message", "s1", 1)
+        }
+        assert [h.fact.text for h in again.search("lyon", client_id="ana") if h.fact] == ["Ana lives in Lyon"]
+        again.append("s1", [HumanMessage("Lyon again")], client_id="ana")
+        assert _pending_and_options(prefix)["messages_tsv"] == (0, off)
+    finally:
+        again.close()
+
+
+def test_a_small_client_of_a_large_table_is_ranked_as_before_the_table_was_analysed(
+    pg_store: tuple[RollingStore, str],
+) -> None:
+    # The search scans the index once per term while the scope holds a tenth of the table's
+    # rows or more (by the planner's estimate, none before ANALYZE); a smaller scope's rows are
+    # found first and tested against each term: the two ways rank alike, scores included.
+    import psycopg
+
+    store, _ = pg_store
+    prefix = store.prefix  # type: ignore[attr-defined]
+    store.append(
+        "a1", [HumanMessage("We booked the Paris trip"), AIMessage("Paris in May, by train")], client_id="ana"
+    )
+    store.append("a2", [HumanMessage("The train to Lyon was late"), AIMessage("Lyon")], client_id="ana")
+    store.add_fact("ana", "Ana takes the train to Paris")
+    for k in range(30):
+        store.append(f"b{k}", [HumanMessage(f"Bob's Paris trip by train, day {k}")], client_id="bob")
+    questions = ("paris train trip", "lyon", "may trip")
+
+    def ranked() -> list[object]:
+        return [
+            [(h.key, h.score) for h in store.search(q, client_id=c, limit=3)]
+            for q in questions
+            for c in ("ana", "bob")
+        ] + [[(h.key, h.score) for h in store.search("train paris", client_id="ana", session_id="a1")]]
+
+    before = ranked()
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"ANALYZE {prefix}messages")
+        [(rows,)] = conn.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (f"{prefix}messages",)
+        )
+        assert rows == 34  # ana's 4 messages are less than a tenth of them
+    assert ranked() == before
+    assert before[0][0][0] == ("message", "a1", 1) and len(before[0]) == 3
+
+
 async def test_a_postgres_store_of_schema_3_gets_erase_generations_and_loses_orphan_summaries(
     pg_store: tuple[RollingStore, str],
 ) -> None:

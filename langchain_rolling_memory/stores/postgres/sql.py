@@ -130,6 +130,16 @@ MIGRATIONS: tuple[str, ...] = (
         FOREIGN KEY (session_id, seq) REFERENCES {p}messages (session_id, seq) ON DELETE CASCADE
     )
     """,
+    # 7 (issue 23): the search indexes without a pending list (``fastupdate``): the search scans
+    # the index once per query term (`search.py`), and each scan read the whole pending list
+    # (up to 4 MB of rows not yet merged, flushed when autovacuum comes by), so its cost hung on
+    # autovacuum's timing; an append now merges its row's lexemes itself. What is pending goes in.
+    """
+    ALTER INDEX {p}messages_tsv SET (fastupdate = off);
+    ALTER INDEX {p}facts_tsv SET (fastupdate = off);
+    SELECT gin_clean_pending_list('{p}messages_tsv'::regclass);
+    SELECT gin_clean_pending_list('{p}facts_tsv'::regclass)
+    """,
 )
 if len(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
     raise RuntimeError("one PostgreSQL migration per schema version is required")

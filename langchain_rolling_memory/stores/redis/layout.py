@@ -410,8 +410,9 @@ def _legacy_msgs(prefix: str, key: Any) -> str | None:
 # Python: the indexed text is computed here); 3 is SQLite's alone; 4 delimits the ids (the
 # erase generation itself has nothing to convert); 5 neither: a fact without `expires_at`
 # never expires, and only a fact written with one needs its client in `expiring`; 6 (dense
-# vectors, a `vec` hash per session) neither: a message without a vector is listed for one.
-_STEPS = (None, "backfill", None, "relayout", None, None)
+# vectors, a `vec` hash per session) neither: a message without a vector is listed for one; 7
+# is PostgreSQL's alone.
+_STEPS = (None, "backfill", None, "relayout", None, None, None)
 if len(_STEPS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
     raise RuntimeError("one Redis migration per schema version is required")
 
