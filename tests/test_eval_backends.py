@@ -61,7 +61,8 @@ def test_the_store_backed_strategy_finds_the_answer_and_a_closed_responder_leave
         assert store.prefix.startswith(starts)
         assert any("Marmalade" in line for line in raw_contents(store))  # loaded on the server
         sent = respond(CAT)
-        assert '8 May 2023, "session-1", "Ben": "She is called Marmalade."' in sent[0].text
+        assert '\n8 May 2023, "session-1":\n' in sent[0].text
+        assert '\n- "Ben": "She is called Marmalade."' in sent[0].text
         assert CAT not in respond("Is the cat called Marmalade?")[0].text  # each question's session erased
         respond.close()
         assert raw_contents(store) == []  # no row or key of its prefix but the schema record

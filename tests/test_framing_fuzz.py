@@ -19,7 +19,7 @@ from langchain_rolling_memory.core import quoting
 from langchain_rolling_memory.core.framing import memory_text, render_facts, summary_message, summary_text
 from langchain_rolling_memory.core.lexical_search import SearchHit
 from langchain_rolling_memory.core.prompts import render_transcript, summary_frame
-from langchain_rolling_memory.core.recall_block import RECALL_HEADER, recall_block, render_hit
+from langchain_rolling_memory.core.recall_block import RECALL_HEADER, recall_block
 from langchain_rolling_memory.core.records import Fact
 from langchain_rolling_memory.engine.recaller import document_block
 
@@ -186,10 +186,8 @@ SPEAKERS = "user|assistant|fact|tool|system|message"
 # After the quoted text, the relative dates it holds, resolved ("yesterday = 7 May 2023"): lower
 # case letters (accents too), digits, spaces, hyphens and apostrophes, then '=' and a day, a week, a month or a year.
 DATE_NOTE = r"[\w' -]+ = [\w ]+"
-RECALL_LINE = re.compile(
-    rf'- (undated|\d{{1,2}} [A-Z][a-z]+ \d{{4}}), (""\, )?(""|{SPEAKERS}): ""'
-    rf"( \({DATE_NOTE}(; {DATE_NOTE})*\))?"
-)
+RECALL_GROUP = re.compile(r'(undated|\d{1,2} [A-Z][a-z]+ \d{4})(, "")?:')
+RECALL_LINE = re.compile(rf'- (""|{SPEAKERS}): ""' rf"( \({DATE_NOTE}(; {DATE_NOTE})*\))?")
 
 
 def message_hit(seq: int, session: str | None, name: str | None, body: str, ai: bool) -> SearchHit:
@@ -218,18 +216,25 @@ def test_each_recalled_excerpt_is_one_line_with_session_speaker_and_text_quoted(
         return
     header, *lines = block.split("\n")
     assert header == RECALL_HEADER
-    assert len(lines) == len(found)
-    for hit in found:
-        line = render_hit(hit)
-        assert line in lines
-        outside, values = json_literals(line)
-        assert RECALL_LINE.fullmatch(outside), outside
-        assert values[-1] == visible_line(hit.text)
-        assert hit.message is not None
-        name = hit.message.name
-        if outside.endswith('"": ""'):
-            assert isinstance(name, str)
-            assert values[-2] == visible_line(name)
+    # Each line is a group's (its day, its session quoted) or an excerpt's (speaker and text
+    # quoted), and nothing else: no text outside the quotes but ours.
+    shapes = [json_literals(line) for line in lines]
+    groups = [
+        line for line, (outside, _) in zip(lines, shapes, strict=True) if RECALL_GROUP.fullmatch(outside)
+    ]
+    excerpts = [(outside, values) for outside, values in shapes if RECALL_LINE.fullmatch(outside)]
+    assert len(groups) + len(excerpts) == len(lines), lines
+    assert len(excerpts) == len(found)
+    assert len(groups) == len({(h.created_at, h.session_id) for h in found})
+    # Every hit's text is an excerpt's last quoted value; a quoted speaker is a hit's name.
+    shown = sorted(values[-1] for _, values in excerpts)
+    assert shown == sorted(visible_line(hit.text) for hit in found)
+    names = {
+        (visible_line(h.message.name), visible_line(h.text)) for h in found if isinstance(h.message.name, str)
+    }  # type: ignore[union-attr]
+    for outside, values in excerpts:
+        if outside.startswith('- "": ""'):
+            assert (values[0], values[1]) in names
 
 
 @FUZZ
