@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from enum import Enum
@@ -297,6 +297,7 @@ def recall_block(
     fit = _Fit(max_tokens, token_counter)
     seen: set[Hashable] = set(skip)
     opened: set[Group] = set()  # the groups whose line the block holds
+    where: dict[tuple[float | None, str | None], Group] = {}  # each hit's group, worked out once
     # Accepted excerpts in the order they were accepted (best first), with their lines.
     groups: list[list[tuple[SearchHit, str]]] = []
     lines: list[str] = [first] if first else []
@@ -314,7 +315,7 @@ def recall_block(
         # Without the date notes first: a text too long to fit (a 5 MB message) is passed over
         # before its relative dates are looked for; a note only lengthens a line that fits.
         rendered = [_entry(member, line, language) for member, line in zip(group, words, strict=True)]
-        places = [_group_of(member, language) for member in group]
+        places = [_placed(member, language, where) for member in group]
         new = [_group_line(place) for place in dict.fromkeys(places) if place not in opened]
         grown = size + sum(len(line) + 1 for line in [*new, *rendered])
         if not fit(grown, lines, [*new, *rendered]):
@@ -330,7 +331,7 @@ def recall_block(
         groups.append(list(zip(group, rendered, strict=True)))
         lines.extend([*new, *rendered])
         size = grown
-    return _finish(groups, first, fit, language)
+    return _finish(groups, first, fit, lambda hit: _placed(hit, language, where))
 
 
 def resolve_header(header: Header, language: str) -> str | None:
@@ -406,14 +407,17 @@ def _longest_fitting(max_tokens: int, token_counter: TokenCounter) -> int:
 
 
 def _finish(
-    groups: list[list[tuple[SearchHit, str]]], header: str | None, fit: _Fit, language: str
+    groups: list[list[tuple[SearchHit, str]]],
+    header: str | None,
+    fit: _Fit,
+    group_of: Callable[[SearchHit], Group],
 ) -> Recalled:
     while groups:
-        chosen = _in_order((pair for group in groups for pair in group), language)
+        chosen = _in_order((pair for group in groups for pair in group), group_of)
         lines: list[str] = []
         place: Group | None = None
         for hit, line in chosen:
-            if (here := _group_of(hit, language)) != place:
+            if (here := group_of(hit)) != place:
                 lines.append(_group_line(here))
                 place = here
             lines.append(line)
@@ -427,14 +431,25 @@ def _finish(
     return Recalled("", (), 0)
 
 
-def _in_order(pairs: Iterable[tuple[SearchHit, str]], language: str) -> list[tuple[SearchHit, str]]:
+def _in_order(
+    pairs: Iterable[tuple[SearchHit, str]], group_of: Callable[[SearchHit], Group]
+) -> list[tuple[SearchHit, str]]:
     """The excerpts oldest first, each group whole: groups by their oldest excerpt, so a
     group's line is written once even when two sessions' messages interleave in time."""
     ordered = sorted(pairs, key=lambda pair: _chronological(pair[0]))
     by_group: dict[Group, list[tuple[SearchHit, str]]] = {}
     for pair in ordered:
-        by_group.setdefault(_group_of(pair[0], language), []).append(pair)
+        by_group.setdefault(group_of(pair[0]), []).append(pair)
     return [pair for members in by_group.values() for pair in members]
+
+
+def _placed(hit: SearchHit, language: str, known: dict[tuple[float | None, str | None], Group]) -> Group:
+    """`_group_of`, remembered in `known` by the hit's date and session (one block's hits)."""
+    key = (hit.created_at, hit.session_id)
+    found = known.get(key)
+    if found is None:
+        found = known[key] = _group_of(hit, language)
+    return found
 
 
 def _assemble(header: str | None, lines: list[str]) -> str:
