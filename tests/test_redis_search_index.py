@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -49,6 +50,19 @@ def _wipe(prefix: str) -> None:
         keys = list(r.scan_iter(match=prefix + "*", count=1000))
         if keys:
             r.delete(*keys)
+
+
+@contextmanager
+def _expiring_store() -> Iterator[RedisRollingStore]:
+    """A Redis store whose sessions expire after 60 s, under a prefix of its own, wiped after."""
+    _probe("redis")
+    prefix = f"t{uuid.uuid4().hex[:10]}_"
+    store = RedisRollingStore(REDIS_URL, key_prefix=prefix, ttl=60)
+    try:
+        yield store
+    finally:
+        store.close()
+        _wipe(prefix)
 
 
 def _replies(store: RedisRollingStore) -> list[Any]:
@@ -255,19 +269,13 @@ class TestErasure:
             assert not r.exists(store.keys.terms("s1"))
 
     def test_the_terms_expire_with_their_session(self) -> None:
-        _probe("redis")
-        prefix = f"t{uuid.uuid4().hex[:10]}_"
-        store = RedisRollingStore(REDIS_URL, key_prefix=prefix, ttl=60)
-        try:
+        with _expiring_store() as store:
             store.append("s1", [HumanMessage("the cat")], client_id="alice")
             with redis.Redis.from_url(REDIS_URL) as r:
                 assert 0 < r.pttl(store.keys.terms("s1")) <= r.pttl(store.keys.info("s1")) + 5
                 r.delete(store.keys.terms("s1"))
                 store.search("cat", client_id="alice")  # indexed again: with the session's expiry
                 assert 0 < r.pttl(store.keys.terms("s1")) <= 60_000
-        finally:
-            store.close()
-            _wipe(prefix)
 
 
 async def test_the_async_search_indexes_and_ranks_as_the_sync_one(store: RedisRollingStore) -> None:
@@ -346,19 +354,13 @@ class TestClientStatistics:
         assert store.search("paris cat", client_id="alice") == expected
 
     def test_an_expiring_client_keeps_none(self) -> None:
-        _probe("redis")
-        prefix = f"t{uuid.uuid4().hex[:10]}_"
-        store = RedisRollingStore(REDIS_URL, key_prefix=prefix, ttl=60)
-        try:
+        with _expiring_store() as store:
             store.append("s1", [HumanMessage("the cat")], client_id="alice")
             store.append("s2", [HumanMessage("a train")], client_id="alice")
             assert [h.seq for h in store.search("cat", client_id="alice")] == [1]
             assert _statistics(store, "alice") == {"#ttl": "1"}
             with redis.Redis.from_url(REDIS_URL) as r:
                 assert 0 < r.pttl(store.keys.client_terms("alice")) <= 60_000
-        finally:
-            store.close()
-            _wipe(prefix)
 
 
 _OPS = st.lists(
