@@ -615,7 +615,9 @@ class RollingStore:
         Each session is read as the client's (`Reader`, owner checked in each read): a session
         erased and re-created by another client while the export runs is left out, never read.
         Facts come with their `expires_at`; one that expired is still stored until `purge`, so
-        it is exported too (its expiry past), though no read of the memory shows it.
+        it is exported too (its expiry past), though no read of the memory shows it. What is
+        derived from the transcript to search it (the lexical index, the messages' vectors) is
+        not exported; `forget` erases it with the rest.
         """
         validate_id(client_id, kind="client_id")
         reader = Reader(client_id, exact=True)
