@@ -1,0 +1,69 @@
+"""Attack round 3: what the model is sent, checked against the product's first promise (it sees
+exactly what it is entitled to see), on every backend where the path exists.
+
+Each test here failed on the code it was written against; a defect not fixed yet is marked
+``xfail(strict=True)`` with its reason, so the suite stays green and the test flips to a
+failure (XPASS) the day the defect is fixed without removing the mark.
+"""
+
+from __future__ import annotations
+
+import pytest
+from agent_models import text_of
+from langchain_core.messages import RemoveMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from test_agent_graph_state import (
+    PARIS,
+    ROME,
+    WHERE,
+    build,
+    config,
+    end_of_turn,
+    find,
+    three_turns,
+    user,
+    with_client,
+)
+
+from langchain_rolling_memory import RollingStore
+
+# ---------------------------------------------------------------------- graph state and recall
+
+
+def _recalled(sent: str) -> str:
+    """The recall block of a request's text (what the store's search put in the prompt)."""
+    head = "Excerpts of earlier conversations"
+    return sent[sent.index(head) :] if head in sent else ""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="defect: with a checkpointer and recall on, the recall searches the store's transcript, "
+    "which keeps the turns a fork abandoned: they come back as excerpts",
+)
+def test_a_fork_never_recalls_the_turns_it_abandoned(store: RollingStore) -> None:
+    agent, model, _ = build(InMemorySaver(), store, recall_tokens=500)
+    three_turns(agent, config())
+    first = end_of_turn(agent, config(), 2)
+    agent.invoke(user(WHERE), with_client(first.config))
+    sent = text_of(model.requests[-1])
+    assert PARIS in sent
+    assert "Rome" not in sent, _recalled(sent)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="defect: with a checkpointer and recall on, a message removed from the graph state "
+    "(RemoveMessage) is still in the store's transcript and is recalled",
+)
+def test_a_removed_message_is_never_recalled(store: RollingStore) -> None:
+    agent, model, _ = build(InMemorySaver(), store, recall_tokens=500)
+    three_turns(agent, config())
+    rome = find(agent, config(), ROME)
+    agent.update_state(config(), {"messages": [RemoveMessage(id=str(rome.id))]})
+    agent.invoke(user(WHERE), config())
+    sent = text_of(model.requests[-1])
+    assert PARIS in sent
+    assert "Rome" not in sent, _recalled(sent)
