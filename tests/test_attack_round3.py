@@ -8,6 +8,8 @@ failure (XPASS) the day the defect is fixed without removing the mark.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from agent_models import text_of
 from langchain_core.messages import RemoveMessage
@@ -26,6 +28,7 @@ from test_agent_graph_state import (
 )
 
 from langchain_rolling_memory import RollingStore
+from langchain_rolling_memory.adapters.memory_tools import TOOL_BUILDERS
 
 # ---------------------------------------------------------------------- graph state and recall
 
@@ -67,3 +70,36 @@ def test_a_removed_message_is_never_recalled(store: RollingStore) -> None:
     sent = text_of(model.requests[-1])
     assert PARIS in sent
     assert "Rome" not in sent, _recalled(sent)
+
+
+# ---------------------------------------------------------------------- session state written from a read
+
+
+@pytest.mark.parametrize("erase", ["clear_session", "forget"])
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="defect: update_session_state reads the state, merges, then writes it whole with no "
+    "erase generation: an erase landing between the read and the write is undone (the erased "
+    "keys are written into a new session row, shown to the model at the next turn)",
+)
+def test_a_state_update_planned_before_an_erase_never_writes_the_erased_state(
+    store: RollingStore, erase: str
+) -> None:
+    store.set_state("s1", {"card": "4111 1111 1111 1111"}, client_id="ana")
+    real = store.get_state
+
+    def read_then_erased(session_id: str, *, client_id: str | None = None) -> dict[str, Any]:
+        state = real(session_id, client_id=client_id)
+        # The user's erase lands here, after the tool's read and before its write.
+        if erase == "clear_session":
+            store.clear_session("s1")
+        else:
+            store.forget("ana")
+        return state
+
+    store.get_state = read_then_erased  # type: ignore[method-assign]
+    tool = TOOL_BUILDERS["update_session_state"](store, "ana", "s1")
+    tool.invoke({"updates": {"city": "Lyon"}})
+    store.get_state = real  # type: ignore[method-assign]
+    assert "card" not in store.get_state("s1", client_id="ana")
