@@ -115,13 +115,6 @@ def test_a_state_update_planned_before_an_erase_never_writes_the_erased_state(
 
 
 @pytest.mark.parametrize("write", ["append", "set_state"])
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="defect: a Redis session's vectors written while it had no expiry never get one when a "
-    "store with ttl= writes the session: the append, state and summary scripts refresh every key "
-    "of the session but its `vec` hash, which outlives the expired session",
-)
 def test_redis_vectors_expire_with_their_session_whatever_store_wrote_them(write: str) -> None:
     _probe("redis")
     from langchain_rolling_memory.stores.redis import RedisRollingStore

@@ -242,10 +242,13 @@ local function span(info, ttl)
   if left > 0 then return left end
   return -1
 end
+-- `keys` and the session's vectors (`s:{sid}:vec`, written by a script of their own): vectors
+-- written while the session had no expiry get the one a later write gives it, never outliving it.
 local function touch(info, keys, ttl)
   local ms = span(info, ttl)
   if ms > 0 then
     for i = 1, #keys do redis.call('PEXPIRE', keys[i], ms) end
+    redis.call('PEXPIRE', string.sub(info, 1, -#'info' - 1)..'vec', ms)
   end
 end
 -- A client's session set lives as long as its newest session: with an expiry it lives at

@@ -18,8 +18,9 @@ generation check inside it, so the isolation holds without a look-up before:
   blocks Redis while it runs, as every script does.
 
 With a store ``ttl=``, the hash gets the session's remaining expiry when a vector is written,
-and a later append does not extend it (the append script keeps to its own keys): the vectors
-may expire before the session, never after it, and the next catch-up embeds those messages again.
+and each later write of the session (append, state, summary: `layout.LUA`'s ``touch``) gives it
+the session's new one, as every key of the session: vectors written while the session had no
+expiry never outlive it once a store with ``ttl=`` writes it.
 
 A client reads replies as text (``decode_responses=True``): the vectors go in as arguments and
 never come back. No connection, no driver.
