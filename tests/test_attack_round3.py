@@ -18,7 +18,7 @@ from conftest import _probe, unique_prefix
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.messages import HumanMessage, RemoveMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from store_kit import REDIS_URL, backend_name, wipe
+from store_kit import REDIS_URL, wipe
 from test_agent_graph_state import (
     PARIS,
     ROME,
@@ -145,20 +145,9 @@ def test_redis_vectors_expire_with_their_session_whatever_store_wrote_them(write
 # ---------------------------------------------------------------------- a fact deleted during its update
 
 
-_LOST_DELETE = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="defect: PostgreSQL change_facts reads the client's facts, plans, then upserts the "
-    "planned fact; delete_fact takes neither the client's facts lock nor waits on the rows read, "
-    "so a fact deleted between the read and the upsert is inserted again (the delete is lost)",
-)
-
-
 def test_a_fact_deleted_while_its_update_is_planned_stays_deleted(
-    store: RollingStore, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+    store: RollingStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if backend_name(store) == "postgres":
-        request.applymarker(_LOST_DELETE)
     fact = store.add_fact("ana", "Lives at 12 rue de la Paix", key="address")
     real = fact_rules.plan_update
     racing: list[threading.Thread] = []
@@ -179,3 +168,25 @@ def test_a_fact_deleted_while_its_update_is_planned_stays_deleted(
     racing[0].join()
     assert deleted == [True]
     assert store.facts("ana") == []
+
+
+async def test_a_fact_deleted_while_its_async_update_is_planned_stays_deleted(
+    store: RollingStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fact = await store.aadd_fact("ana", "Lives at 12 rue de la Paix", key="address")
+    real = fact_rules.plan_update
+    racing: list[threading.Thread] = []
+    deleted: list[bool] = []
+
+    def planned_while_deleted(existing: Any, fact_id: str, text: object, **options: Any) -> Any:
+        if not racing:
+            racing.append(threading.Thread(target=lambda: deleted.append(store.delete_fact("ana", fact_id))))
+            racing[0].start()
+            racing[0].join(timeout=1.0)
+        return real(existing, fact_id, text, **options)
+
+    monkeypatch.setattr(fact_rules, "plan_update", planned_while_deleted)
+    await store.aupdate_fact("ana", fact.id, "Lives at 3 place Bellecour")
+    racing[0].join()
+    assert deleted == [True]
+    assert await store.afacts("ana") == []

@@ -291,7 +291,16 @@ class AsyncPostgres(AsyncBackend):
         return await self._arun("facts", go)
 
     async def delete_fact(self, client_id: str, fact_id: str) -> bool:
-        return await self._acount("facts", self.q.delete_fact, (client_id, fact_id)) == 1
+        q = self.q
+
+        async def go(conn: Any) -> int:
+            async with conn.transaction():
+                # The client's facts lock, as `change_facts` takes it (see the sync twin).
+                await conn.execute(q.lock_facts, (q.facts_lock(client_id),))
+                cur = await conn.execute(q.delete_fact, (client_id, fact_id))
+                return int(cur.rowcount)
+
+        return await self._arun("facts", go) == 1
 
     async def delete_client(self, client_id: str) -> None:
         await self._aerase("forget", self.q.erase("client", client_id))

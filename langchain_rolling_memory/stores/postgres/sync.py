@@ -269,7 +269,17 @@ class SyncPostgres(SyncBackend):
         return self._run("facts", go)
 
     def delete_fact(self, client_id: str, fact_id: str) -> bool:
-        return self._count("facts", self.q.delete_fact, (client_id, fact_id)) == 1
+        q = self.q
+
+        def go(conn: Any) -> int:
+            with conn.transaction():
+                # The client's facts lock, as `change_facts` and `forget` take it: an update
+                # planned from the facts it read lands wholly before this delete (which then
+                # erases it) or reads the fact gone; it never writes it back.
+                conn.execute(q.lock_facts, (q.facts_lock(client_id),))
+                return int(conn.execute(q.delete_fact, (client_id, fact_id)).rowcount)
+
+        return self._run("facts", go) == 1
 
     def delete_client(self, client_id: str) -> None:
         self._erase("forget", self.q.erase("client", client_id))
