@@ -80,6 +80,22 @@ def test_a_removed_message_is_never_recalled(store: RollingStore) -> None:
     assert "Rome" not in sent, _recalled(sent)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="defect: the store keeps a fork's abandoned turns, and the client's recall in any "
+    "other thread finds them (skipping the current session's hits would not be enough)",
+)
+def test_another_thread_never_recalls_a_branch_the_graph_abandoned(store: RollingStore) -> None:
+    agent, model, _ = build(InMemorySaver(), store, recall_tokens=500)
+    three_turns(agent, config())
+    first = end_of_turn(agent, config(), 2)
+    agent.invoke(user("I live in Paris, yes"), with_client(first.config))  # t1 now holds Paris only
+    agent.invoke(user(WHERE), config("s2"))
+    sent = text_of(model.requests[-1])
+    assert "Rome" not in sent, _recalled(sent)
+
+
 # ---------------------------------------------------------------------- session state written from a read
 
 
