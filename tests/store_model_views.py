@@ -150,8 +150,12 @@ class ViewChecks:
         """`messages_after` (the answers recall shows after its questions) against the model:
         for a reader the model lets read the session, the message after each of its seqs (0
         first, then each stored one's: the next one, then none); for any other, nothing at all
-        (never refused: recall leaves that answer out)."""
+        (never refused: recall leaves that answer out). Its scope is a search's: a client reads
+        only its own sessions there, never one that is nobody's."""
         expected = self.ref.read(viewer, sid)
+        session = self.ref.sessions.get(sid)
+        if viewer is not None and session is not None and session.owner != viewer:
+            expected = None
         what = f"messages_after({sid!r})"
         if isinstance(expected, list):
             rows = store.read(sid, client_id=viewer)

@@ -341,9 +341,12 @@ class RollingStore:
         """For each ``(session_id, seq)`` of `points`, the session's first message after `seq`
         (``read(session_id, after_seq=seq, limit=1, newest=False)``), or None when there is
         none. Read at once (one round trip on PostgreSQL and Redis: recall reads the answer
-        after each recalled question with it). With `client_id`, a session its owner does not
-        let that client read gives None (no `OwnershipError`: the others are still read),
-        checked in the same atomic read.
+        after each recalled question with it). The scope is a search's: with a `client_id`,
+        only that client's own sessions are read (not one that is nobody's, which its search
+        never reads either); with None, only sessions that are nobody's. Any other session
+        gives None (no `OwnershipError`: the others are still read), checked in the same atomic
+        read, so a session erased and written again by someone else after the search gives
+        nothing of theirs.
 
         Example:
             >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -356,7 +359,7 @@ class RollingStore:
         checked = checks.check_points(points)
         if not checked:
             return []
-        return self._after(self._sync.messages_after(checked, checks.reader(client_id)))
+        return self._after(self._sync.messages_after(checked, checks.search_reader(client_id)))
 
     async def amessages_after(
         self, points: Sequence[tuple[str, int]], *, client_id: ReadAs = OPERATOR
@@ -365,7 +368,7 @@ class RollingStore:
         checked = checks.check_points(points)
         if not checked:
             return []
-        return self._after(await self._async.messages_after(checked, checks.reader(client_id)))
+        return self._after(await self._async.messages_after(checked, checks.search_reader(client_id)))
 
     @classmethod
     def _after(cls, rows: Sequence[Row | None]) -> list[StoredMessage | None]:

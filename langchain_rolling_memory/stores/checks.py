@@ -84,6 +84,15 @@ def reader(client_id: object) -> Reader | None:
     return Reader(None if client_id is None else validate_id(client_id, kind="client_id"))
 
 
+def search_reader(client_id: object) -> Reader | None:
+    """The owner check of a read that follows a search: a client's own sessions only (as its
+    search reads), never one that is nobody's; None (a run naming no client) reads only
+    sessions that are nobody's; the operator's read is unchecked."""
+    if client_id is OPERATOR or client_id is None:
+        return reader(client_id)
+    return Reader(validate_id(client_id, kind="client_id"), exact=True)
+
+
 def check_count(name: str, value: object) -> None:
     # bool is an int to Python but never a count; a negative seq reads differently per backend.
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:

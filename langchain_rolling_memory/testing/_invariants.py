@@ -403,8 +403,9 @@ class TurnReadChecks(StoreHarness):
         store.append("s1", texts(5), client_id="alice")
         store.append("anon", texts(2, 7))
         points = [("s1", 1), ("s1", 5), ("anon", 0), ("nosuch", 3), ("s1", 3)]
-        assert self._after(store, points, "alice") == ["m2", None, "m7", None, "m4"]
-        for (sid, seq), got in zip(points, store.messages_after(points, client_id="alice"), strict=True):
+        assert self._after(store, points, None) == [None, None, "m7", None, None]
+        assert self._after(store, points, "alice") == ["m2", None, None, None, "m4"]
+        for (sid, seq), got in zip(points, store.messages_after(points), strict=True):
             assert got == next(iter(store.read(sid, after_seq=seq, limit=1, newest=False)), None)
         assert store.messages_after([], client_id="alice") == []
 
@@ -414,9 +415,10 @@ class TurnReadChecks(StoreHarness):
         store.append("s1", texts(3), client_id="alice")
         store.append("anon", texts(2))
         points = [("s1", 1), ("anon", 1)]
-        assert self._after(store, points, "bob") == [None, "m2"]
+        # A search's scope: a client's own sessions only, a run naming no client nobody's only.
+        assert self._after(store, points, "bob") == [None, None]
         assert self._after(store, points, None) == [None, "m2"]
-        assert self._after(store, points, "alice") == ["m2", "m2"]
+        assert self._after(store, points, "alice") == ["m2", None]
         assert [m and m.seq for m in store.messages_after(points)] == [2, 2]  # the operator's
 
     def test_messages_after_reads_nothing_of_an_erased_session(self, store: RollingStore) -> None:
@@ -437,10 +439,17 @@ class TurnReadChecks(StoreHarness):
     async def test_amessages_after_reads_what_messages_after_reads(self, store: RollingStore) -> None:
         store.append("s1", texts(4), client_id="alice")
         store.append("s2", texts(2), client_id="bob")
-        points = [("s1", 2), ("s2", 0), ("s1", 4)]
+        store.append("anon", texts(2))
+        points = [("s1", 2), ("s2", 0), ("s1", 4), ("anon", 0)]
         for reader in ("alice", "bob", None):
             got = await store.amessages_after(points, client_id=reader)
             assert got == store.messages_after(points, client_id=reader)
+        assert [m and m.seq for m in await store.amessages_after(points, client_id="alice")] == [
+            3,
+            None,
+            None,
+            None,
+        ]
 
 
 _SCOPES: dict[str, dict[str, str | None]] = {
