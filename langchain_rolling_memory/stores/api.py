@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import random
 import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -75,9 +76,16 @@ from langchain_rolling_memory.stores.vector_api import check_limit, check_model,
 
 _S = TypeVar("_S", bound="RollingStore")
 
-STATE_RETRIES = 16
-"""How many times `update_state` plans an update again after losing a race (the state it read
-changed before its write) before it gives up with `StaleWriteError`."""
+STATE_RETRIES = 32
+"""How many times `update_state` plans an update (the first time, then again after each lost
+race: the state it read changed before its write) before it gives up with `StaleWriteError`."""
+
+
+def _backoff(attempt: int) -> float:
+    """Seconds to wait before the next attempt after `attempt` lost races: none after the
+    first, then a random pause of up to 2, 4, 8 ... 50 ms, so that writers racing one state
+    stop colliding rather than one of them losing every time."""
+    return 0.0 if attempt < 2 else random.uniform(0.0, min(0.05, 0.0005 * 2**attempt))
 
 
 def _merge_state(raw: str | None, updates: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
@@ -88,8 +96,8 @@ def _merge_state(raw: str | None, updates: Mapping[str, Any]) -> tuple[dict[str,
 
 def _lost_races(session_id: str) -> str:
     return (
-        f"update_state refused: the state of session {session_id!r} changed {STATE_RETRIES} times "
-        "while the update was planned; nothing was written"
+        f"update_state refused: the state of session {session_id!r} changed while each of "
+        f"{STATE_RETRIES} attempts was planned; nothing was written"
     )
 
 
@@ -607,12 +615,15 @@ class RollingStore:
         fresh read when it changed meanwhile. So an erase (`clear_session`, `forget`, `purge`)
         landing between the read and the write never has its keys written back: the update is
         then applied to no state (its own keys only), and two updates racing each other keep
-        both one's keys. After `STATE_RETRIES` lost races in a row, `StaleWriteError` (the
-        last attempt wrote nothing).
+        both one's keys (a writer that lost waits a random, growing pause before its next
+        attempt). After `STATE_RETRIES` attempts lost in a row, `StaleWriteError` (nothing
+        written).
         """
         sid, client = validate_id(session_id), checks.optional_client(client_id)
         reader = checks.reader(client)
-        for _ in range(STATE_RETRIES):
+        for attempt in range(STATE_RETRIES):
+            if attempt:
+                time.sleep(_backoff(attempt))
             raw = self._sync.get_state(sid, reader)
             state, text = _merge_state(raw, updates)
             if self._sync.set_state(sid, client, text, self._now(), expected=raw):
@@ -624,7 +635,9 @@ class RollingStore:
     ) -> dict[str, Any]:
         sid, client = validate_id(session_id), checks.optional_client(client_id)
         reader = checks.reader(client)
-        for _ in range(STATE_RETRIES):
+        for attempt in range(STATE_RETRIES):
+            if attempt:
+                await asyncio.sleep(_backoff(attempt))
             raw = await self._async.get_state(sid, reader)
             state, text = _merge_state(raw, updates)
             if await self._async.set_state(sid, client, text, self._now(), expected=raw):
