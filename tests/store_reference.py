@@ -180,6 +180,24 @@ class Reference:
         self._accept(text, epoch=session.epoch)
         return None
 
+    def update_state(
+        self, client: str | None, sid: str, updates: dict[str, str | None]
+    ) -> dict[str, Any] | type[OwnershipError]:
+        """`update_state`: read as `client`, merged (None deletes the key), written."""
+        if not self._visible(client, sid):
+            return OwnershipError
+        session = self._writable(client, sid)
+        assert isinstance(session, Session)
+        merged = dict(session.state or {})
+        for key, value in updates.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+                self._accept(value, epoch=session.epoch)
+        session.state = dict(sorted(merged.items()))  # the stored JSON's key order
+        return dict(session.state)
+
     def read(self, reader: Viewer, sid: str) -> list[str] | type[OwnershipError]:
         if not self._visible(reader, sid):
             return OwnershipError

@@ -42,7 +42,7 @@ from store_reference import ANON, OPERATOR, VOCAB, Mark, Reference, Violation, t
 from langchain_rolling_memory.core.dense import pack
 from langchain_rolling_memory.core.records import SessionMark
 from langchain_rolling_memory.engine.dense import embedded_text
-from langchain_rolling_memory.errors import StaleWriteError
+from langchain_rolling_memory.errors import OwnershipError, StaleWriteError
 from langchain_rolling_memory.stores import RollingStore
 from langchain_rolling_memory.stores.contract import Unembedded, VectorWrite
 
@@ -178,6 +178,66 @@ class StoreMachine(ViewChecks, RuleBasedStateMachine):
         what = f"set_state({sid!r}, client_id={client!r})"
         store = self.stores[via]
         self.call(what, expected, "ownership", store.set_state, sid, {"note": text}, client_id=client)
+
+    @rule(
+        via=VIA,
+        client=st.sampled_from(CLIENTS),
+        sid=SIDS,
+        word=WORDS,
+        drop=st.booleans(),
+        meanwhile=st.sampled_from((None, "clear_session", "forget", "set_state", "erase_and_recreate")),
+        other=st.sampled_from(CLIENTS),
+    )
+    @checked
+    def update_state(
+        self,
+        via: int,
+        client: str | None,
+        sid: str,
+        word: str,
+        drop: bool,
+        meanwhile: str | None,
+        other: str | None,
+    ) -> None:
+        """`update_state`, with another step (`meanwhile`, through the other store object)
+        landing after its read of the state and before its write: an erase, another write,
+        or a session erased and re-created. The update must then be applied to what is there
+        after that step (its keys only, after an erase), never to what it read."""
+        text = self.ref.new_text(tag(client), word, "state", sid)
+        updates: dict[str, str | None] = {f"k_{word}": text, **({"note": None} if drop else {})}
+        what = f"update_state({sid!r}, client_id={client!r}, meanwhile={meanwhile!r})"
+        store = self.stores[via]
+        if not self.ref._visible(client, sid):  # refused by its first read: nothing lands
+            self.call(what, OwnershipError, "ownership", store.update_state, sid, updates, client_id=client)
+            return
+        backend = store._sync
+        real = backend.get_state
+
+        def read_then(session_id: str, reader: Any = None) -> str | None:
+            raw = real(session_id, reader)
+            del backend.get_state  # once
+            if meanwhile == "clear_session":
+                self.clear_session(1 - via, OPERATOR, sid)
+            elif meanwhile == "forget":
+                self.forget(1 - via, other or "alice")
+            elif meanwhile == "set_state":
+                self.set_state(1 - via, other, sid, word)
+            elif meanwhile == "erase_and_recreate":
+                self.erase_and_recreate(sid, other)
+            return raw
+
+        backend.get_state = read_then  # type: ignore[method-assign]
+        try:
+            got: Any = store.update_state(sid, updates, client_id=client)
+        except OwnershipError:
+            got = OwnershipError
+        finally:
+            backend.__dict__.pop("get_state", None)
+        expected = self.ref.update_state(client, sid, updates)
+        self.seen[f"update_state: {meanwhile} -> {'refused' if got is OwnershipError else 'written'}"] += 1
+        if got != expected:
+            broken = "erased" if isinstance(got, dict) and "note" in got else "model"
+            raise Violation(broken, f"{what} returned {got!r}, expected {expected!r}")
 
     @rule(via=VIA, reader=READERS, sid=SIDS)
     @checked

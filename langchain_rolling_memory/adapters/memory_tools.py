@@ -8,7 +8,7 @@ rules (dedup, keys, limits, filter) are the store's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
@@ -19,7 +19,13 @@ from langchain_rolling_memory.core.quoting import quote_json
 from langchain_rolling_memory.core.records import Fact
 from langchain_rolling_memory.core.retention import check_ttl
 from langchain_rolling_memory.engine.recaller import Recaller
-from langchain_rolling_memory.errors import ConfigurationError, FactError, InvalidIdError, OwnershipError
+from langchain_rolling_memory.errors import (
+    ConfigurationError,
+    FactError,
+    InvalidIdError,
+    OwnershipError,
+    StaleWriteError,
+)
 from langchain_rolling_memory.stores.api import RollingStore
 
 _REMEMBER = (
@@ -150,16 +156,6 @@ def forget_fact_tool(store: RollingStore, client_id: str, *, name: str = "forget
     )
 
 
-def _merged(state: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(state)
-    for key, value in updates.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = value
-    return merged
-
-
 def session_state_tool(
     store: RollingStore,
     session_id: str,
@@ -170,24 +166,23 @@ def session_state_tool(
     """An `update_session_state(updates)` tool that merges keys into one session's state.
 
     The state is exact JSON, shown verbatim to the model and never summarized. With
-    `client_id`, the session must belong to that client (or to nobody yet).
+    `client_id`, the session must belong to that client (or to nobody yet). The merge is the
+    store's `update_state`: an erase landing while the update is planned is never undone.
     """
     session = validate_id(session_id)
     client = None if client_id is None else validate_id(client_id, kind="client_id")
 
     def update(updates: dict[str, Any]) -> str:
         try:
-            state = _merged(store.get_state(session, client_id=client), updates)
-            store.set_state(session, state, client_id=client)
-        except (TypeError, ValueError, OwnershipError) as exc:
+            state = store.update_state(session, updates, client_id=client)
+        except (TypeError, ValueError, OwnershipError, StaleWriteError) as exc:
             return f"Not updated: {exc}"
         return quote_json(state)
 
     async def aupdate(updates: dict[str, Any]) -> str:
         try:
-            state = _merged(await store.aget_state(session, client_id=client), updates)
-            await store.aset_state(session, state, client_id=client)
-        except (TypeError, ValueError, OwnershipError) as exc:
+            state = await store.aupdate_state(session, updates, client_id=client)
+        except (TypeError, ValueError, OwnershipError, StaleWriteError) as exc:
             return f"Not updated: {exc}"
         return quote_json(state)
 

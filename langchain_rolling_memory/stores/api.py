@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import random
 import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -48,7 +49,7 @@ from langchain_rolling_memory.core.records import (
 from langchain_rolling_memory.core.retention import Retention, retention
 from langchain_rolling_memory.core.serde import loads_message
 from langchain_rolling_memory.core.usage import SummaryUsage
-from langchain_rolling_memory.errors import OwnershipError, StoreError
+from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
 from langchain_rolling_memory.stores.contract import (
     OPERATOR,
     AppendBatch,
@@ -74,6 +75,30 @@ from langchain_rolling_memory.stores.search_api import (
 from langchain_rolling_memory.stores.vector_api import check_limit, check_model, check_writes
 
 _S = TypeVar("_S", bound="RollingStore")
+
+STATE_RETRIES = 32
+"""How many times `update_state` plans an update (the first time, then again after each lost
+race: the state it read changed before its write) before it gives up with `StaleWriteError`."""
+
+
+def _backoff(attempt: int) -> float:
+    """Seconds to wait before the next attempt after `attempt` lost races: none after the
+    first, then a random pause of up to 2, 4, 8 ... 50 ms, so that writers racing one state
+    stop colliding rather than one of them losing every time."""
+    return 0.0 if attempt < 2 else random.uniform(0.0, min(0.05, 0.0005 * 2**attempt))
+
+
+def _merge_state(raw: str | None, updates: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The state `updates` makes of the raw state read (None: none), and its JSON text."""
+    state = checks.merged_state({} if raw is None else json.loads(raw), updates)
+    return state, checks.state_json(state)
+
+
+def _lost_races(session_id: str) -> str:
+    return (
+        f"update_state refused: the state of session {session_id!r} changed while each of "
+        f"{STATE_RETRIES} attempts was planned; nothing was written"
+    )
 
 
 class RollingStore:
@@ -579,6 +604,48 @@ class RollingStore:
         await self._async.set_state(
             session_id, checks.optional_client(client_id), checks.state_json(state), self._now()
         )
+
+    def update_state(
+        self, session_id: str, updates: Mapping[str, Any], *, client_id: str | None = None
+    ) -> dict[str, Any]:
+        """Merge `updates` into the session's state and return the state written: a key set to
+        None is removed, any other value replaces the key's (a shallow merge). Refused on an
+        owned session unless `client_id` names its client (`OwnershipError`), as `set_state` is.
+
+        The state is read as `client_id`'s, merged, then written only if it is still the state
+        read: the backend compares it in the same atomic step (statement, script or
+        transaction) as the owner check and the write, and the update is planned again from a
+        fresh read when it changed meanwhile. So an erase (`clear_session`, `forget`, `purge`)
+        landing between the read and the write never has its keys written back: the update is
+        then applied to no state (its own keys only), and two updates racing each other keep
+        both one's keys (a writer that lost waits a random, growing pause before its next
+        attempt). After `STATE_RETRIES` attempts lost in a row, `StaleWriteError` (nothing
+        written).
+        """
+        sid, client = validate_id(session_id), checks.optional_client(client_id)
+        reader = checks.reader(client)
+        for attempt in range(STATE_RETRIES):
+            if attempt:
+                time.sleep(_backoff(attempt))
+            raw = self._sync.get_state(sid, reader)
+            state, text = _merge_state(raw, updates)
+            if self._sync.set_state(sid, client, text, self._now(), expected=raw):
+                return state
+        raise StaleWriteError(_lost_races(sid))
+
+    async def aupdate_state(
+        self, session_id: str, updates: Mapping[str, Any], *, client_id: str | None = None
+    ) -> dict[str, Any]:
+        sid, client = validate_id(session_id), checks.optional_client(client_id)
+        reader = checks.reader(client)
+        for attempt in range(STATE_RETRIES):
+            if attempt:
+                await asyncio.sleep(_backoff(attempt))
+            raw = await self._async.get_state(sid, reader)
+            state, text = _merge_state(raw, updates)
+            if await self._async.set_state(sid, client, text, self._now(), expected=raw):
+                return state
+        raise StaleWriteError(_lost_races(sid))
 
     def purge(self, *, older_than: float | None = None) -> int:
         """Delete the sessions not written for `older_than` seconds (None: no session) and

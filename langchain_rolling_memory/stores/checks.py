@@ -190,6 +190,21 @@ def pinned_flag(pinned: object) -> bool:
     return pinned
 
 
+def merged_state(state: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str, Any]:
+    """`state` with `updates` merged in (shallow): a key set to None is removed, any other
+    value replaces the key's."""
+    if not isinstance(updates, Mapping):
+        msg = f"updates must be a mapping (a JSON object), got {type(updates).__name__}"
+        raise TypeError(msg)
+    merged = dict(state)
+    for key, value in updates.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
+
+
 def state_json(state: Mapping[str, Any]) -> str:
     if not isinstance(state, Mapping):
         msg = f"state must be a mapping (a JSON object), got {type(state).__name__}"

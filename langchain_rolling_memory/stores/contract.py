@@ -98,6 +98,7 @@ def newer_schema(where: str, found: int) -> SchemaVersionError:
 
 class _Unchecked(enum.Enum):
     OPERATOR = "operator"
+    ANY_STATE = "any state"
 
 
 OPERATOR: Final = _Unchecked.OPERATOR
@@ -106,6 +107,13 @@ with no owner check. An adapter always names its run's client, None included."""
 
 ReadAs = str | None | Literal[_Unchecked.OPERATOR]
 """Whose read it is: a client id, None for a run that names no client, or `OPERATOR`."""
+
+ANY_STATE: Final = _Unchecked.ANY_STATE
+"""The default `expected` of a backend's `set_state`: replace whatever state the session has."""
+
+ExpectedState = str | None | Literal[_Unchecked.ANY_STATE]
+"""What `set_state` compares the session's state with before writing: the raw JSON text the
+caller read, None for no state (no session row, or a row with no state), or `ANY_STATE`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,8 +350,22 @@ class SyncBackend(ABC):
     def get_state(self, session_id: str, reader: Reader | None = None) -> str | None: ...
 
     @abstractmethod
-    def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
-        """Replace the state; `OwnershipError` (writing nothing) on the terms of `append`."""
+    def set_state(
+        self,
+        session_id: str,
+        client_id: str | None,
+        state: str,
+        now: float,
+        expected: ExpectedState = ANY_STATE,
+    ) -> bool:
+        """Replace the state; `OwnershipError` (writing nothing) on the terms of `append`.
+
+        With `expected` (not `ANY_STATE`), a compare-and-swap: write only if the session's raw
+        state is `expected` (None: no session row, or a row with no state), compared in the
+        same atomic step as the owner check and the write, and return False (nothing written)
+        if it is not. An erase deletes the state with the row, so an update planned from a
+        state read before an erase never writes the erased keys back. The owner refusal wins
+        over a mismatch. Returns True when it wrote."""
 
     @abstractmethod
     def delete_session(self, session_id: str, reader: Reader | None = None) -> None:
@@ -503,7 +525,14 @@ class AsyncBackend(ABC):
     async def get_state(self, session_id: str, reader: Reader | None = None) -> str | None: ...
 
     @abstractmethod
-    async def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None: ...
+    async def set_state(
+        self,
+        session_id: str,
+        client_id: str | None,
+        state: str,
+        now: float,
+        expected: ExpectedState = ANY_STATE,
+    ) -> bool: ...
 
     @abstractmethod
     async def delete_session(self, session_id: str, reader: Reader | None = None) -> None: ...
@@ -640,8 +669,15 @@ class ThreadedAsync(AsyncBackend):
     async def get_state(self, session_id: str, reader: Reader | None = None) -> str | None:
         return await asyncio.to_thread(self.sync.get_state, session_id, reader)
 
-    async def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
-        await asyncio.to_thread(self.sync.set_state, session_id, client_id, state, now)
+    async def set_state(
+        self,
+        session_id: str,
+        client_id: str | None,
+        state: str,
+        now: float,
+        expected: ExpectedState = ANY_STATE,
+    ) -> bool:
+        return await asyncio.to_thread(self.sync.set_state, session_id, client_id, state, now, expected)
 
     async def delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         await asyncio.to_thread(self.sync.delete_session, session_id, reader)

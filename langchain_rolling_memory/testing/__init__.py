@@ -47,6 +47,7 @@ from langchain_rolling_memory.testing._invariants import (  # noqa: E402
     OwnershipChecks,
     PlannedFactChecks,
     ScopeScoreChecks,
+    StateUpdateChecks,
     TurnReadChecks,
 )
 from langchain_rolling_memory.testing._transcripts import (  # noqa: E402
@@ -82,10 +83,17 @@ class StoreApiConformance(
 
 
 class StoreInvariantConformance(
-    GenerationChecks, InstallChecks, PlannedFactChecks, OwnershipChecks, ScopeScoreChecks, TurnReadChecks
+    GenerationChecks,
+    InstallChecks,
+    PlannedFactChecks,
+    StateUpdateChecks,
+    OwnershipChecks,
+    ScopeScoreChecks,
+    TurnReadChecks,
 ):
     """The invariants every backend enforces in the atomic step that reads or writes the rows:
-    erase generations, ownership, scores per scope (`stores/contract.py`)."""
+    erase generations, the state compared before a write, ownership, scores per scope
+    (`stores/contract.py`)."""
 
 
 class RollingStoreConformance(StoreApiConformance, StoreInvariantConformance):

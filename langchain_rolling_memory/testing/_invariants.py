@@ -102,6 +102,31 @@ class GenerationChecks(StoreHarness):
         assert (await store.aread_turn("nothing", limit=2, client_id="bob")).generation is None
 
 
+class StateUpdateChecks(StoreHarness):
+    """`set_state`'s compare (`expected=`): a state update planned from a read made before an
+    erase never writes the erased keys back."""
+
+    def test_a_state_write_expecting_what_was_read_before_an_erase_writes_nothing(
+        self, store: RollingStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        backend = store.backend
+        for how in ("clear_session", "forget", "purge"):
+            store.set_state("s1", {"card": "4111"}, client_id="alice")
+            raw = backend.get_state("s1")
+            assert raw is not None
+            _erase(store, how, monkeypatch)
+            now = store._now()
+            assert backend.set_state("s1", "alice", '{"card": "4111", "n": 1}', now, expected=raw) is False
+            assert store.get_state("s1") == {}
+            assert backend.set_state("s1", "alice", '{"n": 1}', now, expected=None) is True
+            assert backend.set_state("s1", "alice", '{"n": 2}', now, expected=None) is False
+            assert store.update_state("s1", {"n": 2}, client_id="alice") == {"n": 2}
+            with pytest.raises(OwnershipError):  # the owner's refusal wins over a mismatch
+                backend.set_state("s1", "bob", "{}", now, expected=raw)
+            assert store.get_state("s1") == {"n": 2}
+            store.clear_session("s1")
+
+
 class InstallChecks(StoreHarness):
     """A summary install planned from a read is refused once an erase overtook it, and never lands on a session with no row."""
 

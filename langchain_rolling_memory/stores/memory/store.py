@@ -25,7 +25,9 @@ from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionIn
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
 from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.stores.contract import (
+    ANY_STATE,
     AppendBatch,
+    ExpectedState,
     Reader,
     SearchRow,
     SummaryWrite,
@@ -345,11 +347,24 @@ class MemoryBackend(SyncBackend):
             session = self._seen(session_id, reader)
             return session.state if session else None
 
-    def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+    def set_state(
+        self,
+        session_id: str,
+        client_id: str | None,
+        state: str,
+        now: float,
+        expected: ExpectedState = ANY_STATE,
+    ) -> bool:
         with self._lock:
+            current = self._sessions.get(session_id)
+            if current is not None and current.client_id not in (None, client_id):
+                raise OwnershipError.for_session(session_id, client_id)
+            if expected is not ANY_STATE and (current.state if current else None) != expected:
+                return False
             session = self._session(session_id, client_id, now)
             session.state = state
             session.updated_at = now
+            return True
 
     def delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         with self._lock:

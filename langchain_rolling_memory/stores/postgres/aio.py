@@ -236,12 +236,27 @@ class AsyncPostgres(AsyncBackend):
         rows = await self._afetch_session(self.q.get_state, (session_id,), session_id, reader)
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
-    async def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+    async def set_state(
+        self,
+        session_id: str,
+        client_id: str | None,
+        state: str,
+        now: float,
+        expected: contract.ExpectedState = contract.ANY_STATE,
+    ) -> bool:
         lock = self.q.client_lock(client_id or "")
         params = {"sid": session_id, "cid": client_id, "now": now, "state": state, "lock": lock}
         params["gen"] = contract.new_generation()  # used only if this creates the session row
-        if not await self._afetch("state", self.q.set_state, params):
+        if expected is contract.ANY_STATE:
+            if not await self._afetch("state", self.q.set_state, params):
+                raise OwnershipError.for_session(session_id, client_id)
+            return True
+        params["expected"] = expected
+        sql = self.q.set_state_if_none if expected is None else self.q.set_state_if
+        ((wrote, owner),) = await self._afetch("state", sql, params)
+        if not wrote and owner is not None and owner != client_id:
             raise OwnershipError.for_session(session_id, client_id)
+        return bool(wrote)
 
     async def _aerase(self, op: str, plan: pg.Erase, reader: Reader | None = None) -> int:
         async def go(conn: Any) -> int:

@@ -344,6 +344,31 @@ class Queries:
             "WHERE t.client_id IS NULL OR t.client_id = excluded.client_id "
             "RETURNING 1"
         )
+        # The compare-and-swap of `set_state` (`expected`): the owner check, the comparison and
+        # the write in one statement, each answering (wrote, the owner its snapshot read; that
+        # owner only tells a refusal from a lost race, both of which wrote nothing). With no
+        # state expected, the upsert writes a new row or one with no state (an erase racing it
+        # holds the row: it then inserts after the erase); with a state expected, only the row
+        # holding that exact text is updated (an erased row is gone, so nothing is written).
+        answer = (
+            f"SELECT (SELECT count(*) FROM w), (SELECT client_id FROM {p}sessions WHERE session_id = %(sid)s)"
+        )
+        self.set_state_if_none = (
+            f"WITH w AS (INSERT INTO {p}sessions AS t "
+            "(session_id, client_id, created_at, updated_at, state, generation) "
+            f"SELECT %(sid)s, %(cid)s, %(now)s, %(now)s, %(state)s, %(gen)s FROM ({client_lock}) AS lock "
+            "ON CONFLICT (session_id) DO UPDATE SET "
+            "state = excluded.state, updated_at = excluded.updated_at, "
+            "client_id = COALESCE(t.client_id, excluded.client_id) "
+            "WHERE (t.client_id IS NULL OR t.client_id = excluded.client_id) AND t.state IS NULL "
+            f"RETURNING 1) {answer}"
+        )
+        self.set_state_if = (
+            f"WITH w AS (UPDATE {p}sessions AS t SET state = %(state)s, updated_at = %(now)s, "
+            f"client_id = COALESCE(t.client_id, %(cid)s) FROM ({client_lock}) AS lock "
+            "WHERE t.session_id = %(sid)s AND (t.client_id IS NULL OR t.client_id = %(cid)s) "
+            f"AND t.state = %(expected)s RETURNING 1) {answer}"
+        )
         # An erase is one transaction (see `erase`) that first locks what it erases: the
         # session rows, which an append holds while it writes, so each delete that follows
         # sees every append that committed before; then the leases before the summaries, so a

@@ -209,12 +209,27 @@ class SyncPostgres(SyncBackend):
         rows = self._fetch_session(self.q.get_state, (session_id,), session_id, reader)
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
-    def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+    def set_state(
+        self,
+        session_id: str,
+        client_id: str | None,
+        state: str,
+        now: float,
+        expected: contract.ExpectedState = contract.ANY_STATE,
+    ) -> bool:
         lock = self.q.client_lock(client_id or "")
         params = {"sid": session_id, "cid": client_id, "now": now, "state": state, "lock": lock}
         params["gen"] = contract.new_generation()  # used only if this creates the session row
-        if not self._fetch("state", self.q.set_state, params):
+        if expected is contract.ANY_STATE:
+            if not self._fetch("state", self.q.set_state, params):
+                raise OwnershipError.for_session(session_id, client_id)
+            return True
+        params["expected"] = expected
+        sql = self.q.set_state_if_none if expected is None else self.q.set_state_if
+        ((wrote, owner),) = self._fetch("state", sql, params)
+        if not wrote and owner is not None and owner != client_id:
             raise OwnershipError.for_session(session_id, client_id)
+        return bool(wrote)
 
     def _erase(self, op: str, plan: pg.Erase, reader: Reader | None = None) -> int:
         """Run one erase transaction (see `Queries.erase`); return how many sessions it erased.

@@ -18,10 +18,11 @@ import langchain_rolling_memory.stores.redis.scripts as lua
 import langchain_rolling_memory.stores.redis.search as found
 import langchain_rolling_memory.stores.redis.vectors as vectors
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
-from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.stores.contract import (
+    ANY_STATE,
     AppendBatch,
     AsyncBackend,
+    ExpectedState,
     MemoryRows,
     Reader,
     SearchRow,
@@ -229,10 +230,17 @@ class AsyncRedis(AsyncBackend):
         value = await self._asession_get(session_id, reader, lambda r: r.hget(info, "state"), None)
         return None if value is None else str(value)
 
-    async def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
-        args = lua.state_args(self.prefix, session_id, client_id, state, now, self._ttl_ms)
-        if not int(await self._arun("state", "set_state", self.keys.state(session_id, client_id), args)):
-            raise OwnershipError.for_session(session_id, client_id)
+    async def set_state(
+        self,
+        session_id: str,
+        client_id: str | None,
+        state: str,
+        now: float,
+        expected: ExpectedState = ANY_STATE,
+    ) -> bool:
+        args = lua.state_args(self.prefix, session_id, client_id, state, now, self._ttl_ms, expected)
+        reply = await self._arun("state", "set_state", self.keys.state(session_id, client_id), args)
+        return lua.state_written(reply, session_id, client_id)
 
     async def delete_session(self, session_id: str, reader: Reader | None = None) -> None:
         args = erase.delete_args(self.prefix, session_id, reader)

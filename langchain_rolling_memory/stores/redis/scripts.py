@@ -26,7 +26,15 @@ import langchain_rolling_memory.stores.redis.search as redis_search
 import langchain_rolling_memory.stores.redis.vectors as redis_vectors
 from langchain_rolling_memory.core.records import Fact, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
-from langchain_rolling_memory.stores.contract import AppendBatch, MemoryRows, Reader, SummaryWrite, TurnRows
+from langchain_rolling_memory.stores.contract import (
+    ANY_STATE,
+    AppendBatch,
+    ExpectedState,
+    MemoryRows,
+    Reader,
+    SummaryWrite,
+    TurnRows,
+)
 from langchain_rolling_memory.stores.redis.layout import LUA, Keys
 
 SUMMARY_FIELDS = ("text", "covered_seq", "version", "meta", "updated_at")
@@ -333,11 +341,19 @@ if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then redis.call('DEL', KEYS[1
 return 1
 """
 
-# KEYS: info msgs sum batches csessions updated idx terms; ARGV: sid cid now state ttl_ms generation prefix
+# KEYS: info msgs sum batches csessions updated idx terms; ARGV: sid cid now state ttl_ms generation
+# prefix check expected -> 1 written, 0 refused (owner), 2 not written: checked ('1') and the
+# session's state is not `expected` ('' no state: never a state's JSON text). The comparison is
+# made on the stored text, before `own` writes anything.
 SET_STATE = (
     _LIB
     + """
 local ttl = tonumber(ARGV[5])
+if ARGV[8] == '1' then
+  local row = redis.call('HMGET', KEYS[1], 'client_id', 'state')
+  if row[1] and row[1] ~= ARGV[2] then return 0 end
+  if (row[2] or '') ~= ARGV[9] then return 2 end
+end
 if not own(ARGV[7], KEYS[1], KEYS[5], KEYS[6], ARGV[1], ARGV[2], ARGV[3], ARGV[6], ttl) then return 0 end
 redis.call('HSET', KEYS[1], 'state', ARGV[4])
 touch(KEYS[1], {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7], KEYS[8]}, ttl)
@@ -527,11 +543,28 @@ def claim_args(owner: str, ttl: float, now: float) -> list[Any]:
 
 
 def state_args(
-    prefix: str, session_id: str, client_id: str | None, state: str, now: float, ttl_ms: int
+    prefix: str,
+    session_id: str,
+    client_id: str | None,
+    state: str,
+    now: float,
+    ttl_ms: int,
+    expected: ExpectedState = ANY_STATE,
 ) -> list[Any]:
     from langchain_rolling_memory.stores.contract import new_generation
 
-    return [session_id, client_id or "", repr(now), state, ttl_ms, new_generation(), prefix]
+    head = [session_id, client_id or "", repr(now), state, ttl_ms, new_generation(), prefix]
+    if expected is ANY_STATE:
+        return [*head, "0", ""]
+    return [*head, "1", expected or ""]
+
+
+def state_written(reply: Any, session_id: str, client_id: str | None) -> bool:
+    """The set-state script's answer: True written, False not (the state was not the one
+    expected); `OwnershipError` when the owner refused it."""
+    if int(reply) == 0:
+        raise OwnershipError.for_session(session_id, client_id)
+    return int(reply) == 1
 
 
 def cas_args(prefix: str, write: SummaryWrite, ttl_ms: int) -> list[Any]:

@@ -271,6 +271,7 @@ class Queries:
         self.list_sessions = f"SELECT session_id FROM {p}sessions WHERE client_id = ? ORDER BY session_id"
         self.get_state = f"SELECT state FROM {p}sessions WHERE session_id = ?"
         self.session_client = f"SELECT client_id FROM {p}sessions WHERE session_id = ?"
+        self.session_client_state = f"SELECT client_id, state FROM {p}sessions WHERE session_id = ?"
         self.set_state = (
             f"INSERT INTO {p}sessions (session_id, client_id, created_at, updated_at, state, generation) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET state = excluded.state, "

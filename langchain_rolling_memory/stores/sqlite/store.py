@@ -43,8 +43,10 @@ from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionIn
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
 from langchain_rolling_memory.stores.api import RollingStore
 from langchain_rolling_memory.stores.contract import (
+    ANY_STATE,
     SCHEMA_VERSION,
     AppendBatch,
+    ExpectedState,
     MemoryRows,
     Reader,
     SearchRow,
@@ -455,13 +457,24 @@ class SQLiteBackend(SyncBackend):
             rows = self._query(self.q.get_state, (session_id,))
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
-    def set_state(self, session_id: str, client_id: str | None, state: str, now: float) -> None:
+    def set_state(
+        self,
+        session_id: str,
+        client_id: str | None,
+        state: str,
+        now: float,
+        expected: ExpectedState = ANY_STATE,
+    ) -> bool:
         q = self.q
         with self._write() as conn:
-            row = conn.execute(q.session_client, (session_id,)).fetchone()
+            # The owner and the state compared are read in the write transaction (BEGIN IMMEDIATE).
+            row = conn.execute(q.session_client_state, (session_id,)).fetchone()
             if row and row[0] is not None and row[0] != client_id:
                 raise OwnershipError.for_session(session_id, client_id)
+            if expected is not ANY_STATE and (row[1] if row else None) != expected:
+                return False
             conn.execute(q.set_state, (session_id, client_id, now, now, state, new_generation()))
+            return True
 
     def _delete_sessions(self, conn: sqlite3.Connection, select: str, params: Sequence[object]) -> int:
         """Erase the sessions whose ids `select` returns; how many there were."""
