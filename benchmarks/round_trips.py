@@ -17,7 +17,8 @@ A round trip is a time the client sends and then waits for the server's answer:
 
 The turns are steady ones (the session exists, holds a fact, no compaction due): a chain turn
 through `with_rolling_memory` (recall off, then on) and an agent turn through
-`create_agent` with `RollingMemoryMiddleware` (without, then with a checkpointer). The floor of a chain turn is
+`create_agent` with `RollingMemoryMiddleware` (without, then with a checkpointer, then recall
+on). The floor of a chain turn is
 one round trip (read the history and append the exchange, pipelined), as in the issue.
 Each turn runs sync (`invoke`) and async (`ainvoke`, on the native async drivers: a
 `psycopg.AsyncConnection`, a `redis.asyncio` client).
@@ -54,8 +55,14 @@ REDIS_URL = os.environ.get("LRM_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 FLOOR = 1
 """Round trips of the bare chain's history: one read and one append, pipelined."""
-TARGETS = {"chain, recall off": FLOOR + 1, "chain, recall on": FLOOR + 3}
-"""The issue's targets: <= 1 round trip beyond the floor, recall on <= 2 more."""
+TARGETS = {
+    "chain, recall off": FLOOR + 1,
+    "chain, recall on": FLOOR + 3,
+    "agent (middleware)": FLOOR + 1,
+    "agent (middleware, checkpointer)": FLOOR + 1,
+}
+"""The issue's targets: <= 1 round trip beyond the floor, recall on <= 2 more; an agent turn
+(recall off) as a chain turn."""
 
 
 # ---------------------------------------------------------------- counting at the wire
@@ -290,10 +297,14 @@ def chain_turns(
 
 
 def agent_turns(
-    store: RollingStore, loop: asyncio.AbstractEventLoop | None = None, *, checkpointer: bool = False
+    store: RollingStore,
+    loop: asyncio.AbstractEventLoop | None = None,
+    *,
+    checkpointer: bool = False,
+    recall: bool = False,
 ) -> Turn:
     """An agent turn: `create_agent` with `RollingMemoryMiddleware`, no tool call, with or
-    without a checkpointer (`InMemorySaver`); with a loop, ``ainvoke`` on it."""
+    without a checkpointer (`InMemorySaver`), recall off or on; with a loop, ``ainvoke`` on it."""
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
 
@@ -303,7 +314,12 @@ def agent_turns(
     client, session = f"c-{uuid.uuid4().hex[:8]}", f"s-{uuid.uuid4().hex[:8]}"
     _fact(store, client, loop)
     middleware = RollingMemoryMiddleware(
-        store=store, summarizer=lambda p, m: "s", client_id=client, max_turns=10_000, keep_last=4
+        store=store,
+        summarizer=lambda p, m: "s",
+        client_id=client,
+        max_turns=10_000,
+        keep_last=4,
+        recall_tokens=300 if recall else None,
     )
     saver = InMemorySaver() if checkpointer else None
     agent = create_agent(
@@ -328,6 +344,7 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "agent (middleware)": agent_turns,
     "agent (middleware, checkpointer)": lambda store, loop: agent_turns(store, loop, checkpointer=True),
+    "agent (middleware), recall on": lambda store, loop: agent_turns(store, loop, recall=True),
 }
 """Each runs sync, and async on a native async driver (`ainvoke`)."""
 

@@ -192,6 +192,7 @@ _SESSION_READS = (
     "session_info",
     "read",
     "read_turn",
+    "read_memory",
     "summary_and_tail",
     "summary",
     "get_state",

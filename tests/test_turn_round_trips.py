@@ -27,22 +27,27 @@ EXPECTED = {
         "chain, recall off": 2,
         "chain, recall on": 3,
         "chain, recall on, answers read": 4,
-        "agent (middleware)": 5,
-        "agent (middleware, checkpointer)": 5,
+        "agent (middleware)": 2,
+        "agent (middleware, checkpointer)": 2,
+        "agent (middleware), recall on": 4,
     },
     # Redis searches in two scripts (the scope's statistics, then the excerpts).
     "redis": {
         "chain, recall off": 2,
         "chain, recall on": 4,
         "chain, recall on, answers read": 5,
-        "agent (middleware)": 5,
-        "agent (middleware, checkpointer)": 5,
+        "agent (middleware)": 2,
+        "agent (middleware, checkpointer)": 2,
+        "agent (middleware), recall on": 5,
     },
 }
 """Round trips per steady turn: the chain's read (view, state, facts) and its write (append,
 summary), the recall's search and, when it recalls questions, one read of their answers (all
-of them: it was one read each); the agent's view read (with a checkpointer: the summary, state
-and facts), and per hook a read and an append."""
+of them: it was one read each); the agent's, as the chain's: its read before the model call
+(view, state, facts, owner; with a checkpointer the state, facts and the transcript's end) and
+one append after it (the user's input with the model's reply); with recall on, one more: the
+input is appended before the search (which finds what it found when the input was stored
+first), then the search."""
 
 
 def _check(counts: list[Count]) -> None:

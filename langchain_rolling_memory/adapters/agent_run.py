@@ -2,8 +2,10 @@
 
 Owns the plumbing between a LangGraph run and our store: where `session_id` and `client_id`
 come from (context, config, the thread's recorded client), which of the state's messages are
-not stored yet, where the run's state is kept (`GraphRun`: its checkpointer, whether this is
-the thread's first run) and where the memory text goes in the request. The hooks that use them
+not stored yet (and `DeferredWrites`: those left for the append after the model call, what
+the read before it found of them), where the run's state is kept (`GraphRun`: its
+checkpointer, whether this is the thread's first run) and where the memory text goes in the
+request. The hooks that use them
 are `middleware` and `agent_state`; the tools bound to a run are `memory_tools`, the tool-pair
 repair `tool_pairs`, the ``nostream``
 mark of memory's own model calls `tracing`; memory logic stays in the engine and stores.
@@ -11,15 +13,18 @@ mark of memory's own model calls `tracing`; memory logic stays in the engine and
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import collections
+import dataclasses
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from langchain_rolling_memory.core.framing import SUMMARY_MESSAGE_ID
 from langchain_rolling_memory.core.ids import validate_id
-from langchain_rolling_memory.core.records import StoredMessage
+from langchain_rolling_memory.core.records import StoredMessage, TurnRead
 from langchain_rolling_memory.errors import ConfigurationError
 
 PERSISTED_KEY = "rolling_memory_persisted"
@@ -33,6 +38,10 @@ the same client."""
 
 _NS_SEP = "|"  # LangGraph's separator of nested checkpoint namespaces
 _MARKED_LOOKBACK = 64  # newest checkpoints of a thread searched for its recorded client
+_DEFERRED = 1024  # sessions whose deferred writes are remembered, at most (the oldest are dropped)
+_PER_SESSION = 8  # runs in flight per session remembered, at most (the oldest are dropped)
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -270,3 +279,159 @@ def with_memory(system: SystemMessage | None, block: str) -> SystemMessage | Non
     else:
         merged = [*content, {"type": "text", "text": block}]
     return system.model_copy(update={"content": merged})
+
+
+# ---------------------------------------------------------------- writes deferred past the model call
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The new messages a `before_model` hook left for the write after the model call
+    (`stored`: appended since, by a failed call)."""
+
+    client_id: str | None
+    messages: tuple[BaseMessage, ...]
+    stored: bool = False
+
+    @property
+    def ids(self) -> frozenset[str]:
+        return frozenset(str(m.id) for m in self.messages)
+
+    def fresh(self, turn: TurnRead, limit: int) -> list[BaseMessage] | None:
+        """The pending messages not at the end of the transcript, as `not_stored` finds them
+        against the newest ``len(messages)`` rows, told from `turn` (read with `limit`): None
+        when its tail may not hold those rows (some are summarized)."""
+        rows, want = turn.messages, len(self.messages)
+        if len(rows) < want and (turn.record is not None or len(rows) >= limit):
+            return None
+        return not_stored(self.messages, rows[-want:])
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """What the read before the model call settled about a run's pending messages.
+
+    Attributes:
+        client_id: the run's client.
+        pending: the ids of the pending messages.
+        fresh: those of them to append after the model call (none once they were written).
+        seen: the ids of the request state's messages; a message of the state after the call
+            that is none of them was made by the call (or after it), so is not stored yet.
+    """
+
+    client_id: str | None
+    pending: frozenset[str]
+    fresh: tuple[BaseMessage, ...]
+    seen: frozenset[str]
+
+    def batch(self, new: Sequence[BaseMessage]) -> list[BaseMessage] | None:
+        """What to append after the model call, `new` being the state's unpersisted messages:
+        the fresh pending ones, then the others; None when one of the others may be stored
+        already (it was in the request's state: the caller reads the transcript's end)."""
+        made = [m for m in new if m.id not in self.pending]
+        if any(m.id is None or m.id in self.seen for m in made):
+            return None
+        return [*self.fresh, *made]
+
+
+class DeferredWrites:
+    """The agent turn's writes moved past the model call, per session (thread-safe, bounded).
+
+    `before_model` leaves its new messages here (`defer`) instead of appending them; the read
+    before the model call takes them (`take_pending`), tells from the tail it read which are
+    not stored yet and notes that (`note`); the write after the call takes it (`take`) and
+    appends them with the call's messages, one append. Whatever is not found here (another
+    process resumed the run, a hook called on its own, more than `_DEFERRED` sessions in
+    flight) is written as before: the transcript's end read, then the append. Runs are told
+    apart by their messages' ids, never by the session alone.
+    """
+
+    def __init__(self) -> None:
+        self._pending: collections.OrderedDict[str, list[Pending]] = collections.OrderedDict()
+        self._deferred: collections.OrderedDict[str, list[Deferred]] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _put(table: collections.OrderedDict[str, list[_T]], session_id: str, item: _T) -> None:
+        items = table.setdefault(session_id, [])
+        items.append(item)
+        del items[:-_PER_SESSION]
+        table.move_to_end(session_id)
+        while len(table) > _DEFERRED:
+            table.popitem(last=False)
+
+    @staticmethod
+    def _pop(
+        table: collections.OrderedDict[str, list[_T]],
+        session_id: str,
+        fits: Callable[[_T], bool],
+        *,
+        older: bool = False,
+    ) -> _T | None:
+        """The session's newest item that `fits`, removed (with every older one if `older`)."""
+        items = table.get(session_id) or []
+        for i in range(len(items) - 1, -1, -1):
+            if fits(items[i]):
+                item = items[i]
+                if older:
+                    del items[: i + 1]
+                else:
+                    del items[i]
+                if not items:
+                    del table[session_id]
+                return item
+        return None
+
+    def defer(self, ids: MemoryIds, new: Sequence[BaseMessage]) -> bool:
+        """Leave `new` for the write after the model call; False (nothing left) when there is
+        nothing to write or a message has no id to tell it by."""
+        if not new or any(m.id is None for m in new):
+            return False
+        with self._lock:
+            self._put(self._pending, ids.session_id, Pending(ids.client_id, tuple(new)))
+        return True
+
+    def take_pending(self, ids: MemoryIds, state: Mapping[str, Any]) -> Pending | None:
+        """The messages a `before_model` of this run left, if all are still unstored in its `state`."""
+        unstored = {m.id for m in unpersisted(state)}
+        with self._lock:
+            return self._pop(
+                self._pending,
+                ids.session_id,
+                lambda p: p.client_id == ids.client_id and p.ids <= unstored,
+            )
+
+    def restore(self, ids: MemoryIds, pending: Pending, *, stored: bool) -> None:
+        """Leave `pending` again after a failed model call, for the call's retry."""
+        with self._lock:
+            self._put(self._pending, ids.session_id, dataclasses.replace(pending, stored=stored))
+
+    def note(
+        self,
+        ids: MemoryIds,
+        pending: Pending | None,
+        fresh: Sequence[BaseMessage],
+        state: Mapping[str, Any],
+    ) -> None:
+        """After a model call made on the request's `state`: `fresh`, of the `pending`
+        messages (None: none were left), is still to append."""
+        seen = frozenset(str(m.id) for m in state.get("messages", ()) if m.id is not None)
+        left = pending.ids if pending is not None else frozenset()
+        with self._lock:
+            self._put(self._deferred, ids.session_id, Deferred(ids.client_id, left, tuple(fresh), seen))
+
+    def take(self, ids: MemoryIds, state: Mapping[str, Any]) -> Deferred | None:
+        """What the read before this run's model call settled, if it is this run's: the
+        request's messages are all in `state`, its pending ones still unstored there. The
+        older notes of the session go with it: what they found unstored may be stored since
+        (another run of the session whose note went appends as before, reading first)."""
+        messages = state.get("messages", ())
+        present = {m.id for m in messages}
+        unstored = {m.id for m in unpersisted(state)}
+        with self._lock:
+            return self._pop(
+                self._deferred,
+                ids.session_id,
+                lambda d: d.client_id == ids.client_id and d.pending <= unstored and d.seen <= present,
+                older=True,
+            )

@@ -44,6 +44,9 @@ StoreNew = Callable[[Mapping[str, Any], MemoryIds], list[BaseMessage]]
 
 AStoreNew = Callable[[Mapping[str, Any], MemoryIds], Awaitable[list[BaseMessage]]]
 
+Defers = Callable[[Mapping[str, Any], MemoryIds], bool]
+"""Leaves a state's new messages for the write after the model call; False: write them now."""
+
 
 class StateKeeper:
     """The state-kept side of the middleware (see the module docstring)."""
@@ -122,6 +125,13 @@ class StateKeeper:
         """True for a state no run of this middleware wrote to: a seed candidate."""
         return THREAD_KEY not in state and not persisted(state)
 
+    def _quiet(self, seed: Sequence[BaseMessage], current: Conversation, ids: MemoryIds) -> bool:
+        """True if this turn seeds nothing and lands or folds nothing before the model call:
+        its new messages may wait for the write after it."""
+        if seed or self._held_for(ids.session_id, current, take=False) is not None:
+            return False
+        return not self._due(current, ids.session_id, inline=True)
+
     @staticmethod
     def _needs_record(ids: MemoryIds, state: Mapping[str, Any], run: GraphRun) -> bool:
         return ids.client_id is None and run.kept and THREAD_KEY not in state
@@ -143,16 +153,19 @@ class StateKeeper:
         return persisted(state) | {m.id for m in new if m.id is not None}
 
     def before_model(
-        self, state: Mapping[str, Any], ids: MemoryIds, run: GraphRun, store_new: StoreNew
+        self, state: Mapping[str, Any], ids: MemoryIds, run: GraphRun, store_new: StoreNew, defers: Defers
     ) -> dict[str, Any] | None:
-        """Seed a new thread, store the new messages, land a background fold that still
+        """Seed a new thread, store the new messages (or leave them for the write after the
+        model call when nothing else happens now), land a background fold that still
         applies, else fold inline if due."""
         seed: list[BaseMessage] = []
         if self._unseen(state) and run.first_run():
             view = self.compactor.load(ids.session_id, client_id=ids.client_id)
             seed = seeded(view, ids.session_id, self.language)
-        stored = self._stored(state, ids, store_new)
         current = self.read([*seed, *state.get("messages", ())])
+        if self._quiet(seed, current, ids) and defers(state, ids):
+            return self._update(state, ids, seed, persisted(state), current, None)
+        stored = self._stored(state, ids, store_new)
         fold = self._land(current, ids) or self._fold_now(current, ids)
         return self._update(state, ids, seed, stored, current, fold)
 
@@ -202,14 +215,16 @@ class StateKeeper:
         return persisted(state) | {m.id for m in new if m.id is not None}
 
     async def abefore_model(
-        self, state: Mapping[str, Any], ids: MemoryIds, run: GraphRun, store_new: AStoreNew
+        self, state: Mapping[str, Any], ids: MemoryIds, run: GraphRun, store_new: AStoreNew, defers: Defers
     ) -> dict[str, Any] | None:
         seed: list[BaseMessage] = []
         if self._unseen(state) and await run.afirst_run():
             view = await self.compactor.aload(ids.session_id, client_id=ids.client_id)
             seed = seeded(view, ids.session_id, self.language)
-        stored = await self._astored(state, ids, store_new)
         current = self.read([*seed, *state.get("messages", ())])
+        if self._quiet(seed, current, ids) and defers(state, ids):
+            return self._update(state, ids, seed, persisted(state), current, None)
+        stored = await self._astored(state, ids, store_new)
         fold = await self._aland(current, ids) or await self._afold_now(current, ids)
         return self._update(state, ids, seed, stored, current, fold)
 

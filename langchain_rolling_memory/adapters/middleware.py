@@ -33,8 +33,10 @@ from langchain_core.tools import BaseTool  # noqa: E402
 from typing_extensions import NotRequired  # noqa: E402
 
 from langchain_rolling_memory.adapters.agent_run import (  # noqa: E402
+    DeferredWrites,
     GraphRun,
     MemoryIds,
+    Pending,
     not_stored,
     persisted,
     persisted_update,
@@ -47,7 +49,8 @@ from langchain_rolling_memory.adapters.memory_tools import TOOL_BUILDERS, UNBOUN
 from langchain_rolling_memory.core.framing import with_summary_ack  # noqa: E402
 from langchain_rolling_memory.core.graph_state import state_summary  # noqa: E402
 from langchain_rolling_memory.core.ids import validate_id  # noqa: E402
-from langchain_rolling_memory.core.records import MemoryRead, SessionState  # noqa: E402
+from langchain_rolling_memory.core.records import MemoryRead, SessionState, StoredMessage, TurnRead  # noqa: E402
+from langchain_rolling_memory.core.serde import loads_message  # noqa: E402
 from langchain_rolling_memory.core.settings import MemoryOptions, MemorySettings  # noqa: E402
 from langchain_rolling_memory.core.tool_pairs import pair_tool_calls  # noqa: E402
 from langchain_rolling_memory.core.usage import SummaryUsage  # noqa: E402
@@ -58,7 +61,7 @@ from langchain_rolling_memory.engine.shutdown import Drained  # noqa: E402
 from langchain_rolling_memory.engine.turn import TurnStep  # noqa: E402
 from langchain_rolling_memory.runtime.tracing import unstreamed  # noqa: E402
 from langchain_rolling_memory.stores.api import RollingStore  # noqa: E402
-from langchain_rolling_memory.stores.checks import token_count  # noqa: E402
+from langchain_rolling_memory.stores.checks import message_rows, token_count  # noqa: E402
 from langchain_rolling_memory.stores.urls import rolling_store  # noqa: E402
 from langchain_rolling_memory.summarizers.base import SummarizerLike  # noqa: E402
 
@@ -84,7 +87,10 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     """The same memory as the histories, for agents built with `create_agent`.
 
     Each run's new messages (the user's input, AI messages, tool calls and results) are
-    appended once to the session's transcript in `store`, which keeps every message. The
+    appended once to the session's transcript in `store`, which keeps every message: the user's
+    input and tool results with the model's reply that follows them, so that a model call costs
+    one read before it and one append after it (they are appended before the call when it
+    fails, when a compaction is due with them, or with recall on). The
     model is sent the system prompt followed by the client's facts and the session state
     (quoted data), then the summary and the unsummarized messages, as the policy cuts them
     (count or token policy, tool pairs kept together, the latest user message always sent).
@@ -211,6 +217,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         self.client_id = None if client_id is None else validate_id(client_id, kind="client_id")
         self.max_fact_tokens = chosen.max_fact_tokens
         self.keeper = StateKeeper(store, compactor, background=background)
+        self._writes = DeferredWrites()
         self.tools: list[BaseTool] = [
             refusing(TOOL_BUILDERS[name](store, UNBOUND, UNBOUND)) for name in dict.fromkeys(memory_tools)
         ]
@@ -239,12 +246,153 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         # The summary is not the step's here: it is the engine's framed message at the head of the view.
         return TurnStep(self.store, self.max_fact_tokens, self.token_counter, self.language, self.recaller)
 
-    def _view(self, request: ModelRequest[Any], session: SessionState, session_id: str) -> list[BaseMessage]:
-        """Without a checkpointer: the store's view, then the messages an outer middleware
-        added to the request (not from the stored state)."""
-        done = persisted(request.state)
+    def _view(
+        self, request: ModelRequest[Any], session: SessionState, session_id: str, pending: Pending | None
+    ) -> list[BaseMessage]:
+        """Without a checkpointer: the store's view (with the `pending` messages, written or
+        to be written), then the messages an outer middleware added to the request (not from
+        the stored state)."""
+        done = persisted(request.state) | (pending.ids if pending is not None else frozenset())
         extra = [m for m in request.messages if m.id is None or m.id not in done]
         return [*self.compactor.view(session, session_id), *extra]
+
+    # ------------------------------------------------------------------ writes past the model call
+    #
+    # A turn's new messages (the user's input, tool results) are not appended by `before_model`
+    # but with the model's reply by `after_model`, one append: the read before the model call
+    # (`RollingStore.read_memory`: view, state, facts, owner check) tells from the tail it read
+    # which of them are stored already, and the view is what a read after their append would
+    # give (`Planner.extend`). When it cannot tell, when a compaction is due with them or when
+    # the model call fails, they are appended before the call returns, as they were before.
+    # With recall on they are appended right after the read, before the search: it must find
+    # what it found before. Either way the append after the call reads nothing first.
+
+    def _defers(self, state: Mapping[str, Any], ids: MemoryIds) -> bool:
+        return self._writes.defer(ids, unpersisted(state))
+
+    def _rows(self, messages: Sequence[BaseMessage]) -> list[tuple[str, int | None]]:
+        """The rows an append of `messages` writes (checked now, as the append would)."""
+        return message_rows(messages, self._counts(messages))
+
+    def _extended(self, turn: TurnRead, fresh: Sequence[BaseMessage], session_id: str) -> SessionState | None:
+        """The session's state once `fresh` is appended, from `turn`, read before: what a read
+        after the append gives (None: not sure, or a compaction is due: append first)."""
+        planner = self.compactor.planner
+        read = planner.state(*turn)
+        state: SessionState | None = read
+        if fresh:
+            last = read.tail[-1].seq if read.tail else read.covered_seq
+            rows = [
+                StoredMessage(last + 1 + i, loads_message(payload), tokens)
+                for i, (payload, tokens) in enumerate(self._rows(fresh))
+            ]
+            state = planner.extend(read, rows, read.record)
+        elif planner.lacks_question(read):
+            state = None
+        if state is None or (self.compactor.due(state) and not self.compactor.in_backoff(session_id)):
+            return None
+        return state
+
+    def _append_now(self, ids: MemoryIds, messages: Sequence[BaseMessage]) -> None:
+        if messages:
+            self.store.append(
+                ids.session_id, messages, client_id=ids.client_id, token_counts=self._counts(messages)
+            )
+            self._stored(ids)
+
+    async def _aappend_now(self, ids: MemoryIds, messages: Sequence[BaseMessage]) -> None:
+        if messages:
+            await self.store.aappend(
+                ids.session_id, messages, client_id=ids.client_id, token_counts=self._counts(messages)
+            )
+            self._stored(ids)
+
+    def _write_pending(self, ids: MemoryIds, pending: Pending, fresh: Sequence[BaseMessage] | None) -> None:
+        """Append the pending messages now (those of them not stored: `fresh`, or read)."""
+        if fresh is None:
+            recent = self.store.read(
+                ids.session_id, limit=len(pending.messages), newest=True, client_id=ids.client_id
+            )
+            fresh = not_stored(pending.messages, recent)
+        self._append_now(ids, fresh)
+
+    async def _awrite_pending(
+        self, ids: MemoryIds, pending: Pending, fresh: Sequence[BaseMessage] | None
+    ) -> None:
+        if fresh is None:
+            recent = await self.store.aread(
+                ids.session_id, limit=len(pending.messages), newest=True, client_id=ids.client_id
+            )
+            fresh = not_stored(pending.messages, recent)
+        await self._aappend_now(ids, fresh)
+
+    def _settled(self, pending: Pending | None, turn: TurnRead, limit: int) -> list[BaseMessage] | None:
+        """With a checkpointer: the pending messages to append after the call (None: not
+        known from `turn`, append them now)."""
+        if pending is None or pending.stored:
+            return []
+        fresh = pending.fresh(turn, limit)
+        if fresh is not None:
+            self._rows(fresh)  # refused now, before the call, as their append would be
+        return fresh
+
+    def _after_call(
+        self,
+        ids: MemoryIds,
+        pending: Pending | None,
+        fresh: Sequence[BaseMessage],
+        state: Mapping[str, Any],
+        error: BaseException | None,
+    ) -> None:
+        """After the model call: note what the write after it appends; after a failed call,
+        the pending messages are appended now (what was said is kept) and left for a retry."""
+        if error is None:
+            self._writes.note(ids, pending, fresh, state)
+            return
+        if pending is None:
+            return
+        written = isinstance(error, Exception)
+        if written:
+            self._append_now(ids, fresh)
+        self._writes.restore(ids, pending, stored=written or not fresh)
+
+    async def _aafter_call(
+        self,
+        ids: MemoryIds,
+        pending: Pending | None,
+        fresh: Sequence[BaseMessage],
+        state: Mapping[str, Any],
+        error: BaseException | None,
+    ) -> None:
+        if error is None:
+            self._writes.note(ids, pending, fresh, state)
+            return
+        if pending is None:
+            return
+        written = isinstance(error, Exception)
+        if written:
+            await self._aappend_now(ids, fresh)
+        self._writes.restore(ids, pending, stored=written or not fresh)
+
+    def _store_after_call(self, state: Mapping[str, Any], ids: MemoryIds) -> list[BaseMessage]:
+        """`_store_new` after a model call whose read settled the pending messages: one
+        append, without reading the transcript's end again."""
+        new = unpersisted(state)
+        deferred = self._writes.take(ids, state) if new else None
+        batch = None if deferred is None else deferred.batch(new)
+        if batch is None:
+            return self._store_new(state, ids)
+        self._append_now(ids, batch)
+        return new
+
+    async def _astore_after_call(self, state: Mapping[str, Any], ids: MemoryIds) -> list[BaseMessage]:
+        new = unpersisted(state)
+        deferred = self._writes.take(ids, state) if new else None
+        batch = None if deferred is None else deferred.batch(new)
+        if batch is None:
+            return await self._astore_new(state, ids)
+        await self._aappend_now(ids, batch)
+        return new
 
     def _request(self, request: ModelRequest[Any], view: list[BaseMessage], memory: str) -> ModelRequest[Any]:
         messages = pair_tool_calls(view)
@@ -304,8 +452,11 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             return self.compactor.advance(ids.session_id, background=self.background, client_id=ids.client_id)
 
     def _persist_checked(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
-        """`_persist`; with nothing written, nothing checked whose session this is: refuse
-        another client's (or, naming none, an owned one) before the model runs."""
+        """`_persist`, or leave the new messages for the write after the model call (whose
+        read before it checks the owner); with nothing written, nothing checked whose session
+        this is: refuse another client's (or, naming none, an owned one) before the model runs."""
+        if self._defers(state, ids):
+            return None
         update = self._persist(state, ids)
         if update is None:
             self.store.last_seq(ids.session_id, client_id=ids.client_id)
@@ -319,12 +470,15 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         if run.kept:
             ids = self.keeper.thread_ids(ids, state, run)
             with unstreamed():  # memory's own model calls are not the agent's
-                return self.keeper.before_model(state, ids, run, self._store_new)
+                return self.keeper.before_model(state, ids, run, self._store_new, self._defers)
         return self._persist_checked(state, ids)
 
     def after_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Store the model's message at once, so a failing tool cannot lose it."""
-        return self._persist(state, self.ids(runtime, state))
+        """Store the model's message at once (with the turn's new messages before it), so a
+        failing tool cannot lose it."""
+        ids = self.ids(runtime, state)
+        new = self._store_after_call(state, ids)
+        return persisted_update(state, new) if new else None
 
     def after_agent(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Store what is left (results of `return_direct` tools); in the background mode,
@@ -347,22 +501,57 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         """Send the model the view (with a checkpointer, of the request's messages; else the
         store's, compacted first if due) and the memory block."""
         ids = self.ids(request.runtime, request.state)
+        pending = self._writes.take_pending(ids, request.state)
         known: MemoryRead | None
+        fresh: list[BaseMessage]
         if GraphRun.current().kept:
             view = self.keeper.view(request.messages, ids.session_id)
-            known = self.store.read_memory(ids.session_id, limit=0, client_id=ids.client_id)
+            limit = 0 if pending is None else len(pending.messages)
+            known = self.store.read_memory(ids.session_id, limit=limit, client_id=ids.client_id)
+            settled = self._settled(pending, known.turn, limit)
+            if settled is None and pending is not None:
+                self._write_pending(ids, pending, None)
+            fresh = settled or []
         else:
-            session, known = self.compactor.load_memory(ids.session_id, client_id=ids.client_id)
-            with unstreamed():
-                advanced = self.compactor.advance(
-                    ids.session_id, session, background=self.background, client_id=ids.client_id, current=True
-                )
-            view = self._view(request, advanced, ids.session_id)
-            known = _unchanged(known, session, advanced)
+            view, known, fresh = self._store_view(request, ids, pending)
+        if self.recaller is not None:  # the search finds the turn's input stored, as before
+            self._append_now(ids, fresh)
+            fresh = []
         # The query is the question, even when it was folded (pinned).
         query = latest_user_text(view)
         block = self._step().read(ids.client_id, ids.session_id, query=query, view=view, known=known)
-        return handler(self._request(request, view, block.render(summary=False)))
+        sent = self._request(request, view, block.render(summary=False))
+        try:
+            response = handler(sent)
+        except BaseException as error:
+            self._after_call(ids, pending, fresh, request.state, error)
+            raise
+        self._after_call(ids, pending, fresh, request.state, None)
+        return response
+
+    def _store_view(
+        self, request: ModelRequest[Any], ids: MemoryIds, pending: Pending | None
+    ) -> tuple[list[BaseMessage], MemoryRead | None, list[BaseMessage]]:
+        """Without a checkpointer: the view, what was read with it, the pending messages still
+        to append (compacted first if due, the pending ones appended first)."""
+        limit = self.compactor.planner.read_limit
+        if pending is not None and not pending.stored:
+            read = self.store.read_memory(ids.session_id, limit=limit, client_id=ids.client_id)
+            fresh = pending.fresh(read.turn, limit)
+            extended = None if fresh is None else self._extended(read.turn, fresh, ids.session_id)
+            if extended is not None and fresh is not None:
+                return self._view(request, extended, ids.session_id, pending), read, fresh
+            self._write_pending(ids, pending, fresh)
+        session, known = self.compactor.load_memory(ids.session_id, client_id=ids.client_id)
+        with unstreamed():
+            advanced = self.compactor.advance(
+                ids.session_id, session, background=self.background, client_id=ids.client_id, current=True
+            )
+        return (
+            self._view(request, advanced, ids.session_id, pending),
+            _unchanged(known, session, advanced),
+            [],
+        )
 
     def wrap_tool_call(
         self,
@@ -393,6 +582,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         return persisted_update(state, new) if new else None
 
     async def _apersist_checked(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
+        if self._defers(state, ids):
+            return None
         update = await self._apersist(state, ids)
         if update is None:
             await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
@@ -410,12 +601,14 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         if run.kept:
             ids = await self.keeper.athread_ids(ids, state, run)
             with unstreamed():
-                return await self.keeper.abefore_model(state, ids, run, self._astore_new)
+                return await self.keeper.abefore_model(state, ids, run, self._astore_new, self._defers)
         return await self._apersist_checked(state, ids)
 
     async def aafter_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         # As `after_model`: the turn's owner was checked before the model ran.
-        return await self._apersist(state, self.ids(runtime, state))
+        ids = self.ids(runtime, state)
+        new = await self._astore_after_call(state, ids)
+        return persisted_update(state, new) if new else None
 
     async def aafter_agent(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         ids = self.ids(runtime, state)
@@ -434,22 +627,55 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage:
         ids = self.ids(request.runtime, request.state)
+        pending = self._writes.take_pending(ids, request.state)
         known: MemoryRead | None
+        fresh: list[BaseMessage]
         if GraphRun.current().kept:
             view = self.keeper.view(request.messages, ids.session_id)
-            known = await self.store.aread_memory(ids.session_id, limit=0, client_id=ids.client_id)
+            limit = 0 if pending is None else len(pending.messages)
+            known = await self.store.aread_memory(ids.session_id, limit=limit, client_id=ids.client_id)
+            settled = self._settled(pending, known.turn, limit)
+            if settled is None and pending is not None:
+                await self._awrite_pending(ids, pending, None)
+            fresh = settled or []
         else:
-            session, known = await self.compactor.aload_memory(ids.session_id, client_id=ids.client_id)
-            with unstreamed():
-                advanced = await self.compactor.aadvance(
-                    ids.session_id, session, background=self.background, client_id=ids.client_id, current=True
-                )
-            view = self._view(request, advanced, ids.session_id)
-            known = _unchanged(known, session, advanced)
+            view, known, fresh = await self._astore_view(request, ids, pending)
+        if self.recaller is not None:
+            await self._aappend_now(ids, fresh)
+            fresh = []
         block = await self._step().aread(
             ids.client_id, ids.session_id, query=latest_user_text(view), view=view, known=known
         )
-        return await handler(self._request(request, view, block.render(summary=False)))
+        sent = self._request(request, view, block.render(summary=False))
+        try:
+            response = await handler(sent)
+        except BaseException as error:
+            await self._aafter_call(ids, pending, fresh, request.state, error)
+            raise
+        await self._aafter_call(ids, pending, fresh, request.state, None)
+        return response
+
+    async def _astore_view(
+        self, request: ModelRequest[Any], ids: MemoryIds, pending: Pending | None
+    ) -> tuple[list[BaseMessage], MemoryRead | None, list[BaseMessage]]:
+        limit = self.compactor.planner.read_limit
+        if pending is not None and not pending.stored:
+            read = await self.store.aread_memory(ids.session_id, limit=limit, client_id=ids.client_id)
+            fresh = pending.fresh(read.turn, limit)
+            extended = None if fresh is None else self._extended(read.turn, fresh, ids.session_id)
+            if extended is not None and fresh is not None:
+                return self._view(request, extended, ids.session_id, pending), read, fresh
+            await self._awrite_pending(ids, pending, fresh)
+        session, known = await self.compactor.aload_memory(ids.session_id, client_id=ids.client_id)
+        with unstreamed():
+            advanced = await self.compactor.aadvance(
+                ids.session_id, session, background=self.background, client_id=ids.client_id, current=True
+            )
+        return (
+            self._view(request, advanced, ids.session_id, pending),
+            _unchanged(known, session, advanced),
+            [],
+        )
 
     async def awrap_tool_call(
         self,
