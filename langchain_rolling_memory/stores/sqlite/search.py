@@ -29,9 +29,11 @@ entries' rows in the same snapshot (`rows_statement`):
   in query-term order, as `Bm25Index` sums, so the two backends give the same floats on the
   same data (`ranked`). Ties keep index order (an entry's `doc` number, its write order).
 
-The ranking is Python over the postings (~1,000 rows for a LoCoMo question at 10,000
-messages): the same BM25 computed in the statement (each entry's terms pivoted into columns
-by a ``GROUP BY``) took 1.6x as long as reading the postings and ranking them here.
+The ranking is Python over the postings (~1,000 for a LoCoMo question at 10,000 messages),
+read as one row per term (its entries' numbers and lengths as comma-separated lists: a row
+read into Python cost more than its lookup): the same BM25 computed in the statement (each
+entry's terms pivoted into columns by a ``GROUP BY``) took 1.6x as long as reading the
+postings and ranking them here.
 
 Messages are indexed at the first search after their append (schema 3), facts with their row:
 every session's new messages in one ``INSERT ... SELECT`` in write order (one statement per
@@ -43,7 +45,6 @@ from __future__ import annotations
 
 import functools
 import heapq
-import itertools
 import math
 import operator
 from collections import Counter
@@ -162,11 +163,13 @@ _GONE = "SELECT id FROM {p}facts WHERE client_id = :cid AND expires_at <= :now"
 _LIVE_FACTS = "client_id = :cid AND fact_id IS NOT NULL AND fact_id NOT IN (SELECT id FROM gone)"
 _STATS = {
     # the owner's document count and total length: its sessions' indexed messages, its live facts
+    # (each table read once for both sums)
     "client": f"""
-        SELECT coalesce((SELECT sum(indexed_seq) FROM {{p}}sessions WHERE client_id = :cid), 0)
-               + (SELECT count(*) FROM {{p}}search_docs WHERE {_LIVE_FACTS}) AS n,
-               coalesce((SELECT sum(indexed_terms) FROM {{p}}sessions WHERE client_id = :cid), 0)
-               + coalesce((SELECT sum(terms) FROM {{p}}search_docs WHERE {_LIVE_FACTS}), 0) AS total
+        SELECT s.n + f.n AS n, s.total + f.total AS total
+        FROM (SELECT coalesce(sum(indexed_seq), 0) AS n, coalesce(sum(indexed_terms), 0) AS total
+              FROM {{p}}sessions WHERE client_id = :cid) AS s,
+             (SELECT count(*) AS n, coalesce(sum(terms), 0) AS total
+              FROM {{p}}search_docs WHERE {_LIVE_FACTS}) AS f
     """,
     "session": """
         SELECT coalesce(max(indexed_seq), 0) AS n, coalesce(max(indexed_terms), 0) AS total
@@ -177,31 +180,43 @@ _OWNED = {
     "client": "d.client_id = :cid AND (d.fact_id IS NULL OR d.fact_id NOT IN (SELECT id FROM gone))",
     "session": "d.client_id IS NULL AND d.fact_id IS NULL AND d.session_id = :sid",
 }
-# A term's frequency in an entry: 1, unless `repeats` lists it (" word:count").
-_TF = """CASE WHEN d.repeats IS NULL OR instr(d.repeats, ' ' || h.term || ':') = 0 THEN 1
-         ELSE CAST(substr(d.repeats, instr(d.repeats, ' ' || h.term || ':') + length(h.term) + 2) AS INTEGER)
-         END"""
+# A term's frequency in an entry where it is repeated: `repeats` lists it (" word:count").
+_AT = "instr(d.repeats, ' ' || :t{i} || ':')"
+_REPEATED = f"""CASE WHEN d.repeats IS NOT NULL AND {_AT} > 0
+    THEN d.doc || ':' || CAST(substr(d.repeats, {_AT} + length(:t{{i}}) + 2) AS INTEGER) END"""
 
 
 @functools.cache
 def postings_statement(p: str, owner: str, one_session: bool, n_terms: int) -> str:
     """The postings of `n_terms` terms among `owner`'s entries (``client`` or an anonymous
     ``session``) and the owner's statistics, in one statement: a first row ``(-1, n, total,
-    NULL, 1)``, then one row ``(i, doc, length, tf, shown)`` per entry holding term `i`
-    (`shown`: the client's facts and only `:sid`'s messages if `one_session`, else all)."""
-    matches = " UNION ALL ".join(
-        f"SELECT {i} AS i, :t{i} AS term, rowid AS doc FROM {p}search WHERE {p}search MATCH :q{i}"
+    NULL, NULL)``, then one row per term ``(i, df, docs, lengths, repeated)``: the number of
+    the owner's entries holding term `i`, then the shown ones among them (the client's facts
+    and only `:sid`'s messages if `one_session`, else all) as comma-separated lists, their entry
+    numbers and their lengths in the same order, and ``doc:count`` for those holding the
+    term more than once (NULLs: none).
+
+    One row a term, not one an entry: reading a row into Python cost more than the row's
+    lookup (~1,500 postings for a recall at 10,000 synthetic messages); the lists are split
+    by `str.split`.
+    """
+    shown = "d.fact_id IS NOT NULL OR d.session_id = :sid" if one_session else None
+
+    def only_shown(value: str) -> str:
+        return value if shown is None else f"CASE WHEN {shown} THEN {value} END"
+
+    terms = " UNION ALL ".join(
+        f"""SELECT {i}, count(*), group_concat({only_shown("d.doc")}), group_concat({only_shown("d.terms")}),
+               group_concat({only_shown(_REPEATED.format(i=i))})
+        FROM {p}search JOIN {p}search_docs AS d ON d.doc = {p}search.rowid
+        WHERE {p}search MATCH :q{i} AND {_OWNED[owner]}"""
         for i in range(n_terms)
     )
-    # With one session: its messages and the client's facts are shown, all the owner's count.
-    shown = "d.fact_id IS NOT NULL OR d.session_id = :sid" if one_session else "1"
     return f"""
         WITH gone AS ({_GONE.format(p=p)})
-        SELECT -1, n, total, NULL, 1 FROM ({_STATS[owner].format(p=p)})
+        SELECT -1, n, total, NULL, NULL FROM ({_STATS[owner].format(p=p)})
         UNION ALL
-        SELECT h.i, d.doc, d.terms, {_TF}, {shown}
-        FROM ({matches}) AS h JOIN {p}search_docs AS d ON d.doc = h.doc
-        WHERE {_OWNED[owner]}
+        {terms}
     """
 
 
@@ -264,20 +279,36 @@ def search(
     return statement, params
 
 
+def _counts(repeated: str | None) -> dict[int, int]:
+    """The ``doc:count`` list of `postings_statement`, as a dict."""
+    out: dict[int, int] = {}
+    if repeated:
+        for item in repeated.split(","):
+            doc, count = item.split(":")
+            out[int(doc)] = int(count)
+    return out
+
+
 def ranked(postings: list[tuple[Any, ...]], limit: int) -> list[tuple[float, int]]:
     """The best `limit` ``(score, doc)`` of the rows of `postings_statement`, best first, ties
     in entry order.
 
     `lexical_search.bm25_scores`'s arithmetic, operation for operation: the idf of each term
     from its count of the owner's entries, each entry's parts summed in query-term order
-    (the rows sorted by term, stably), so the floats are those of `Bm25Index`; a part
-    depends on the term, the frequency and the length only, so that of an entry holding the
-    term once is computed once per length (most entries of a term share a few). The sums
-    are kept negated (negation is exact and IEEE sums are symmetric), so the smallest
-    ``(-score, doc)`` pairs are the best, compared without a key function.
+    (the rows sorted by term), so the floats are those of `Bm25Index`; a part depends on the
+    term, the frequency and the length only, so that of an entry holding the term once is
+    computed once per length (most entries of a term share a few). The sums are kept
+    negated (negation is exact and IEEE sums are symmetric), so the smallest ``(-score,
+    doc)`` pairs are the best, compared without a key function.
     """
-    postings.sort(key=_TERM)  # stable; UNION ALL gives them in term order already
-    n, total = (int(postings[0][1]), int(postings[0][2])) if postings and postings[0][0] < 0 else (0, 0)
+    n = total = 0
+    terms = []
+    for row in postings:
+        if row[0] < 0:
+            n, total = int(row[1]), int(row[2])
+        else:
+            terms.append(row)
+    terms.sort(key=_TERM)  # UNION ALL gives them in term order already
     k1, b = _K1, _B
     mean = total / n if n else 0.0
     mean = mean or 1.0
@@ -285,15 +316,14 @@ def ranked(postings: list[tuple[Any, ...]], limit: int) -> list[tuple[float, int
     norms: dict[int, float] = {}  # by entry length: `bm25_scores`'s norm
     negated: dict[int, float] = {}
     get = negated.get
-    for i, rows in itertools.groupby(postings, _TERM):
-        if i < 0:
+    for _, df, docs, lengths, repeated in terms:
+        if not df or docs is None:  # no entry holds the term, or none of them is shown
             continue
-        entries = list(rows)
-        weight = idf(n, len(entries))
+        weight = idf(n, int(df))
+        counts = _counts(repeated)
         once: dict[int, float] = {}  # by entry length, the part of an entry holding the term once
-        for _, doc, dl, tf, shown in entries:
-            if not shown:
-                continue
+        for doc, dl in zip(map(int, docs.split(",")), map(int, lengths.split(",")), strict=True):
+            tf = counts.get(doc, 1) if counts else 1
             part = once.get(dl) if tf == 1 else None
             if part is None:
                 norm = norms.get(dl)
