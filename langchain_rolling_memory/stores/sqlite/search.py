@@ -180,10 +180,11 @@ _OWNED = {
     "client": "d.client_id = :cid AND (d.fact_id IS NULL OR d.fact_id NOT IN (SELECT id FROM gone))",
     "session": "d.client_id IS NULL AND d.fact_id IS NULL AND d.session_id = :sid",
 }
-# A term's frequency in an entry where it is repeated: `repeats` lists it (" word:count").
+# Where `repeats` (" word:count" for each word written more than once) lists term `i`, and
+# its count there; an entry whose `repeats` does not list it holds it once.
 _AT = "instr(d.repeats, ' ' || :t{i} || ':')"
-_REPEATED = f"""CASE WHEN d.repeats IS NOT NULL AND {_AT} > 0
-    THEN d.doc || ':' || CAST(substr(d.repeats, {_AT} + length(:t{{i}}) + 2) AS INTEGER) END"""
+_ONCE = f"(d.repeats IS NULL OR {_AT} = 0)"
+_COUNT = f"CAST(substr(d.repeats, {_AT} + length(:t{{i}}) + 2) AS INTEGER)"
 
 
 @functools.cache
@@ -191,32 +192,31 @@ def postings_statement(p: str, owner: str, one_session: bool, n_terms: int) -> s
     """The postings of `n_terms` terms among `owner`'s entries (``client`` or an anonymous
     ``session``) and the owner's statistics, in one statement: a first row ``(-1, n, total,
     NULL, NULL)``, then one row per term ``(i, df, docs, lengths, repeated)``: the number of
-    the owner's entries holding term `i`, then the shown ones among them (the client's facts
-    and only `:sid`'s messages if `one_session`, else all) as comma-separated lists, their entry
-    numbers and their lengths in the same order, and ``doc:count`` for those holding the
-    term more than once (NULLs: none).
+    the owner's entries holding term `i`, then those of them shown (the client's facts and
+    only `:sid`'s messages if `one_session`, else all): the entry numbers and lengths of those
+    holding the term once, as comma-separated lists in the same order, and
+    ``doc:length:count`` for those holding it more than once (NULLs: none).
 
     One row a term, not one an entry: reading a row into Python cost more than the row's
     lookup (~1,500 postings for a recall at 10,000 synthetic messages); the lists are split
     by `str.split`.
     """
-    shown = "d.fact_id IS NOT NULL OR d.session_id = :sid" if one_session else None
+    shown = "(d.fact_id IS NOT NULL OR d.session_id = :sid) AND " if one_session else ""
 
-    def only_shown(value: str) -> str:
-        return value if shown is None else f"CASE WHEN {shown} THEN {value} END"
-
-    terms = " UNION ALL ".join(
-        f"""SELECT {i}, count(*), group_concat({only_shown("d.doc")}), group_concat({only_shown("d.terms")}),
-               group_concat({only_shown(_REPEATED.format(i=i))})
+    def term(i: int) -> str:
+        once, count = _ONCE.format(i=i), _COUNT.format(i=i)
+        return f"""SELECT {i}, count(*),
+               group_concat(CASE WHEN {shown}{once} THEN d.doc END),
+               group_concat(CASE WHEN {shown}{once} THEN d.terms END),
+               group_concat(CASE WHEN {shown}NOT {once} THEN d.doc || ':' || d.terms || ':' || {count} END)
         FROM {p}search JOIN {p}search_docs AS d ON d.doc = {p}search.rowid
         WHERE {p}search MATCH :q{i} AND {_OWNED[owner]}"""
-        for i in range(n_terms)
-    )
+
     return f"""
         WITH gone AS ({_GONE.format(p=p)})
         SELECT -1, n, total, NULL, NULL FROM ({_STATS[owner].format(p=p)})
         UNION ALL
-        {terms}
+        {" UNION ALL ".join(term(i) for i in range(n_terms))}
     """
 
 
@@ -279,27 +279,18 @@ def search(
     return statement, params
 
 
-def _counts(repeated: str | None) -> dict[int, int]:
-    """The ``doc:count`` list of `postings_statement`, as a dict."""
-    out: dict[int, int] = {}
-    if repeated:
-        for item in repeated.split(","):
-            doc, count = item.split(":")
-            out[int(doc)] = int(count)
-    return out
-
-
 def ranked(postings: list[tuple[Any, ...]], limit: int) -> list[tuple[float, int]]:
     """The best `limit` ``(score, doc)`` of the rows of `postings_statement`, best first, ties
     in entry order.
 
     `lexical_search.bm25_scores`'s arithmetic, operation for operation: the idf of each term
     from its count of the owner's entries, each entry's parts summed in query-term order
-    (the rows sorted by term), so the floats are those of `Bm25Index`; a part depends on the
-    term, the frequency and the length only, so that of an entry holding the term once is
-    computed once per length (most entries of a term share a few). The sums are kept
-    negated (negation is exact and IEEE sums are symmetric), so the smallest ``(-score,
-    doc)`` pairs are the best, compared without a key function.
+    (the rows sorted by term; within a term, each entry gets one part, in any order), so the
+    floats are those of `Bm25Index`; a part depends on the term, the frequency and the
+    length only, so that of an entry holding the term once is computed once per length (most
+    entries of a term share a few). The sums are kept negated (negation is exact and IEEE
+    sums are symmetric), so the smallest ``(-score, doc)`` pairs are the best, compared
+    without a key function.
     """
     n = total = 0
     terms = []
@@ -313,26 +304,27 @@ def ranked(postings: list[tuple[Any, ...]], limit: int) -> list[tuple[float, int
     mean = total / n if n else 0.0
     mean = mean or 1.0
     k1p1 = k1 + 1
-    norms: dict[int, float] = {}  # by entry length: `bm25_scores`'s norm
+
+    def norm(dl: int) -> float:  # `bm25_scores`'s
+        return k1 * (1 - b + b * dl / mean)
+
     negated: dict[int, float] = {}
     get = negated.get
     for _, df, docs, lengths, repeated in terms:
-        if not df or docs is None:  # no entry holds the term, or none of them is shown
+        if not df:  # no entry of the owner holds the term
             continue
         weight = idf(n, int(df))
-        counts = _counts(repeated)
-        once: dict[int, float] = {}  # by entry length, the part of an entry holding the term once
-        for doc, dl in zip(map(int, docs.split(",")), map(int, lengths.split(",")), strict=True):
-            tf = counts.get(doc, 1) if counts else 1
-            part = once.get(dl) if tf == 1 else None
-            if part is None:
-                norm = norms.get(dl)
-                if norm is None:
-                    norm = norms[dl] = k1 * (1 - b + b * dl / mean)
-                part = weight * tf * k1p1 / (tf + norm)
-                if tf == 1:
-                    once[dl] = part
-            negated[doc] = get(doc, 0.0) - part
+        if docs is not None:
+            tf = 1
+            split = lengths.split(",")
+            # By length as written, the part of an entry holding the term once.
+            once = {dl: weight * tf * k1p1 / (tf + norm(int(dl))) for dl in set(split)}
+            for doc, part in zip(map(int, docs.split(",")), map(once.__getitem__, split), strict=True):
+                negated[doc] = get(doc, 0.0) - part
+        if repeated is not None:
+            for item in repeated.split(","):
+                doc, dl, tf = map(int, item.split(":"))
+                negated[doc] = get(doc, 0.0) - weight * tf * k1p1 / (tf + norm(dl))
     best = heapq.nsmallest(limit, zip(negated.values(), negated.keys(), strict=True))
     return [(-score, doc) for score, doc in best]
 
