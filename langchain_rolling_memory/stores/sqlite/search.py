@@ -45,11 +45,12 @@ from __future__ import annotations
 
 import functools
 import heapq
+import json
 import math
 import operator
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_rolling_memory.core.lexical_search import (
     Bm25Index,
@@ -279,6 +280,12 @@ def search(
     return statement, params
 
 
+def _integers(listed: str) -> list[int]:
+    """A comma-separated list of integers (`group_concat`'s), read in C: twice as fast as
+    ``map(int, listed.split(","))``."""
+    return cast("list[int]", json.loads(f"[{listed}]"))
+
+
 def ranked(postings: list[tuple[Any, ...]], limit: int) -> list[tuple[float, int]]:
     """The best `limit` ``(score, doc)`` of the rows of `postings_statement`, best first, ties
     in entry order.
@@ -316,10 +323,9 @@ def ranked(postings: list[tuple[Any, ...]], limit: int) -> list[tuple[float, int
         weight = idf(n, int(df))
         if docs is not None:
             tf = 1
-            split = lengths.split(",")
-            # By length as written, the part of an entry holding the term once.
-            once = {dl: weight * tf * k1p1 / (tf + norm(int(dl))) for dl in set(split)}
-            for doc, part in zip(map(int, docs.split(",")), map(once.__getitem__, split), strict=True):
+            dls = _integers(lengths)
+            once = {dl: weight * tf * k1p1 / (tf + norm(dl)) for dl in set(dls)}  # by length
+            for doc, part in zip(_integers(docs), map(once.__getitem__, dls), strict=True):
                 negated[doc] = get(doc, 0.0) - part
         if repeated is not None:
             for item in repeated.split(","):
