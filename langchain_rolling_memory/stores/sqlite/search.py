@@ -49,7 +49,7 @@ import json
 import math
 import operator
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from langchain_rolling_memory.core.lexical_search import (
@@ -61,7 +61,7 @@ from langchain_rolling_memory.core.lexical_search import (
     payload_index_text,
 )
 from langchain_rolling_memory.stores.contract import SearchRow
-from langchain_rolling_memory.stores.sqlite.sql import Queries, fact_of
+from langchain_rolling_memory.stores.sqlite.sql import FACT_COLUMNS, Queries, fact_of
 
 if TYPE_CHECKING:
     from sqlite3 import Connection
@@ -230,17 +230,22 @@ _ROWS_BATCHES = (10, 100)
 
 @functools.cache
 def rows_statement(p: str, size: int) -> str:
-    """The message or fact of up to `size` entries, by entry number (in no order)."""
+    """The message (NULLs for a fact) and the fact id (NULL for a message) of up to `size`
+    entries, by entry number (in no order); a fact's row is read by `fact_statement`, so a
+    message's row carries no column of the facts table."""
     marks = ", ".join(["?"] * size)
     return f"""
-        SELECT d.doc, d.session_id, d.seq, m.message, m.created_at,
-               f.id, f.client_id, f.text, f.key, f.source, f.created_at, f.updated_at, f.pinned,
-               f.expires_at
+        SELECT d.doc, d.session_id, d.seq, m.message, m.created_at, d.fact_id
         FROM {p}search_docs AS d
         LEFT JOIN {p}messages AS m ON d.fact_id IS NULL AND m.session_id = d.session_id AND m.seq = d.seq
-        LEFT JOIN {p}facts AS f ON f.id = d.fact_id
         WHERE d.doc IN ({marks})
     """
+
+
+@functools.cache
+def fact_statement(p: str) -> str:
+    """The row of a fact found (`sql.fact_of`'s columns), by id."""
+    return f"SELECT {FACT_COLUMNS} FROM {p}facts WHERE id = ?"
 
 
 def rows_batches(docs: Sequence[int]) -> list[tuple[int, list[int | None]]]:
@@ -335,18 +340,22 @@ def ranked(postings: list[tuple[Any, ...]], limit: int) -> list[tuple[float, int
     return [(-score, doc) for score, doc in best]
 
 
-def search_rows_of(top: Sequence[tuple[float, int]], records: Sequence[tuple[Any, ...]]) -> list[SearchRow]:
-    """Ranked entries: `top` (`ranked`) with the rows `rows_statement` read for them; an entry
-    whose row is gone is dropped."""
+def search_rows_of(
+    top: Sequence[tuple[float, int]], records: Sequence[tuple[Any, ...]], facts: Mapping[str, Sequence[Any]]
+) -> list[SearchRow]:
+    """Ranked entries: `top` (`ranked`) with the rows `rows_statement` read for them and the
+    facts' rows (`fact_statement`) by id; an entry whose row is gone is dropped."""
     found = {int(doc): rest for doc, *rest in records}
     out: list[SearchRow] = []
     for score, doc in top:
         row = found.get(doc)
         if row is None:
             continue
-        sid, seq, payload, at, *fact = row
-        if fact[0] is not None:
-            out.append((float(score), None, None, None, None, fact_of(fact)))
+        sid, seq, payload, at, fact_id = row
+        if fact_id is not None:
+            fact = facts.get(fact_id)
+            if fact is not None:
+                out.append((float(score), None, None, None, None, fact_of(fact)))
         elif payload is not None:
             out.append((float(score), str(sid), int(seq), str(payload), float(at), None))
     return out

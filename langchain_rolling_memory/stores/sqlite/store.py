@@ -362,7 +362,13 @@ class SQLiteBackend(SyncBackend):
             records: list[tuple[Any, ...]] = []
             for size, docs in search.rows_batches([doc for _, doc in top]):
                 records += conn.execute(search.rows_statement(self.q.prefix, size), docs).fetchall()
-            return search.search_rows_of(top, records)
+            facts = {}
+            for *_, fact_id in records:
+                if fact_id is not None:
+                    row = conn.execute(search.fact_statement(self.q.prefix), (fact_id,)).fetchone()
+                    if row is not None:
+                        facts[fact_id] = row
+            return search.search_rows_of(top, records, facts)
 
     def read(
         self, session_id: str, after_seq: int, limit: int | None, newest: bool, reader: Reader | None = None
