@@ -15,8 +15,8 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, cast
+from dataclasses import dataclass, fields
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
@@ -340,6 +340,32 @@ class SearchHit:
         return ("message", self.session_id, self.seq)
 
 
+_HIT_FIELDS = ("kind", "session_id", "seq", "created_at", "score", "message", "fact", "text")
+if tuple(f.name for f in fields(SearchHit)) != _HIT_FIELDS:  # pragma: no cover - `_stored` below
+    raise RuntimeError("SearchHit's fields changed: update lexical_search._stored")
+_new_hit = object.__new__
+
+
+def _stored(
+    session_id: str | None, seq: int | None, created_at: float | None, score: float, stored: _Stored
+) -> SearchHit:
+    """``SearchHit("message", session_id, seq, created_at, score, stored, text=stored.text)``
+    without the frozen dataclass's ``__init__`` (a call per field; a recall builds 80 hits):
+    the same attributes, `_Message` keeps the message in ``_message``."""
+    hit = _new_hit(SearchHit)
+    hit.__dict__.update(
+        kind="message",
+        session_id=session_id,
+        seq=seq,
+        created_at=created_at,
+        score=score,
+        _message=stored,
+        fact=None,
+        text=stored.text,
+    )
+    return hit
+
+
 _LAZY_TYPES = frozenset({"human", "ai", "system"})
 """Message types whose text a stored hit reads from its JSON (a string content is the text,
 `BaseMessage.text`) and whose message is decoded on first read; others are decoded at once."""
@@ -356,8 +382,9 @@ def stored_hit(
     content = body.get("content")
     if data.get("type") in _LAZY_TYPES and isinstance(content, str):
         # `_Message` decodes it when read; the type is the role (`message_speaker`).
-        stored = cast("BaseMessage", _Stored(data, content, body.get("name"), str(data["type"])))
-        return SearchHit("message", session_id, seq, created_at, score, stored, text=content)
+        return _stored(
+            session_id, seq, created_at, score, _Stored(data, content, body.get("name"), str(data["type"]))
+        )
     message = message_of(data)
     return SearchHit("message", session_id, seq, created_at, score, message, text=str(message.text))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from enum import Enum
@@ -25,7 +25,7 @@ from langchain_rolling_memory.core.cuts import TokenCounter, count_tokens
 from langchain_rolling_memory.core.lexical_search import SearchHit, message_speaker, message_text
 from langchain_rolling_memory.core.quoting import one_line, quote_json, quote_text
 from langchain_rolling_memory.core.records import Fact
-from langchain_rolling_memory.core.relative_dates import RelativeDate, resolve_relative_dates
+from langchain_rolling_memory.core.relative_dates import RelativeDate, may_hold_dates, resolve_relative_dates
 from langchain_rolling_memory.core.texts import CATALOGUES, ENGLISH, MemoryTexts, memory_texts
 from langchain_rolling_memory.errors import ConfigurationError
 
@@ -134,6 +134,19 @@ def _speaker(hit: SearchHit, texts: MemoryTexts) -> str:
     return texts.recall_speaker(role)
 
 
+def _speaker_of(hit: SearchHit, texts: MemoryTexts, known: dict[tuple[object, str], str]) -> str:
+    """`_speaker`, remembered in `known` by the message's name and role (one block's hits)."""
+    if hit.kind == "fact":
+        return _speaker(hit, texts)
+    name, role = message_speaker(hit)
+    if name is not None and type(name) is not str:  # not worth remembering (nor always hashable)
+        return _speaker(hit, texts)
+    found = known.get((name, role))
+    if found is None:
+        found = known[(name, role)] = _speaker(hit, texts)
+    return found
+
+
 def _body(hit: SearchHit) -> str:
     if hit.kind == "fact" and hit.fact is not None:
         return hit.fact.text
@@ -170,12 +183,23 @@ Group = tuple[str, str | None]
 
 
 def _group_of(hit: SearchHit, language: str) -> Group:
-    texts = memory_texts(language)
     session = hit.session_id
-    shown = (
-        quote_text(session) if session is not None and 0 < len(one_line(session)) <= _MAX_SESSION else None
-    )
-    return (_date(hit.created_at, texts), shown)
+    return (_day_label(_day(hit.created_at), language), None if session is None else _session_label(session))
+
+
+# A client's recalls show the same few days and sessions again and again: each label is
+# worked out once (both pure; bounded, as a process may serve many clients).
+@functools.lru_cache(maxsize=1024)
+def _day_label(day: date | None, language: str) -> str:
+    """`_date` of a date `_day` gave."""
+    texts = memory_texts(language)
+    return texts.undated if day is None else _day_text(day, texts)
+
+
+@functools.lru_cache(maxsize=1024)
+def _session_label(session: str) -> str | None:
+    """A session's id as its group's line shows it (None: too long or empty to be shown)."""
+    return quote_text(session) if 0 < len(one_line(session)) <= _MAX_SESSION else None
 
 
 def _where(group: Group) -> str:
@@ -294,44 +318,61 @@ def recall_block(
         msg = f"max_tokens must be >= 0, got max_tokens={max_tokens!r}"
         raise ConfigurationError(msg)
     first = resolve_header(header, language)
+    texts = memory_texts(language)
+    frame = _SHORTEST_FRAME[language] + 1  # `_shortest_line` of a line, and its newline
     fit = _Fit(max_tokens, token_counter)
     seen: set[Hashable] = set(skip)
     opened: set[Group] = set()  # the groups whose line the block holds
     where: dict[tuple[float | None, str | None], Group] = {}  # each hit's group, worked out once
-    # Accepted excerpts in the order they were accepted (best first), with their lines.
-    groups: list[list[tuple[SearchHit, str]]] = []
+    speakers: dict[tuple[object, str], str] = {}  # each speaker's label, worked out once
+    # Accepted excerpts in the order they were accepted (best first): hit, line, group.
+    groups: list[list[tuple[SearchHit, str, Group]]] = []
     lines: list[str] = [first] if first else []
     size = len(first) if first else -1  # characters of "\n".join(lines); -1 for no line
     for hit in hits:
-        if hit.key in seen:
+        key = hit.key
+        if key in seen:
             continue
-        group = [hit]
-        follow = neighbours.get(hit.key) if neighbours and is_question(hit) else None
-        if follow is not None and follow.key not in seen and follow.key != hit.key:
-            group.append(follow)
-        words = [one_line(_body(member)) for member in group]  # folded once, measured and quoted
-        if size + sum(_shortest_line(line, language) + 1 for line in words) >= fit.overflows_from:
+        body = _body(hit)  # read once: asked, measured, quoted and looked through for dates
+        group, bodies = [hit], [body]
+        if neighbours and "?" in body:  # `is_question`
+            follow = neighbours.get(key)
+            if follow is not None and (after := follow.key) not in seen and after != key:
+                group.append(follow)
+                bodies.append(_body(follow))
+        words = [one_line(text) for text in bodies]  # folded once, measured and quoted
+        if size + sum(map(len, words)) + frame * len(words) >= fit.overflows_from:
             continue  # too long to fit, known without rendering it
         # Without the date notes first: a text too long to fit (a 5 MB message) is passed over
         # before its relative dates are looked for; a note only lengthens a line that fits.
-        rendered = [_entry(member, line, language) for member, line in zip(group, words, strict=True)]
+        rendered = [
+            f"- {_speaker_of(member, texts, speakers)}{texts.separator}{quote_json(line)}"  # `_entry`
+            for member, line in zip(group, words, strict=True)
+        ]
         places = [_placed(member, language, where) for member in group]
         new = [_group_line(place) for place in dict.fromkeys(places) if place not in opened]
-        grown = size + sum(len(line) + 1 for line in [*new, *rendered])
-        if not fit(grown, lines, [*new, *rendered]):
+        more = [*new, *rendered]
+        grown = size + sum(map(len, more)) + len(more)
+        if not fit(grown, lines, more):
             continue
-        notes = [date_note(_body(member), member.created_at, language) if dates else "" for member in group]
-        if any(notes):
-            rendered = [line + note for line, note in zip(rendered, notes, strict=True)]
-            grown = size + sum(len(line) + 1 for line in [*new, *rendered])
-            if not fit(grown, lines, [*new, *rendered]):
-                continue
+        if dates:
+            # `date_note` of a text with no word a relative date needs is '' (read first: cheap).
+            notes = [
+                date_note(text, member.created_at, language) if may_hold_dates(text) else ""
+                for member, text in zip(group, bodies, strict=True)
+            ]
+            if any(notes):
+                rendered = [line + note for line, note in zip(rendered, notes, strict=True)]
+                more = [*new, *rendered]
+                grown = size + sum(map(len, more)) + len(more)
+                if not fit(grown, lines, more):
+                    continue
         seen.update(member.key for member in group)
         opened.update(places)
-        groups.append(list(zip(group, rendered, strict=True)))
-        lines.extend([*new, *rendered])
+        groups.append(list(zip(group, rendered, places, strict=True)))
+        lines.extend(more)
         size = grown
-    return _finish(groups, first, fit, lambda hit: _placed(hit, language, where))
+    return _finish(groups, first, fit)
 
 
 def resolve_header(header: Header, language: str) -> str | None:
@@ -406,41 +447,35 @@ def _longest_fitting(max_tokens: int, token_counter: TokenCounter) -> int:
     return low
 
 
-def _finish(
-    groups: list[list[tuple[SearchHit, str]]],
-    header: str | None,
-    fit: _Fit,
-    group_of: Callable[[SearchHit], Group],
-) -> Recalled:
+def _finish(groups: list[list[tuple[SearchHit, str, Group]]], header: str | None, fit: _Fit) -> Recalled:
     while groups:
-        chosen = _in_order((pair for group in groups for pair in group), group_of)
+        chosen = _in_order(triple for group in groups for triple in group)
         lines: list[str] = []
         place: Group | None = None
-        for hit, line in chosen:
-            if (here := group_of(hit)) != place:
+        for _, line, here in chosen:
+            if here != place:
                 lines.append(_group_line(here))
                 place = here
             lines.append(line)
         text = _assemble(header, lines)
         tokens = fit.tokens(text)
         if tokens <= fit.max_tokens:
-            return Recalled(text, tuple(h for h, _ in chosen), tokens)
+            return Recalled(text, tuple(hit for hit, _, _ in chosen), tokens)
         # Only a counter that prices the same characters differently in another order (or
         # more text lower) gets here: the least relevant excerpt goes, the budget holds.
         groups.pop()
     return Recalled("", (), 0)
 
 
-def _in_order(
-    pairs: Iterable[tuple[SearchHit, str]], group_of: Callable[[SearchHit], Group]
-) -> list[tuple[SearchHit, str]]:
-    """The excerpts oldest first, each group whole: groups by their oldest excerpt, so a
-    group's line is written once even when two sessions' messages interleave in time."""
-    ordered = sorted(pairs, key=lambda pair: _chronological(pair[0]))
-    by_group: dict[Group, list[tuple[SearchHit, str]]] = {}
-    for pair in ordered:
-        by_group.setdefault(group_of(pair[0]), []).append(pair)
-    return [pair for members in by_group.values() for pair in members]
+def _in_order(triples: Iterable[tuple[SearchHit, str, Group]]) -> list[tuple[SearchHit, str, Group]]:
+    """The excerpts (hit, line, group) oldest first, each group whole: groups by their oldest
+    excerpt, so a group's line is written once even when two sessions' messages interleave in
+    time."""
+    ordered = sorted(triples, key=lambda triple: _chronological(triple[0]))
+    by_group: dict[Group, list[tuple[SearchHit, str, Group]]] = {}
+    for triple in ordered:
+        by_group.setdefault(triple[2], []).append(triple)
+    return [triple for members in by_group.values() for triple in members]
 
 
 def _placed(hit: SearchHit, language: str, known: dict[tuple[float | None, str | None], Group]) -> Group:

@@ -29,9 +29,11 @@ entries' rows in the same snapshot (`rows_statement`):
   in query-term order, as `Bm25Index` sums, so the two backends give the same floats on the
   same data (`ranked`). Ties keep index order (an entry's `doc` number, its write order).
 
-The ranking is Python over the postings (~1,000 rows for a LoCoMo question at 10,000
-messages): the same BM25 computed in the statement (each entry's terms pivoted into columns
-by a ``GROUP BY``) took 1.6x as long as reading the postings and ranking them here.
+The ranking is Python over the postings (~1,000 for a LoCoMo question at 10,000 messages),
+read as one row per term (its entries' numbers and lengths as comma-separated lists: a row
+read into Python cost more than its lookup): the same BM25 computed in the statement (each
+entry's terms pivoted into columns by a ``GROUP BY``) took 1.6x as long as reading the
+postings and ranking them here.
 
 Messages are indexed at the first search after their append (schema 3), facts with their row:
 every session's new messages in one ``INSERT ... SELECT`` in write order (one statement per
@@ -43,12 +45,12 @@ from __future__ import annotations
 
 import functools
 import heapq
-import itertools
+import json
 import math
 import operator
 from collections import Counter
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_rolling_memory.core.lexical_search import (
     Bm25Index,
@@ -59,7 +61,7 @@ from langchain_rolling_memory.core.lexical_search import (
     payload_index_text,
 )
 from langchain_rolling_memory.stores.contract import SearchRow
-from langchain_rolling_memory.stores.sqlite.sql import Queries, fact_of
+from langchain_rolling_memory.stores.sqlite.sql import FACT_COLUMNS, Queries, fact_of
 
 if TYPE_CHECKING:
     from sqlite3 import Connection
@@ -162,11 +164,13 @@ _GONE = "SELECT id FROM {p}facts WHERE client_id = :cid AND expires_at <= :now"
 _LIVE_FACTS = "client_id = :cid AND fact_id IS NOT NULL AND fact_id NOT IN (SELECT id FROM gone)"
 _STATS = {
     # the owner's document count and total length: its sessions' indexed messages, its live facts
+    # (each table read once for both sums)
     "client": f"""
-        SELECT coalesce((SELECT sum(indexed_seq) FROM {{p}}sessions WHERE client_id = :cid), 0)
-               + (SELECT count(*) FROM {{p}}search_docs WHERE {_LIVE_FACTS}) AS n,
-               coalesce((SELECT sum(indexed_terms) FROM {{p}}sessions WHERE client_id = :cid), 0)
-               + coalesce((SELECT sum(terms) FROM {{p}}search_docs WHERE {_LIVE_FACTS}), 0) AS total
+        SELECT s.n + f.n AS n, s.total + f.total AS total
+        FROM (SELECT coalesce(sum(indexed_seq), 0) AS n, coalesce(sum(indexed_terms), 0) AS total
+              FROM {{p}}sessions WHERE client_id = :cid) AS s,
+             (SELECT count(*) AS n, coalesce(sum(terms), 0) AS total
+              FROM {{p}}search_docs WHERE {_LIVE_FACTS}) AS f
     """,
     "session": """
         SELECT coalesce(max(indexed_seq), 0) AS n, coalesce(max(indexed_terms), 0) AS total
@@ -177,31 +181,43 @@ _OWNED = {
     "client": "d.client_id = :cid AND (d.fact_id IS NULL OR d.fact_id NOT IN (SELECT id FROM gone))",
     "session": "d.client_id IS NULL AND d.fact_id IS NULL AND d.session_id = :sid",
 }
-# A term's frequency in an entry: 1, unless `repeats` lists it (" word:count").
-_TF = """CASE WHEN d.repeats IS NULL OR instr(d.repeats, ' ' || h.term || ':') = 0 THEN 1
-         ELSE CAST(substr(d.repeats, instr(d.repeats, ' ' || h.term || ':') + length(h.term) + 2) AS INTEGER)
-         END"""
+# Where `repeats` (" word:count" for each word written more than once) lists term `i`, and
+# its count there; an entry whose `repeats` does not list it holds it once.
+_AT = "instr(d.repeats, ' ' || :t{i} || ':')"
+_ONCE = f"(d.repeats IS NULL OR {_AT} = 0)"
+_COUNT = f"CAST(substr(d.repeats, {_AT} + length(:t{{i}}) + 2) AS INTEGER)"
 
 
 @functools.cache
 def postings_statement(p: str, owner: str, one_session: bool, n_terms: int) -> str:
     """The postings of `n_terms` terms among `owner`'s entries (``client`` or an anonymous
     ``session``) and the owner's statistics, in one statement: a first row ``(-1, n, total,
-    NULL, 1)``, then one row ``(i, doc, length, tf, shown)`` per entry holding term `i`
-    (`shown`: the client's facts and only `:sid`'s messages if `one_session`, else all)."""
-    matches = " UNION ALL ".join(
-        f"SELECT {i} AS i, :t{i} AS term, rowid AS doc FROM {p}search WHERE {p}search MATCH :q{i}"
-        for i in range(n_terms)
-    )
-    # With one session: its messages and the client's facts are shown, all the owner's count.
-    shown = "d.fact_id IS NOT NULL OR d.session_id = :sid" if one_session else "1"
+    NULL, NULL)``, then one row per term ``(i, df, docs, lengths, repeated)``: the number of
+    the owner's entries holding term `i`, then those of them shown (the client's facts and
+    only `:sid`'s messages if `one_session`, else all): the entry numbers and lengths of those
+    holding the term once, as comma-separated lists in the same order, and
+    ``doc:length:count`` for those holding it more than once (NULLs: none).
+
+    One row a term, not one an entry: reading a row into Python cost more than the row's
+    lookup (~1,500 postings for a recall at 10,000 synthetic messages); the lists are split
+    by `str.split`.
+    """
+    shown = "(d.fact_id IS NOT NULL OR d.session_id = :sid) AND " if one_session else ""
+
+    def term(i: int) -> str:
+        once, count = _ONCE.format(i=i), _COUNT.format(i=i)
+        return f"""SELECT {i}, count(*),
+               group_concat(CASE WHEN {shown}{once} THEN d.doc END),
+               group_concat(CASE WHEN {shown}{once} THEN d.terms END),
+               group_concat(CASE WHEN {shown}NOT {once} THEN d.doc || ':' || d.terms || ':' || {count} END)
+        FROM {p}search JOIN {p}search_docs AS d ON d.doc = {p}search.rowid
+        WHERE {p}search MATCH :q{i} AND {_OWNED[owner]}"""
+
     return f"""
         WITH gone AS ({_GONE.format(p=p)})
-        SELECT -1, n, total, NULL, 1 FROM ({_STATS[owner].format(p=p)})
+        SELECT -1, n, total, NULL, NULL FROM ({_STATS[owner].format(p=p)})
         UNION ALL
-        SELECT h.i, d.doc, d.terms, {_TF}, {shown}
-        FROM ({matches}) AS h JOIN {p}search_docs AS d ON d.doc = h.doc
-        WHERE {_OWNED[owner]}
+        {" UNION ALL ".join(term(i) for i in range(n_terms))}
     """
 
 
@@ -214,17 +230,22 @@ _ROWS_BATCHES = (10, 100)
 
 @functools.cache
 def rows_statement(p: str, size: int) -> str:
-    """The message or fact of up to `size` entries, by entry number (in no order)."""
+    """The message (NULLs for a fact) and the fact id (NULL for a message) of up to `size`
+    entries, by entry number (in no order); a fact's row is read by `fact_statement`, so a
+    message's row carries no column of the facts table."""
     marks = ", ".join(["?"] * size)
     return f"""
-        SELECT d.doc, d.session_id, d.seq, m.message, m.created_at,
-               f.id, f.client_id, f.text, f.key, f.source, f.created_at, f.updated_at, f.pinned,
-               f.expires_at
+        SELECT d.doc, d.session_id, d.seq, m.message, m.created_at, d.fact_id
         FROM {p}search_docs AS d
         LEFT JOIN {p}messages AS m ON d.fact_id IS NULL AND m.session_id = d.session_id AND m.seq = d.seq
-        LEFT JOIN {p}facts AS f ON f.id = d.fact_id
         WHERE d.doc IN ({marks})
     """
+
+
+@functools.cache
+def fact_statement(p: str) -> str:
+    """The row of a fact found (`sql.fact_of`'s columns), by id."""
+    return f"SELECT {FACT_COLUMNS} FROM {p}facts WHERE id = ?"
 
 
 def rows_batches(docs: Sequence[int]) -> list[tuple[int, list[int | None]]]:
@@ -264,61 +285,77 @@ def search(
     return statement, params
 
 
+def _integers(listed: str) -> list[int]:
+    """A comma-separated list of integers (`group_concat`'s), read in C: twice as fast as
+    ``map(int, listed.split(","))``."""
+    return cast("list[int]", json.loads(f"[{listed}]"))
+
+
 def ranked(postings: list[tuple[Any, ...]], limit: int) -> list[tuple[float, int]]:
     """The best `limit` ``(score, doc)`` of the rows of `postings_statement`, best first, ties
     in entry order.
 
     `lexical_search.bm25_scores`'s arithmetic, operation for operation: the idf of each term
     from its count of the owner's entries, each entry's parts summed in query-term order
-    (the rows sorted by term, stably), so the floats are those of `Bm25Index`; a part
-    depends on the term, the frequency and the length only, so that of an entry holding the
-    term once is computed once per length (most entries of a term share a few). The sums
-    are kept negated (negation is exact and IEEE sums are symmetric), so the smallest
-    ``(-score, doc)`` pairs are the best, compared without a key function.
+    (the rows sorted by term; within a term, each entry gets one part, in any order), so the
+    floats are those of `Bm25Index`; a part depends on the term, the frequency and the
+    length only, so that of an entry holding the term once is computed once per length (most
+    entries of a term share a few). The sums are kept negated (negation is exact and IEEE
+    sums are symmetric), so the smallest ``(-score, doc)`` pairs are the best, compared
+    without a key function.
     """
-    postings.sort(key=_TERM)  # stable; UNION ALL gives them in term order already
-    n, total = (int(postings[0][1]), int(postings[0][2])) if postings and postings[0][0] < 0 else (0, 0)
+    n = total = 0
+    terms = []
+    for row in postings:
+        if row[0] < 0:
+            n, total = int(row[1]), int(row[2])
+        else:
+            terms.append(row)
+    terms.sort(key=_TERM)  # UNION ALL gives them in term order already
     k1, b = _K1, _B
     mean = total / n if n else 0.0
     mean = mean or 1.0
     k1p1 = k1 + 1
-    norms: dict[int, float] = {}  # by entry length: `bm25_scores`'s norm
+
+    def norm(dl: int) -> float:  # `bm25_scores`'s
+        return k1 * (1 - b + b * dl / mean)
+
     negated: dict[int, float] = {}
     get = negated.get
-    for i, rows in itertools.groupby(postings, _TERM):
-        if i < 0:
+    for _, df, docs, lengths, repeated in terms:
+        if not df:  # no entry of the owner holds the term
             continue
-        entries = list(rows)
-        weight = idf(n, len(entries))
-        once: dict[int, float] = {}  # by entry length, the part of an entry holding the term once
-        for _, doc, dl, tf, shown in entries:
-            if not shown:
-                continue
-            part = once.get(dl) if tf == 1 else None
-            if part is None:
-                norm = norms.get(dl)
-                if norm is None:
-                    norm = norms[dl] = k1 * (1 - b + b * dl / mean)
-                part = weight * tf * k1p1 / (tf + norm)
-                if tf == 1:
-                    once[dl] = part
-            negated[doc] = get(doc, 0.0) - part
+        weight = idf(n, int(df))
+        if docs is not None:
+            tf = 1
+            dls = _integers(lengths)
+            once = {dl: weight * tf * k1p1 / (tf + norm(dl)) for dl in set(dls)}  # by length
+            for doc, part in zip(_integers(docs), map(once.__getitem__, dls), strict=True):
+                negated[doc] = get(doc, 0.0) - part
+        if repeated is not None:
+            for item in repeated.split(","):
+                doc, dl, tf = map(int, item.split(":"))
+                negated[doc] = get(doc, 0.0) - weight * tf * k1p1 / (tf + norm(dl))
     best = heapq.nsmallest(limit, zip(negated.values(), negated.keys(), strict=True))
     return [(-score, doc) for score, doc in best]
 
 
-def search_rows_of(top: Sequence[tuple[float, int]], records: Sequence[tuple[Any, ...]]) -> list[SearchRow]:
-    """Ranked entries: `top` (`ranked`) with the rows `rows_statement` read for them; an entry
-    whose row is gone is dropped."""
+def search_rows_of(
+    top: Sequence[tuple[float, int]], records: Sequence[tuple[Any, ...]], facts: Mapping[str, Sequence[Any]]
+) -> list[SearchRow]:
+    """Ranked entries: `top` (`ranked`) with the rows `rows_statement` read for them and the
+    facts' rows (`fact_statement`) by id; an entry whose row is gone is dropped."""
     found = {int(doc): rest for doc, *rest in records}
     out: list[SearchRow] = []
     for score, doc in top:
         row = found.get(doc)
         if row is None:
             continue
-        sid, seq, payload, at, *fact = row
-        if fact[0] is not None:
-            out.append((float(score), None, None, None, None, fact_of(fact)))
+        sid, seq, payload, at, fact_id = row
+        if fact_id is not None:
+            fact = facts.get(fact_id)
+            if fact is not None:
+                out.append((float(score), None, None, None, None, fact_of(fact)))
         elif payload is not None:
             out.append((float(score), str(sid), int(seq), str(payload), float(at), None))
     return out

@@ -37,7 +37,7 @@ from langchain_rolling_memory.errors import ConfigurationError
 from langchain_rolling_memory.stores.contract import SCHEMA_VERSION, Reader
 
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
-_FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned, expires_at"
+FACT_COLUMNS = "id, client_id, text, key, source, created_at, updated_at, pinned, expires_at"
 # What an erase deletes by session id, in this order (the sessions row last).
 _SESSION_TABLES = ("messages", "summaries", "leases", "sessions")
 
@@ -282,11 +282,11 @@ class Queries:
         self.delete_session = tuple(f"DELETE FROM {p}{t} WHERE session_id = ?" for t in _SESSION_TABLES)
         # The live facts at the store's clock (the second parameter): an expired one is left out.
         self.list_facts = (
-            f"SELECT {_FACT_COLUMNS} FROM {p}facts WHERE client_id = ? "
+            f"SELECT {FACT_COLUMNS} FROM {p}facts WHERE client_id = ? "
             "AND (expires_at IS NULL OR expires_at > ?) ORDER BY created_at, id"
         )
         self.upsert_fact = (
-            f"INSERT INTO {p}facts ({_FACT_COLUMNS}) "
+            f"INSERT INTO {p}facts ({FACT_COLUMNS}) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET text = excluded.text, "
             "key = excluded.key, source = excluded.source, updated_at = excluded.updated_at, "
             "pinned = excluded.pinned, expires_at = excluded.expires_at "
@@ -360,7 +360,7 @@ def fact_of(row: Sequence[Any]) -> Fact:
 
 
 def fact_params(fact: Fact) -> tuple[Any, ...]:
-    """The parameters of `Queries.upsert_fact`, in `_FACT_COLUMNS` order."""
+    """The parameters of `Queries.upsert_fact`, in `FACT_COLUMNS` order."""
     return (
         fact.id,
         fact.client_id,
