@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from langchain_rolling_memory.core.lexical_search import (
-    bm25_scores,
     bm25_terms,
     index_text,
     payload_index_text,
@@ -400,44 +400,86 @@ def build_args(prefix: str, session_id: str, source: Sequence[Any]) -> list[Any]
 Ranked = tuple[float, str | None, int | None, Fact | None]
 
 
+def bm25_weight(idf: float, tf: int, length: int, mean: float, k1: float = 1.2, b: float = 0.75) -> float:
+    """A term's BM25 weight in one document: `lexical_search.bm25_scores`'s expression, operation
+    for operation, so the floats are the same (`tests/test_redis_search_index.py` compares them)."""
+    norm = k1 * (1 - b + b * length / mean)
+    return idf * tf * (k1 + 1) / (tf + norm)
+
+
 def rank(terms: Sequence[str], found: Found, limit: int) -> list[Ranked]:
     """BM25 of the scope's messages holding any of `terms` (`stems` of the query) and its
     facts, over the scope's statistics; ``(score, sid, seq, fact)``, best first. Ties keep
     the order `Bm25Index` would have added them in: sessions by id, messages by seq, then
-    facts oldest first."""
-    postings: list[dict[Hashable, int]] = [{} for _ in terms]
-    lengths: dict[Hashable, int] = {}
+    facts oldest first.
+
+    The floats are `lexical_search.bm25_scores`'s, computed without building its mappings (most
+    of a search's time in Python, issue 23): a term's weight in a message depends on the term,
+    its frequency and the message's length only, so it is computed once per (tf, length) the
+    term's postings hold (`bm25_weight`) and each message's
+    weights are summed in the query's order, as there. Only the candidates scoring at least
+    the `limit`-th best score are ordered by the ties' keys. A message is counted once per
+    term and its length is the one its postings give (the scripts write them so: one line per
+    message, `terms_line`)."""
+    lists: list[list[tuple[str, list[str]]]] = [[] for _ in terms]
+    df = [0] * len(terms)
     n = total = 0
-    for sid, _, docs, length, lists in found.sessions:
+    for sid, _, docs, length, raw in found.sessions:
         n, total = n + docs, total + length
-        for term_docs, raw in zip(postings, lists, strict=True):
-            numbers = iter(raw.replace(":", " ").split())
-            for seq, tf, doc_length in zip(numbers, numbers, numbers, strict=True):
-                term_docs[(sid, int(seq))] = int(tf)
-                lengths[(sid, int(seq))] = int(doc_length)
+        for t, postings in enumerate(raw):
+            if postings:
+                tokens = postings.split()
+                lists[t].append((sid, tokens))
+                df[t] += len(tokens)
     if found.totals is not None:  # every session of the client, not only those read
         n, total = found.totals
-    by_id: dict[Hashable, tuple[int, Fact]] = {}
+    fact_tf: list[list[tuple[str, int, int]]] = [[] for _ in terms]
+    by_id: dict[str, tuple[int, Fact]] = {}
     for position, fact in enumerate(found.facts):
         size, counts = _counted(index_text(fact.text))
         n, total = n + 1, total + size
-        lengths[fact.id] = size
         by_id[fact.id] = (position, fact)
-        for term, term_docs in zip(terms, postings, strict=True):
+        for t, term in enumerate(terms):
             if term in counts:
-                term_docs[fact.id] = counts[term]
-    scores = bm25_scores(postings, lengths.__getitem__, n, total)
+                fact_tf[t].append((fact.id, counts[term], size))
+                df[t] += 1
+    mean = total / n if n else 0.0
+    mean = mean or 1.0
+    scores: dict[Any, float] = {}
+    get = scores.get
+    for t in range(len(terms)):
+        if not df[t]:
+            continue
+        idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+        weights: dict[str, float] = {}
+        for sid, tokens in lists[t]:
+            for token in tokens:
+                seq, _, tf_length = token.partition(":")
+                weight = weights.get(tf_length)
+                if weight is None:
+                    tf, _, length = tf_length.partition(":")
+                    weight = weights[tf_length] = bm25_weight(idf, int(tf), int(length), mean)
+                doc = (sid, seq)
+                scores[doc] = get(doc, 0.0) + weight
+        for fact_id, tf, size in fact_tf[t]:
+            scores[fact_id] = get(fact_id, 0.0) + bm25_weight(idf, tf, size, mean)
+    if len(scores) > limit:
+        least = heapq.nlargest(limit, scores.values())[-1]
+        chosen = [item for item in scores.items() if item[1] >= least]
+    else:
+        chosen = list(scores.items())
 
-    def order(item: tuple[Hashable, float]) -> tuple[float, int, str, int]:
+    def order(item: tuple[Any, float]) -> tuple[float, int, str, int]:
         doc = item[0]
         if isinstance(doc, tuple):
-            return (-item[1], 0, doc[0], doc[1])
+            return (-item[1], 0, doc[0], int(doc[1]))
         return (-item[1], 1, "", by_id[doc][0])
 
+    chosen.sort(key=order)
     out: list[Ranked] = []
-    for doc, score in heapq.nsmallest(limit, scores.items(), key=order):
+    for doc, score in chosen[:limit]:
         if isinstance(doc, tuple):
-            out.append((score, doc[0], doc[1], None))
+            out.append((score, doc[0], int(doc[1]), None))
         else:
             out.append((score, None, None, by_id[doc][1]))
     return out
