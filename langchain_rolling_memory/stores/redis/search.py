@@ -92,10 +92,14 @@ local function from_statistics()
     drop_statistics(ct)
     return false
   end
+  -- Each session to visit, with the terms whose lists name it: only those are read from its
+  -- index (a session holding a term is always on the term's list while the statistics are kept).
   local visit, seen = {}, {}
   for t = 1, nterms do
     for s in string.gmatch(head[5 + t] or '', '%S+') do
-      if not seen[s] then seen[s] = true; visit[#visit + 1] = s end
+      local terms = seen[s]
+      if not terms then terms = {}; seen[s] = terms; visit[#visit + 1] = s end
+      terms[#terms + 1] = t
     end
   end
   local shares = {}
@@ -115,17 +119,20 @@ local function from_statistics()
         if count > 0 then drop_statistics(ct); return false end
       else
         local gen, docs, len = string.match(share, '^(%S*) (%d+) (%d+)$')
-        local key = skey(p, s, 'terms')
-        local got = redis.call('HMGET', key, unpack(fields))
+        local key, terms = skey(p, s, 'terms'), seen[s]
+        local names = {'#docs', '#len', '#gen'}
+        for j, t in ipairs(terms) do names[3 + j] = ARGV[3 + t]; names[3 + #terms + j] = '#b '..ARGV[3 + t] end
+        local got = redis.call('HMGET', key, unpack(names))
         if gen ~= (row[3] or '') or count ~= tonumber(docs) or got[1] ~= docs or got[2] ~= len
           or (got[3] or '') ~= gen then
           drop_statistics(ct)
           return false
         end
         local line = {s, gen, docs..'\t'..len}
-        for t = 1, nterms do
-          local list = postings(key, t, got[3 + t], got[3 + nterms + t])
-          line[#line + 1] = list
+        for t = 1, nterms do line[3 + t] = '' end
+        for j, t in ipairs(terms) do
+          local list = postings(key, t, got[3 + j], got[3 + #terms + j])
+          line[3 + t] = list
           if list ~= '' then holds[t][#holds[t] + 1] = s end
         end
         lines[#lines + 1] = table.concat(line, '\t')
@@ -171,23 +178,34 @@ return {table.concat(found, '\\n'), stale, facts, mode}
 """
 )
 
-# ARGV: prefix cid ('' none) then sid generation seq per hit -> the message item and date of
-# each hit ('-': none), or nil when its session no longer has that owner and generation
+# ARGV: prefix cid ('' none) then sid generation seq per hit -> per hit "<date> <message
+# item>" (date '-': none), or nil when its session no longer has that owner and generation;
+# each session checked once however many of its messages are hits
 SEARCH_FETCH = (
     LUA
     + """
 local p, cid = ARGV[1], ARGV[2]
-local out = {}
+local out, sessions = {}, {}
 for i = 3, #ARGV, 3 do
-  local row = redis.call('HMGET', skey(p, ARGV[i], 'info'), 'created_at', 'client_id', 'generation')
-  local item = false
-  if row[1] and (row[2] or '') == cid and (row[3] or '') == ARGV[i + 1] then
-    local msgs, idx, at = skey(p, ARGV[i], 'msgs'), skey(p, ARGV[i], 'idx'), tonumber(ARGV[i + 2]) - 1
-    local date = '-'
-    if redis.call('LLEN', idx) == redis.call('LLEN', msgs) then
-      date = string.match(redis.call('LINDEX', idx, at) or '-', '^%S*')
+  local s = ARGV[i]
+  local seen = sessions[s]
+  if not seen then
+    local row = redis.call('HMGET', skey(p, s, 'info'), 'created_at', 'client_id', 'generation')
+    seen = {ok = false}
+    if row[1] and (row[2] or '') == cid then
+      local msgs, idx = skey(p, s, 'msgs'), skey(p, s, 'idx')
+      seen = {ok = true, gen = row[3] or '', msgs = msgs, idx = idx,
+              dated = redis.call('LLEN', idx) == redis.call('LLEN', msgs)}
     end
-    item = {redis.call('LINDEX', msgs, at), date}
+    sessions[s] = seen
+  end
+  local item = false
+  if seen.ok and seen.gen == ARGV[i + 1] then
+    local at = tonumber(ARGV[i + 2]) - 1
+    local date = '-'
+    if seen.dated then date = string.match(redis.call('LINDEX', seen.idx, at) or '-', '^%S*') end
+    local message = redis.call('LINDEX', seen.msgs, at)
+    if message then item = date..' '..message end
   end
   out[#out + 1] = item
 end
@@ -496,7 +514,7 @@ def fetch_args(prefix: str, client_id: str | None, found: Found, ranked: list[Ra
 
 
 def search_rows(ranked: list[Ranked], fetched: Sequence[Any]) -> list[SearchRow]:
-    """`SearchRow`s of `rank`'s output and the (item, date) fetched for its message hits, in
+    """`SearchRow`s of `rank`'s output and the "<date> <item>" fetched for each message hit, in
     order (a hit the fetch refused, None, is dropped)."""
     out: list[SearchRow] = []
     items = iter(fetched)
@@ -506,8 +524,8 @@ def search_rows(ranked: list[Ranked], fetched: Sequence[Any]) -> list[SearchRow]
             continue
         got = next(items)
         if got:
-            item, date = got
-            out.append((score, sid, seq, str(item).partition(" ")[2], stored_date(str(date)), None))
+            date, _, item = str(got).partition(" ")
+            out.append((score, sid, seq, item.partition(" ")[2], stored_date(date), None))
     return out
 
 
