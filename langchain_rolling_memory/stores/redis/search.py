@@ -9,8 +9,8 @@ only if its owner is the searching client (none: only if it is nobody's), or eac
 the client's set that the client owns now (an id it no longer owns is dropped from the set
 there, and from `updated` if its session expired), and the client's facts (at most
 `max_facts`, read whole); each session comes with its erase generation. Python ranks them
-(`rank`: `lexical_search.bm25_scores`, with light stemming, over the scope's statistics
-alone, so a score never depends on another client's text). The second fetches the hits'
+(`rank`: the floats and ties of `lexical_search.bm25_scores`, with light stemming, over the
+scope's statistics alone, so a score never depends on another client's text). The second fetches the hits'
 messages and dates, each only if its session still has that owner and that generation: a
 session erased and re-created, by anyone, between the two scripts gives nothing.
 
@@ -18,8 +18,9 @@ A client's search (no session named) does not visit each of its sessions: it rea
 client's statistics (`layout.py`: ``c:{cid}:terms``), which the scripts that write and erase
 its sessions keep in the same script (its messages and their summed lengths, each session's
 share, and per term the sessions that hold it), and visits only the sessions its terms' lists
-name, each with the owner, generation and message count checked against its share: the
-ranking's statistics are those of all the client's sessions, as before. Anything that does not
+name, each with the owner, generation and message count checked against its share, and from
+each only the terms whose lists name it: the ranking's statistics are those of all the
+client's sessions, as before. Anything that does not
 add up (a session its statistics do not count, a share another generation's, a session set of
 another size: what an older release or a hand leaves) sends the search to every session and
 has the statistics built again (`BUILD_CLIENT`), as are those of a client written before they
