@@ -179,16 +179,16 @@ return {table.concat(found, '\\n'), stale, facts, mode}
 """
 )
 
-# ARGV: prefix cid ('' none) then sid generation seq per hit -> per hit "<date> <message
-# item>" (date '-': none), or nil when its session no longer has that owner and generation;
-# each session checked once however many of its messages are hits
+# ARGV: prefix cid ('' none) hits: "<sid>\t<generation>\t<seq>\n" per hit -> one line per hit,
+# "<date> <message item>" (date '-': none), or '' when its session no longer has that owner and
+# generation (a message is JSON: no raw line break); each session checked once however many of
+# its messages are hits
 SEARCH_FETCH = (
     LUA
     + """
 local p, cid = ARGV[1], ARGV[2]
 local out, sessions = {}, {}
-for i = 3, #ARGV, 3 do
-  local s = ARGV[i]
+for s, gen, seq in string.gmatch(ARGV[3], '([^\\t\\n]+)\\t([^\\t\\n]*)\\t(%d+)\\n') do
   local seen = sessions[s]
   if not seen then
     local row = redis.call('HMGET', skey(p, s, 'info'), 'created_at', 'client_id', 'generation')
@@ -200,9 +200,9 @@ for i = 3, #ARGV, 3 do
     end
     sessions[s] = seen
   end
-  local item = false
-  if seen.ok and seen.gen == ARGV[i + 1] then
-    local at = tonumber(ARGV[i + 2]) - 1
+  local item = ''
+  if seen.ok and seen.gen == gen then
+    local at = tonumber(seq) - 1
     local date = '-'
     if seen.dated then date = string.match(redis.call('LINDEX', seen.idx, at) or '-', '^%S*') end
     local message = redis.call('LINDEX', seen.msgs, at)
@@ -210,7 +210,7 @@ for i = 3, #ARGV, 3 do
   end
   out[#out + 1] = item
 end
-return out
+return table.concat(out, '\\n')
 """
 )
 
@@ -507,25 +507,22 @@ def rank(terms: Sequence[str], found: Found, limit: int) -> list[Ranked]:
 def fetch_args(prefix: str, client_id: str | None, found: Found, ranked: list[Ranked]) -> list[Any] | None:
     """ARGV of the fetch script for `ranked`'s message hits (None: there is none)."""
     generations = {sid: gen for sid, gen, *_ in found.sessions}
-    args: list[Any] = [prefix, client_id or ""]
-    for _, sid, seq, fact in ranked:
-        if fact is None:
-            args += [sid, generations[str(sid)], seq]
-    return args if len(args) > 2 else None
+    hits = "".join(f"{sid}\t{generations[str(sid)]}\t{seq}\n" for _, sid, seq, fact in ranked if fact is None)
+    return [prefix, client_id or "", hits] if hits else None
 
 
-def search_rows(ranked: list[Ranked], fetched: Sequence[Any]) -> list[SearchRow]:
-    """`SearchRow`s of `rank`'s output and the "<date> <item>" fetched for each message hit, in
-    order (a hit the fetch refused, None, is dropped)."""
+def search_rows(ranked: list[Ranked], fetched: str) -> list[SearchRow]:
+    """`SearchRow`s of `rank`'s output and the fetch's reply for its message hits (one line per
+    hit, in order; a hit the fetch refused, an empty line, is dropped)."""
     out: list[SearchRow] = []
-    items = iter(fetched)
+    items = iter(fetched.split("\n"))
     for score, sid, seq, fact in ranked:
         if fact is not None:
             out.append((score, None, None, None, None, fact))
             continue
         got = next(items)
         if got:
-            date, _, item = str(got).partition(" ")
+            date, _, item = got.partition(" ")
             out.append((score, sid, seq, item.partition(" ")[2], stored_date(date), None))
     return out
 
