@@ -476,8 +476,8 @@ def rank(terms: Sequence[str], found: Found, limit: int) -> list[Ranked]:
                 seq, _, tf_length = token.partition(":")
                 weight = weights.get(tf_length)
                 if weight is None:
-                    tf, _, length = tf_length.partition(":")
-                    weight = weights[tf_length] = bm25_weight(idf, int(tf), int(length), mean)
+                    freq, _, dl = tf_length.partition(":")
+                    weight = weights[tf_length] = bm25_weight(idf, int(freq), int(dl), mean)
                 doc = (sid, seq)
                 scores[doc] = get(doc, 0.0) + weight
         for fact_id, tf, size in fact_tf[t]:
