@@ -539,3 +539,15 @@ def test_a_weight_is_the_one_bm25_scores_adds() -> None:
             bm25_weight(idf, tf, length, mean)
             == bm25_scores([{"d": tf}], {"d": length}.__getitem__, n, total)["d"]
         )
+
+
+def test_hits_keep_their_text_whatever_characters_it_holds(store: RedisRollingStore) -> None:
+    """The fetch answers its hits as one string, an entry per hit: line breaks, tabs, NUL and
+    other separators inside a message never shift one hit's text onto another."""
+    texts = ["cat\nline\ttab", "cat \x00 nul \x1e rs", "cat\u2028sep \r\n end", "cat é ü 猫"]
+    for i, text in enumerate(texts):
+        store.append(f"s{i % 2}", [HumanMessage(text)], client_id="alice", created_at=1000.0 + i)
+    hits = store.search("cat", client_id="alice", limit=10)
+    assert sorted(h.text for h in hits) == sorted(texts)
+    for hit in hits:
+        assert hit.created_at == 1000.0 + texts.index(hit.text)

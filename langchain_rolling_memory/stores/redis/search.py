@@ -47,6 +47,7 @@ from langchain_rolling_memory.core.lexical_search import (
     payload_index_text,
 )
 from langchain_rolling_memory.core.records import Fact
+from langchain_rolling_memory.errors import StoreError
 from langchain_rolling_memory.stores.contract import SearchRow
 from langchain_rolling_memory.stores.redis.layout import LUA
 
@@ -100,7 +101,7 @@ local function from_statistics()
     for s in string.gmatch(head[5 + t] or '', '%S+') do
       local terms = seen[s]
       if not terms then terms = {}; seen[s] = terms; visit[#visit + 1] = s end
-      terms[#terms + 1] = t
+      if terms[#terms] ~= t then terms[#terms + 1] = t end
     end
   end
   local shares = {}
@@ -179,10 +180,10 @@ return {table.concat(found, '\\n'), stale, facts, mode}
 """
 )
 
-# ARGV: prefix cid ('' none) hits: "<sid>\t<generation>\t<seq>\n" per hit -> one line per hit,
-# "<date> <message item>" (date '-': none), or '' when its session no longer has that owner and
-# generation (a message is JSON: no raw line break); each session checked once however many of
-# its messages are hits
+# ARGV: prefix cid ('' none) hits: "<sid>\t<generation>\t<seq>\n" per hit -> one entry per hit,
+# NUL-separated: "<date> <message item>" (date '-': none), or '' when its session no longer has
+# that owner and generation (a message is JSON, `serde.dumps_message`: never a raw NUL); each
+# session checked once however many of its messages are hits
 SEARCH_FETCH = (
     LUA
     + """
@@ -210,7 +211,7 @@ for s, gen, seq in string.gmatch(ARGV[3], '([^\\t\\n]+)\\t([^\\t\\n]*)\\t(%d+)\\
   end
   out[#out + 1] = item
 end
-return table.concat(out, '\\n')
+return table.concat(out, '\\0')
 """
 )
 
@@ -512,15 +513,18 @@ def fetch_args(prefix: str, client_id: str | None, found: Found, ranked: list[Ra
 
 
 def search_rows(ranked: list[Ranked], fetched: str) -> list[SearchRow]:
-    """`SearchRow`s of `rank`'s output and the fetch's reply for its message hits (one line per
-    hit, in order; a hit the fetch refused, an empty line, is dropped)."""
+    """`SearchRow`s of `rank`'s output and the fetch's reply for its message hits (an entry per
+    hit, NUL-separated, in order; a hit the fetch refused, an empty entry, is dropped)."""
     out: list[SearchRow] = []
-    items = iter(fetched.split("\n"))
+    items = iter(fetched.split("\0"))
     for score, sid, seq, fact in ranked:
         if fact is not None:
             out.append((score, None, None, None, None, fact))
             continue
-        got = next(items)
+        got = next(items, None)
+        if got is None:
+            msg = "the Redis search fetch answered fewer entries than it was asked for"
+            raise StoreError(msg)
         if got:
             date, _, item = got.partition(" ")
             out.append((score, sid, seq, item.partition(" ")[2], stored_date(date), None))
