@@ -25,13 +25,17 @@ from store_kit import REDIS_URL
 
 from langchain_rolling_memory.core.lexical_search import (
     Bm25Index,
+    bm25_scores,
+    bm25_terms,
     index_text,
     message_index_text,
     query_terms,
 )
+from langchain_rolling_memory.core.records import Fact
 from langchain_rolling_memory.core.serde import dumps_message
 from langchain_rolling_memory.stores.redis import RedisRollingStore
 from langchain_rolling_memory.stores.redis.scripts import encode_row, idx_entry
+from langchain_rolling_memory.stores.redis.search import Found, Ranked, bm25_weight, rank
 from langchain_rolling_memory.stores.redis.sync import SyncRedis
 
 
@@ -435,3 +439,115 @@ def test_the_statistics_count_only_what_the_client_owns_now(ops: list[tuple[str,
     finally:
         store.close()
         _wipe(prefix)
+
+
+# ------------------------------------------------------------------ ranking in Python
+
+
+def _bm25_scores_rank(terms: list[str], found: Found, limit: int) -> list[Ranked]:
+    """`rank` as it was written before its weights were computed once per (tf, length): the
+    postings as `bm25_scores`' mappings, every candidate ordered by score then the ties' keys."""
+    postings: list[dict[Any, int]] = [{} for _ in terms]
+    lengths: dict[Any, int] = {}
+    n = total = 0
+    for sid, _, docs, length, lists in found.sessions:
+        n, total = n + docs, total + length
+        for term_docs, raw in zip(postings, lists, strict=True):
+            numbers = iter(raw.replace(":", " ").split())
+            for seq, tf, doc_length in zip(numbers, numbers, numbers, strict=True):
+                term_docs[(sid, int(seq))] = int(tf)
+                lengths[(sid, int(seq))] = int(doc_length)
+    if found.totals is not None:
+        n, total = found.totals
+    by_id = {}
+    for position, fact in enumerate(found.facts):
+        words = bm25_terms(index_text(fact.text).split(), stem=True)
+        n, total = n + 1, total + len(words)
+        lengths[fact.id] = len(words)
+        by_id[fact.id] = (position, fact)
+        for term, term_docs in zip(terms, postings, strict=True):
+            if term in words:
+                term_docs[fact.id] = words.count(term)
+    scores = bm25_scores(postings, lengths.__getitem__, n, total)
+
+    def order(item: tuple[Any, float]) -> tuple[float, int, str, int]:
+        doc = item[0]
+        if isinstance(doc, tuple):
+            return (-item[1], 0, doc[0], doc[1])
+        return (-item[1], 1, "", by_id[doc][0])
+
+    return [
+        (score, doc[0], doc[1], None) if isinstance(doc, tuple) else (score, None, None, by_id[doc][1])
+        for doc, score in sorted(scores.items(), key=order)[:limit]
+    ]
+
+
+_WORDS = st.sampled_from(["cat", "cats", "paris", "train", "oscar", "garden", "lyon"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sessions=st.dictionaries(
+        st.sampled_from(["a", "b", "s1", "s10", "s2"]),
+        st.lists(st.lists(_WORDS, min_size=1, max_size=6), min_size=1, max_size=8),
+        max_size=4,
+    ),
+    facts=st.lists(st.lists(_WORDS, min_size=1, max_size=4), max_size=3),
+    terms=st.lists(
+        st.sampled_from(["cat", "paris", "train", "oscar", "garden", "nowhere"]),
+        min_size=1,
+        max_size=4,
+        unique=True,
+    ),
+    extra=st.one_of(st.none(), st.tuples(st.integers(0, 50), st.integers(0, 400))),
+    limit=st.integers(1, 12),
+)
+def test_rank_gives_bm25_scores_floats_and_ties(
+    sessions: dict[str, list[list[str]]],
+    facts: list[list[str]],
+    terms: list[str],
+    extra: tuple[int, int] | None,
+    limit: int,
+) -> None:
+    """The ranking of a scope's postings is `bm25_scores`' to the last bit, ties and all,
+    with or without the client's totals, with facts (many equal scores: a tiny vocabulary)."""
+    rows = []
+    docs_total = len_total = 0
+    for sid, messages in sorted(sessions.items()):
+        counted = [(seq, bm25_terms(words, stem=True)) for seq, words in enumerate(messages, 1)]
+        lists = [
+            "".join(f"{seq}:{words.count(term)}:{len(words)} " for seq, words in counted if term in words)
+            for term in terms
+        ]
+        length = sum(len(words) for _, words in counted)
+        rows.append((sid, "g", len(messages), length, lists))
+        docs_total, len_total = docs_total + len(messages), len_total + length
+    totals = None if extra is None else (docs_total + extra[0], len_total + extra[1])
+    kept = [
+        Fact(f"f{i}", "alice", " ".join(words), None, "user", float(i), float(i))
+        for i, words in enumerate(facts)
+    ]
+    found = Found(rows, [], kept, totals)
+    assert rank(terms, found, limit) == _bm25_scores_rank(terms, found, limit)
+
+
+def test_a_weight_is_the_one_bm25_scores_adds() -> None:
+    for tf, length, n, total in [(1, 3, 2, 8), (2, 7, 1000, 5321), (3, 1, 10, 10)]:
+        mean = total / n
+        idf = math.log(1 + (n - 1 + 0.5) / (1 + 0.5))
+        assert (
+            bm25_weight(idf, tf, length, mean)
+            == bm25_scores([{"d": tf}], {"d": length}.__getitem__, n, total)["d"]
+        )
+
+
+def test_hits_keep_their_text_whatever_characters_it_holds(store: RedisRollingStore) -> None:
+    """The fetch answers its hits as one string, an entry per hit: line breaks, tabs, NUL and
+    other separators inside a message never shift one hit's text onto another."""
+    texts = ["cat\nline\ttab", "cat \x00 nul \x1e rs", "cat\u2028sep \r\n end", "cat é ü 猫"]
+    for i, text in enumerate(texts):
+        store.append(f"s{i % 2}", [HumanMessage(text)], client_id="alice", created_at=1000.0 + i)
+    hits = store.search("cat", client_id="alice", limit=10)
+    assert sorted(h.text for h in hits) == sorted(texts)
+    for hit in hits:
+        assert hit.created_at == 1000.0 + texts.index(hit.text)

@@ -153,7 +153,7 @@ class AsyncRedis(AsyncBackend):
             await self._arun("search", "client_build", [], build)
         ranked = found.rank(stems, seen, limit)
         fetch = found.fetch_args(self.prefix, client_id, seen, ranked)
-        fetched = [] if fetch is None else await self._arun("search", "search_fetch", [], fetch)
+        fetched = "" if fetch is None else str(await self._arun("search", "search_fetch", [], fetch))
         return found.search_rows(ranked, fetched)
 
     async def _asession_get(

@@ -9,8 +9,8 @@ only if its owner is the searching client (none: only if it is nobody's), or eac
 the client's set that the client owns now (an id it no longer owns is dropped from the set
 there, and from `updated` if its session expired), and the client's facts (at most
 `max_facts`, read whole); each session comes with its erase generation. Python ranks them
-(`rank`: `lexical_search.bm25_scores`, with light stemming, over the scope's statistics
-alone, so a score never depends on another client's text). The second fetches the hits'
+(`rank`: the floats and ties of `lexical_search.bm25_scores`, with light stemming, over the
+scope's statistics alone, so a score never depends on another client's text). The second fetches the hits'
 messages and dates, each only if its session still has that owner and that generation: a
 session erased and re-created, by anyone, between the two scripts gives nothing.
 
@@ -18,8 +18,9 @@ A client's search (no session named) does not visit each of its sessions: it rea
 client's statistics (`layout.py`: ``c:{cid}:terms``), which the scripts that write and erase
 its sessions keep in the same script (its messages and their summed lengths, each session's
 share, and per term the sessions that hold it), and visits only the sessions its terms' lists
-name, each with the owner, generation and message count checked against its share: the
-ranking's statistics are those of all the client's sessions, as before. Anything that does not
+name, each with the owner, generation and message count checked against its share, and from
+each only the terms whose lists name it: the ranking's statistics are those of all the
+client's sessions, as before. Anything that does not
 add up (a session its statistics do not count, a share another generation's, a session set of
 another size: what an older release or a hand leaves) sends the search to every session and
 has the statistics built again (`BUILD_CLIENT`), as are those of a client written before they
@@ -35,17 +36,18 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from langchain_rolling_memory.core.lexical_search import (
-    bm25_scores,
     bm25_terms,
     index_text,
     payload_index_text,
 )
 from langchain_rolling_memory.core.records import Fact
+from langchain_rolling_memory.errors import StoreError
 from langchain_rolling_memory.stores.contract import SearchRow
 from langchain_rolling_memory.stores.redis.layout import LUA
 
@@ -92,10 +94,14 @@ local function from_statistics()
     drop_statistics(ct)
     return false
   end
+  -- Each session to visit, with the terms whose lists name it: only those are read from its
+  -- index (a session holding a term is always on the term's list while the statistics are kept).
   local visit, seen = {}, {}
   for t = 1, nterms do
     for s in string.gmatch(head[5 + t] or '', '%S+') do
-      if not seen[s] then seen[s] = true; visit[#visit + 1] = s end
+      local terms = seen[s]
+      if not terms then terms = {}; seen[s] = terms; visit[#visit + 1] = s end
+      if terms[#terms] ~= t then terms[#terms + 1] = t end
     end
   end
   local shares = {}
@@ -115,17 +121,20 @@ local function from_statistics()
         if count > 0 then drop_statistics(ct); return false end
       else
         local gen, docs, len = string.match(share, '^(%S*) (%d+) (%d+)$')
-        local key = skey(p, s, 'terms')
-        local got = redis.call('HMGET', key, unpack(fields))
+        local key, terms = skey(p, s, 'terms'), seen[s]
+        local names = {'#docs', '#len', '#gen'}
+        for j, t in ipairs(terms) do names[3 + j] = ARGV[3 + t]; names[3 + #terms + j] = '#b '..ARGV[3 + t] end
+        local got = redis.call('HMGET', key, unpack(names))
         if gen ~= (row[3] or '') or count ~= tonumber(docs) or got[1] ~= docs or got[2] ~= len
           or (got[3] or '') ~= gen then
           drop_statistics(ct)
           return false
         end
         local line = {s, gen, docs..'\t'..len}
-        for t = 1, nterms do
-          local list = postings(key, t, got[3 + t], got[3 + nterms + t])
-          line[#line + 1] = list
+        for t = 1, nterms do line[3 + t] = '' end
+        for j, t in ipairs(terms) do
+          local list = postings(key, t, got[3 + j], got[3 + #terms + j])
+          line[3 + t] = list
           if list ~= '' then holds[t][#holds[t] + 1] = s end
         end
         lines[#lines + 1] = table.concat(line, '\t')
@@ -171,27 +180,38 @@ return {table.concat(found, '\\n'), stale, facts, mode}
 """
 )
 
-# ARGV: prefix cid ('' none) then sid generation seq per hit -> the message item and date of
-# each hit ('-': none), or nil when its session no longer has that owner and generation
+# ARGV: prefix cid ('' none) hits: "<sid>\t<generation>\t<seq>\n" per hit -> one entry per hit,
+# NUL-separated: "<date> <message item>" (date '-': none), or '' when its session no longer has
+# that owner and generation (a message is JSON, `serde.dumps_message`: never a raw NUL); each
+# session checked once however many of its messages are hits
 SEARCH_FETCH = (
     LUA
     + """
 local p, cid = ARGV[1], ARGV[2]
-local out = {}
-for i = 3, #ARGV, 3 do
-  local row = redis.call('HMGET', skey(p, ARGV[i], 'info'), 'created_at', 'client_id', 'generation')
-  local item = false
-  if row[1] and (row[2] or '') == cid and (row[3] or '') == ARGV[i + 1] then
-    local msgs, idx, at = skey(p, ARGV[i], 'msgs'), skey(p, ARGV[i], 'idx'), tonumber(ARGV[i + 2]) - 1
-    local date = '-'
-    if redis.call('LLEN', idx) == redis.call('LLEN', msgs) then
-      date = string.match(redis.call('LINDEX', idx, at) or '-', '^%S*')
+local out, sessions = {}, {}
+for s, gen, seq in string.gmatch(ARGV[3], '([^\\t\\n]+)\\t([^\\t\\n]*)\\t(%d+)\\n') do
+  local seen = sessions[s]
+  if not seen then
+    local row = redis.call('HMGET', skey(p, s, 'info'), 'created_at', 'client_id', 'generation')
+    seen = {ok = false}
+    if row[1] and (row[2] or '') == cid then
+      local msgs, idx = skey(p, s, 'msgs'), skey(p, s, 'idx')
+      seen = {ok = true, gen = row[3] or '', msgs = msgs, idx = idx,
+              dated = redis.call('LLEN', idx) == redis.call('LLEN', msgs)}
     end
-    item = {redis.call('LINDEX', msgs, at), date}
+    sessions[s] = seen
+  end
+  local item = ''
+  if seen.ok and seen.gen == gen then
+    local at = tonumber(seq) - 1
+    local date = '-'
+    if seen.dated then date = string.match(redis.call('LINDEX', seen.idx, at) or '-', '^%S*') end
+    local message = redis.call('LINDEX', seen.msgs, at)
+    if message then item = date..' '..message end
   end
   out[#out + 1] = item
 end
-return out
+return table.concat(out, '\\0')
 """
 )
 
@@ -400,44 +420,86 @@ def build_args(prefix: str, session_id: str, source: Sequence[Any]) -> list[Any]
 Ranked = tuple[float, str | None, int | None, Fact | None]
 
 
+def bm25_weight(idf: float, tf: int, length: int, mean: float, k1: float = 1.2, b: float = 0.75) -> float:
+    """A term's BM25 weight in one document: `lexical_search.bm25_scores`'s expression, operation
+    for operation, so the floats are the same (`tests/test_redis_search_index.py` compares them)."""
+    norm = k1 * (1 - b + b * length / mean)
+    return idf * tf * (k1 + 1) / (tf + norm)
+
+
 def rank(terms: Sequence[str], found: Found, limit: int) -> list[Ranked]:
     """BM25 of the scope's messages holding any of `terms` (`stems` of the query) and its
     facts, over the scope's statistics; ``(score, sid, seq, fact)``, best first. Ties keep
     the order `Bm25Index` would have added them in: sessions by id, messages by seq, then
-    facts oldest first."""
-    postings: list[dict[Hashable, int]] = [{} for _ in terms]
-    lengths: dict[Hashable, int] = {}
+    facts oldest first.
+
+    The floats are `lexical_search.bm25_scores`'s, computed without building its mappings (most
+    of a search's time in Python, issue 23): a term's weight in a message depends on the term,
+    its frequency and the message's length only, so it is computed once per (tf, length) the
+    term's postings hold (`bm25_weight`) and each message's
+    weights are summed in the query's order, as there. Only the candidates scoring at least
+    the `limit`-th best score are ordered by the ties' keys. A message is counted once per
+    term and its length is the one its postings give (the scripts write them so: one line per
+    message, `terms_line`)."""
+    lists: list[list[tuple[str, list[str]]]] = [[] for _ in terms]
+    df = [0] * len(terms)
     n = total = 0
-    for sid, _, docs, length, lists in found.sessions:
+    for sid, _, docs, length, raw in found.sessions:
         n, total = n + docs, total + length
-        for term_docs, raw in zip(postings, lists, strict=True):
-            numbers = iter(raw.replace(":", " ").split())
-            for seq, tf, doc_length in zip(numbers, numbers, numbers, strict=True):
-                term_docs[(sid, int(seq))] = int(tf)
-                lengths[(sid, int(seq))] = int(doc_length)
+        for t, postings in enumerate(raw):
+            if postings:
+                tokens = postings.split()
+                lists[t].append((sid, tokens))
+                df[t] += len(tokens)
     if found.totals is not None:  # every session of the client, not only those read
         n, total = found.totals
-    by_id: dict[Hashable, tuple[int, Fact]] = {}
+    fact_tf: list[list[tuple[str, int, int]]] = [[] for _ in terms]
+    by_id: dict[str, tuple[int, Fact]] = {}
     for position, fact in enumerate(found.facts):
         size, counts = _counted(index_text(fact.text))
         n, total = n + 1, total + size
-        lengths[fact.id] = size
         by_id[fact.id] = (position, fact)
-        for term, term_docs in zip(terms, postings, strict=True):
+        for t, term in enumerate(terms):
             if term in counts:
-                term_docs[fact.id] = counts[term]
-    scores = bm25_scores(postings, lengths.__getitem__, n, total)
+                fact_tf[t].append((fact.id, counts[term], size))
+                df[t] += 1
+    mean = total / n if n else 0.0
+    mean = mean or 1.0
+    scores: dict[Any, float] = {}
+    get = scores.get
+    for t in range(len(terms)):
+        if not df[t]:
+            continue
+        idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+        weights: dict[str, float] = {}
+        for sid, tokens in lists[t]:
+            for token in tokens:
+                seq, _, tf_length = token.partition(":")
+                weight = weights.get(tf_length)
+                if weight is None:
+                    freq, _, dl = tf_length.partition(":")
+                    weight = weights[tf_length] = bm25_weight(idf, int(freq), int(dl), mean)
+                doc = (sid, seq)
+                scores[doc] = get(doc, 0.0) + weight
+        for fact_id, tf, size in fact_tf[t]:
+            scores[fact_id] = get(fact_id, 0.0) + bm25_weight(idf, tf, size, mean)
+    if len(scores) > limit:
+        least = heapq.nlargest(limit, scores.values())[-1]
+        chosen = [item for item in scores.items() if item[1] >= least]
+    else:
+        chosen = list(scores.items())
 
-    def order(item: tuple[Hashable, float]) -> tuple[float, int, str, int]:
+    def order(item: tuple[Any, float]) -> tuple[float, int, str, int]:
         doc = item[0]
         if isinstance(doc, tuple):
-            return (-item[1], 0, doc[0], doc[1])
+            return (-item[1], 0, doc[0], int(doc[1]))
         return (-item[1], 1, "", by_id[doc][0])
 
+    chosen.sort(key=order)
     out: list[Ranked] = []
-    for doc, score in heapq.nsmallest(limit, scores.items(), key=order):
+    for doc, score in chosen[:limit]:
         if isinstance(doc, tuple):
-            out.append((score, doc[0], doc[1], None))
+            out.append((score, doc[0], int(doc[1]), None))
         else:
             out.append((score, None, None, by_id[doc][1]))
     return out
@@ -446,26 +508,26 @@ def rank(terms: Sequence[str], found: Found, limit: int) -> list[Ranked]:
 def fetch_args(prefix: str, client_id: str | None, found: Found, ranked: list[Ranked]) -> list[Any] | None:
     """ARGV of the fetch script for `ranked`'s message hits (None: there is none)."""
     generations = {sid: gen for sid, gen, *_ in found.sessions}
-    args: list[Any] = [prefix, client_id or ""]
-    for _, sid, seq, fact in ranked:
-        if fact is None:
-            args += [sid, generations[str(sid)], seq]
-    return args if len(args) > 2 else None
+    hits = "".join(f"{sid}\t{generations[str(sid)]}\t{seq}\n" for _, sid, seq, fact in ranked if fact is None)
+    return [prefix, client_id or "", hits] if hits else None
 
 
-def search_rows(ranked: list[Ranked], fetched: Sequence[Any]) -> list[SearchRow]:
-    """`SearchRow`s of `rank`'s output and the (item, date) fetched for its message hits, in
-    order (a hit the fetch refused, None, is dropped)."""
+def search_rows(ranked: list[Ranked], fetched: str) -> list[SearchRow]:
+    """`SearchRow`s of `rank`'s output and the fetch's reply for its message hits (an entry per
+    hit, NUL-separated, in order; a hit the fetch refused, an empty entry, is dropped)."""
     out: list[SearchRow] = []
-    items = iter(fetched)
+    items = iter(fetched.split("\0"))
     for score, sid, seq, fact in ranked:
         if fact is not None:
             out.append((score, None, None, None, None, fact))
             continue
-        got = next(items)
+        got = next(items, None)
+        if got is None:
+            msg = "the Redis search fetch answered fewer entries than it was asked for"
+            raise StoreError(msg)
         if got:
-            item, date = got
-            out.append((score, sid, seq, str(item).partition(" ")[2], stored_date(str(date)), None))
+            date, _, item = got.partition(" ")
+            out.append((score, sid, seq, item.partition(" ")[2], stored_date(date), None))
     return out
 
 

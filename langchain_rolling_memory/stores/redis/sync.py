@@ -144,7 +144,7 @@ class SyncRedis(SyncBackend):
             self._run("search", "client_build", [], build)
         ranked = found.rank(stems, seen, limit)
         fetch = found.fetch_args(self.prefix, client_id, seen, ranked)
-        fetched = [] if fetch is None else self._run("search", "search_fetch", [], fetch)
+        fetched = "" if fetch is None else str(self._run("search", "search_fetch", [], fetch))
         return found.search_rows(ranked, fetched)
 
     def _session_get(
