@@ -25,27 +25,53 @@ from typing import Any
 from langchain_core.messages import BaseMessage, RemoveMessage
 
 from langchain_rolling_memory.adapters.agent_run import (
+    HEAD_KEY,
     PERSISTED_KEY,
     THREAD_KEY,
     GraphRun,
     MemoryIds,
+    Stored,
+    branch_head,
     persisted,
+    removed,
     thread_client,
+    withdrawal,
 )
 from langchain_rolling_memory.core.graph_state import REMOVE_ALL, Conversation, Fold, conversation, seeded
-from langchain_rolling_memory.core.records import CompactionResult
+from langchain_rolling_memory.core.records import CompactionResult, SessionState, StoredMessage
 from langchain_rolling_memory.engine.compaction import Compactor
 from langchain_rolling_memory.stores.api import RollingStore
 
 _HELD = 1024  # background folds held for their next turn, at most (the oldest are dropped)
 
-StoreNew = Callable[[Mapping[str, Any], MemoryIds], list[BaseMessage]]
-"""Writes a state's messages not stored yet (checking the session's owner); returns them."""
+StoreNew = Callable[[Mapping[str, Any], MemoryIds], Stored]
+"""Writes a state's messages not stored yet (checking the session's owner, rewinding to the
+state's branch head when known); returns them and the head after."""
 
-AStoreNew = Callable[[Mapping[str, Any], MemoryIds], Awaitable[list[BaseMessage]]]
+AStoreNew = Callable[[Mapping[str, Any], MemoryIds], Awaitable[Stored]]
 
 Defers = Callable[[Mapping[str, Any], MemoryIds], bool]
 """Leaves a state's new messages for the write after the model call; False: write them now."""
+
+
+def view_head(view: SessionState) -> int:
+    """The newest seq a store session's view holds (0: none): a seeded branch's head."""
+    if view.tail:
+        return view.tail[-1].seq
+    return view.record.covered_seq if view.record is not None else 0
+
+
+def _dates(rows: Sequence[StoredMessage]) -> list[float] | None:
+    """The stored dates of `rows`, to append them again as they were (None: one has none)."""
+    dates = [row.created_at for row in rows]
+    return None if any(d is None for d in dates) else [float(d or 0) for d in dates]
+
+
+def _headed(state: Mapping[str, Any], head: int | None) -> Mapping[str, Any]:
+    """`state` as the hook's writes see it: with the branch head it now has."""
+    if head is None or head == branch_head(state):
+        return state
+    return {**state, HEAD_KEY: head}
 
 
 class StateKeeper:
@@ -101,9 +127,10 @@ class StateKeeper:
         stored: set[str],
         current: Conversation,
         fold: Fold | None,
+        head: int | None,
     ) -> dict[str, Any] | None:
         """The hook's state update: the thread's record, the messages (seeded, folded), the
-        ids of the stored messages still in the state."""
+        ids of the stored messages still in the state, the branch's head."""
         update: dict[str, Any] = {}
         if THREAD_KEY not in state or (ids.client_id is not None and thread_client(state) != ids.client_id):
             update[THREAD_KEY] = {"client_id": ids.client_id}
@@ -118,6 +145,8 @@ class StateKeeper:
         kept = [m.id for m in messages if m.id in stored]
         if kept != list(state.get(PERSISTED_KEY) or ()):
             update[PERSISTED_KEY] = kept
+        if head is not None and head != branch_head(state):
+            update[HEAD_KEY] = head
         return update or None
 
     @staticmethod
@@ -144,13 +173,38 @@ class StateKeeper:
         client = run.recorded_client() if self._needs_record(ids, state, run) else None
         return ids if client is None else MemoryIds(ids.session_id, client)
 
-    def _stored(self, state: Mapping[str, Any], ids: MemoryIds, store_new: StoreNew) -> set[str]:
-        """Write the state's new messages; the ids of its stored ones. With nothing new, the
-        session's owner is still checked before the model runs."""
-        new = store_new(state, ids)
+    def _stored(
+        self, state: Mapping[str, Any], ids: MemoryIds, store_new: StoreNew
+    ) -> tuple[set[str], int | None]:
+        """Write the state's new messages; the ids of its stored ones and the branch's head.
+        With nothing new, the session's owner is still checked before the model runs."""
+        new, head = store_new(state, ids)
         if not new:
             self.store.last_seq(ids.session_id, client_id=ids.client_id)
-        return persisted(state) | {m.id for m in new if m.id is not None}
+        return persisted(state) | {m.id for m in new if m.id is not None}, head
+
+    def _withdraw(self, state: Mapping[str, Any], ids: MemoryIds) -> int | None:
+        """Withdraw from the store the messages a `RemoveMessage` took out of the state (the
+        rows after them appended again, as they were, in the same atomic write); the
+        branch's head after (None: not known, nothing done)."""
+        head, gone = branch_head(state), removed(state)
+        if head is None or not gone:
+            return head
+        after = max(0, head - len(state.get(PERSISTED_KEY) or ()))
+        rows = self.store.read(ids.session_id, after_seq=after, newest=False, client_id=ids.client_id)
+        plan = withdrawal(rows, gone)
+        if plan is None:
+            return head
+        back, again = plan
+        seqs = self.store.append(
+            ids.session_id,
+            [row.message for row in again],
+            client_id=ids.client_id,
+            token_counts=[row.tokens for row in again],
+            created_at=_dates(again),
+            rewind=back,
+        )
+        return seqs[-1] if seqs else back
 
     def before_model(
         self, state: Mapping[str, Any], ids: MemoryIds, run: GraphRun, store_new: StoreNew, defers: Defers
@@ -159,15 +213,18 @@ class StateKeeper:
         model call when nothing else happens now), land a background fold that still
         applies, else fold inline if due."""
         seed: list[BaseMessage] = []
+        head = self._withdraw(state, ids)
         if self._unseen(state) and run.first_run():
             view = self.compactor.load(ids.session_id, client_id=ids.client_id)
             seed = seeded(view, ids.session_id, self.language)
+            head = view_head(view)
+        given, state = state, _headed(state, head)
         current = self.read([*seed, *state.get("messages", ())])
         if self._quiet(seed, current, ids) and defers(state, ids):
-            return self._update(state, ids, seed, persisted(state), current, None)
-        stored = self._stored(state, ids, store_new)
+            return self._update(given, ids, seed, persisted(state), current, None, head)
+        stored, head = self._stored(state, ids, store_new)
         fold = self._land(current, ids) or self._fold_now(current, ids)
-        return self._update(state, ids, seed, stored, current, fold)
+        return self._update(given, ids, seed, stored, current, fold, head)
 
     def _generation(self, ids: MemoryIds) -> str | None:
         return self.store.read_turn(ids.session_id, limit=0, client_id=ids.client_id).generation
@@ -208,25 +265,50 @@ class StateKeeper:
         client = await run.arecorded_client() if self._needs_record(ids, state, run) else None
         return ids if client is None else MemoryIds(ids.session_id, client)
 
-    async def _astored(self, state: Mapping[str, Any], ids: MemoryIds, store_new: AStoreNew) -> set[str]:
-        new = await store_new(state, ids)
+    async def _astored(
+        self, state: Mapping[str, Any], ids: MemoryIds, store_new: AStoreNew
+    ) -> tuple[set[str], int | None]:
+        new, head = await store_new(state, ids)
         if not new:
             await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
-        return persisted(state) | {m.id for m in new if m.id is not None}
+        return persisted(state) | {m.id for m in new if m.id is not None}, head
+
+    async def _awithdraw(self, state: Mapping[str, Any], ids: MemoryIds) -> int | None:
+        head, gone = branch_head(state), removed(state)
+        if head is None or not gone:
+            return head
+        after = max(0, head - len(state.get(PERSISTED_KEY) or ()))
+        rows = await self.store.aread(ids.session_id, after_seq=after, newest=False, client_id=ids.client_id)
+        plan = withdrawal(rows, gone)
+        if plan is None:
+            return head
+        back, again = plan
+        seqs = await self.store.aappend(
+            ids.session_id,
+            [row.message for row in again],
+            client_id=ids.client_id,
+            token_counts=[row.tokens for row in again],
+            created_at=_dates(again),
+            rewind=back,
+        )
+        return seqs[-1] if seqs else back
 
     async def abefore_model(
         self, state: Mapping[str, Any], ids: MemoryIds, run: GraphRun, store_new: AStoreNew, defers: Defers
     ) -> dict[str, Any] | None:
         seed: list[BaseMessage] = []
+        head = await self._awithdraw(state, ids)
         if self._unseen(state) and await run.afirst_run():
             view = await self.compactor.aload(ids.session_id, client_id=ids.client_id)
             seed = seeded(view, ids.session_id, self.language)
+            head = view_head(view)
+        given, state = state, _headed(state, head)
         current = self.read([*seed, *state.get("messages", ())])
         if self._quiet(seed, current, ids) and defers(state, ids):
-            return self._update(state, ids, seed, persisted(state), current, None)
-        stored = await self._astored(state, ids, store_new)
+            return self._update(given, ids, seed, persisted(state), current, None, head)
+        stored, head = await self._astored(state, ids, store_new)
         fold = await self._aland(current, ids) or await self._afold_now(current, ids)
-        return self._update(state, ids, seed, stored, current, fold)
+        return self._update(given, ids, seed, stored, current, fold, head)
 
     async def _ageneration(self, ids: MemoryIds) -> str | None:
         turn = await self.store.aread_turn(ids.session_id, limit=0, client_id=ids.client_id)
