@@ -6,7 +6,10 @@ scripts in `search.py`. Every primitive that reads-then-writes is one Lua script
 Redis runs it atomically, with its invariants (`stores/contract.py`) checked inside it: the owner, the
 session row's erase generation (``generation`` in the info hash, set when the hash is created;
 a hash written before generations has none and reads as ''), the lease. Reads that need two
-values (summary and tail) are one script too, so a turn is one round trip.
+values (summary and tail) are one script too, so a turn is one round trip. An append with a
+rewind is the append's script with the withdrawal before the new rows (`REWIND`): the owner
+check, the withdrawal and the append are one script, and an append without one runs `APPEND`
+as before.
 
 With a ttl, a session's keys expire together (every write refreshes them) and its client's
 session set expires with the client's newest session; the ids an expiry leaves in `updated`
