@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, TypeVar
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from langchain_rolling_memory.core.framing import SUMMARY_MESSAGE_ID
+from langchain_rolling_memory.core.graph_state import fingerprint
 from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.records import StoredMessage, TurnRead
 from langchain_rolling_memory.errors import ConfigurationError
@@ -291,14 +292,40 @@ def removed(state: Mapping[str, Any]) -> set[str]:
     return {i for i in state.get(PERSISTED_KEY) or () if i not in present}
 
 
-def withdrawal(rows: Sequence[StoredMessage], gone: set[str]) -> tuple[int, list[StoredMessage]] | None:
-    """How to withdraw the messages `gone` from `rows` (the branch's newest rows, ascending):
-    the seq to rewind to (just before the first of them) and the rows after it to append
-    again, as they were (None: none of them is among `rows`)."""
-    first = next((i for i, row in enumerate(rows) if row.message.id in gone), None)
-    if first is None:
+@dataclass(frozen=True)
+class Rewrite:
+    """The append that makes the store's rows after some seq the branch's: rewind to
+    `rewind`, then append `messages` (with their stored token counts and dates)."""
+
+    rewind: int
+    messages: list[BaseMessage]
+    tokens: list[int | None]
+    dates: list[float] | None
+
+
+def rewrite(rows: Sequence[StoredMessage], state: Mapping[str, Any], base: int) -> Rewrite | None:
+    """What to write so that the store's rows after `base` (`rows`, ascending) are the
+    branch's stored messages still in `state` (its `PERSISTED_KEY` ids, in order), as the
+    state holds them: the rows they share from the start are kept, the rest is rewound and
+    appended again, with the dates stored for them (None: nothing to do)."""
+    present = {m.id: m for m in state.get("messages", ()) if m.id is not None}
+    target = [present[i] for i in state.get(PERSISTED_KEY) or () if i in present]
+    common = 0
+    while common < min(len(rows), len(target)) and fingerprint(rows[common].message) == fingerprint(
+        target[common]
+    ):
+        common += 1
+    if common == len(rows) == len(target):
         return None
-    return rows[first].seq - 1, [row for row in rows[first + 1 :] if row.message.id not in gone]
+    found = {row.message.id: row for row in rows}
+    again = target[common:]
+    dates = [found[m.id].created_at if m.id in found else None for m in again]
+    return Rewrite(
+        rows[common - 1].seq if common else base,
+        again,
+        [found[m.id].tokens if m.id in found else None for m in again],
+        None if any(d is None for d in dates) else [float(d or 0) for d in dates],
+    )
 
 
 def not_stored(new: Sequence[BaseMessage], recent: Sequence[StoredMessage]) -> list[BaseMessage]:

@@ -34,11 +34,11 @@ from langchain_rolling_memory.adapters.agent_run import (
     branch_head,
     persisted,
     removed,
+    rewrite,
     thread_client,
-    withdrawal,
 )
 from langchain_rolling_memory.core.graph_state import REMOVE_ALL, Conversation, Fold, conversation, seeded
-from langchain_rolling_memory.core.records import CompactionResult, SessionState, StoredMessage
+from langchain_rolling_memory.core.records import CompactionResult, SessionState
 from langchain_rolling_memory.engine.compaction import Compactor
 from langchain_rolling_memory.stores.api import RollingStore
 
@@ -61,12 +61,6 @@ def view_head(view: SessionState) -> int:
     return view.record.covered_seq if view.record is not None else 0
 
 
-def _dates(rows: Sequence[StoredMessage]) -> list[float] | None:
-    """The stored dates of `rows`, to append them again as they were (None: one has none)."""
-    dates = [row.created_at for row in rows]
-    return None if any(d is None for d in dates) else [float(d or 0) for d in dates]
-
-
 def _headed(state: Mapping[str, Any], head: int | None) -> Mapping[str, Any]:
     """`state` as the hook's writes see it: with the branch head it now has."""
     if head is None or head == branch_head(state):
@@ -83,6 +77,9 @@ class StateKeeper:
         self.background = background
         self.language = compactor.planner.language
         self._held: collections.OrderedDict[str, Fold] = collections.OrderedDict()
+        # Per session, the branch head this process last wrote (`tip`): a state whose head is
+        # another is checked against the store's rows before its next write.
+        self._tips: collections.OrderedDict[str, int] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ shared, pure
@@ -183,28 +180,60 @@ class StateKeeper:
             self.store.last_seq(ids.session_id, client_id=ids.client_id)
         return persisted(state) | {m.id for m in new if m.id is not None}, head
 
-    def _withdraw(self, state: Mapping[str, Any], ids: MemoryIds) -> int | None:
-        """Withdraw from the store the messages a `RemoveMessage` took out of the state (the
-        rows after them appended again, as they were, in the same atomic write); the
-        branch's head after (None: not known, nothing done)."""
-        head, gone = branch_head(state), removed(state)
-        if head is None or not gone:
-            return head
-        after = max(0, head - len(state.get(PERSISTED_KEY) or ()))
-        rows = self.store.read(ids.session_id, after_seq=after, newest=False, client_id=ids.client_id)
-        plan = withdrawal(rows, gone)
-        if plan is None:
-            return head
-        back, again = plan
+    # ------------------------------------------------------------------ the branch in the store
+
+    def tip(self, session_id: str) -> int | None:
+        """The head this process last wrote or found for the session (None: not known)."""
+        with self._lock:
+            return self._tips.get(session_id)
+
+    def note_tip(self, session_id: str, head: int | None) -> None:
+        """Record the session's head after a write of ours (None: not known any more)."""
+        with self._lock:
+            if head is None:
+                self._tips.pop(session_id, None)
+                return
+            self._tips[session_id] = head
+            self._tips.move_to_end(session_id)
+            while len(self._tips) > _HELD:
+                self._tips.popitem(last=False)
+
+    def _suspect(self, state: Mapping[str, Any], ids: MemoryIds) -> tuple[int, int] | None:
+        """(head, base) when the store's rows after `base` may not be the branch's: a
+        `RemoveMessage` took stored messages out of the state, or the state's head is not the
+        one this process last wrote (a fork, a replay, another branch written since, a
+        write whose checkpoint never came, another process). None: they are."""
+        head = branch_head(state)
+        if head is None or (not removed(state) and self.tip(ids.session_id) == head):
+            return None
+        return head, max(0, head - len(state.get(PERSISTED_KEY) or ()))
+
+    def _tipped(self, ids: MemoryIds, head: int) -> int:
+        self.note_tip(ids.session_id, head)
+        return head
+
+    def _reconcile(self, state: Mapping[str, Any], ids: MemoryIds) -> int | None:
+        """Make the store's rows the branch's when they may not be (`_suspect`): read the
+        rows after the branch's first stored message in the state, keep what they share with
+        it, rewind the rest and append the state's messages again (as they were stored), in
+        one atomic write; the branch's head after (None: not known)."""
+        suspect = self._suspect(state, ids)
+        if suspect is None:
+            return branch_head(state)
+        _, base = suspect
+        rows = self.store.read(ids.session_id, after_seq=base, newest=False, client_id=ids.client_id)
+        plan = rewrite(rows, state, base)
+        if plan is None:  # the rows are the branch's: its head is the last of them
+            return self._tipped(ids, rows[-1].seq if rows else base)
         seqs = self.store.append(
             ids.session_id,
-            [row.message for row in again],
+            plan.messages,
             client_id=ids.client_id,
-            token_counts=[row.tokens for row in again],
-            created_at=_dates(again),
-            rewind=back,
+            token_counts=plan.tokens,
+            created_at=plan.dates,
+            rewind=plan.rewind,
         )
-        return seqs[-1] if seqs else back
+        return self._tipped(ids, seqs[-1] if seqs else plan.rewind)
 
     def before_model(
         self, state: Mapping[str, Any], ids: MemoryIds, run: GraphRun, store_new: StoreNew, defers: Defers
@@ -213,11 +242,11 @@ class StateKeeper:
         model call when nothing else happens now), land a background fold that still
         applies, else fold inline if due."""
         seed: list[BaseMessage] = []
-        head = self._withdraw(state, ids)
+        head = self._reconcile(state, ids)
         if self._unseen(state) and run.first_run():
             view = self.compactor.load(ids.session_id, client_id=ids.client_id)
             seed = seeded(view, ids.session_id, self.language)
-            head = view_head(view)
+            head = self._tipped(ids, view_head(view))
         given, state = state, _headed(state, head)
         current = self.read([*seed, *state.get("messages", ())])
         if self._quiet(seed, current, ids) and defers(state, ids):
@@ -273,35 +302,34 @@ class StateKeeper:
             await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
         return persisted(state) | {m.id for m in new if m.id is not None}, head
 
-    async def _awithdraw(self, state: Mapping[str, Any], ids: MemoryIds) -> int | None:
-        head, gone = branch_head(state), removed(state)
-        if head is None or not gone:
-            return head
-        after = max(0, head - len(state.get(PERSISTED_KEY) or ()))
-        rows = await self.store.aread(ids.session_id, after_seq=after, newest=False, client_id=ids.client_id)
-        plan = withdrawal(rows, gone)
+    async def _areconcile(self, state: Mapping[str, Any], ids: MemoryIds) -> int | None:
+        suspect = self._suspect(state, ids)
+        if suspect is None:
+            return branch_head(state)
+        _, base = suspect
+        rows = await self.store.aread(ids.session_id, after_seq=base, newest=False, client_id=ids.client_id)
+        plan = rewrite(rows, state, base)
         if plan is None:
-            return head
-        back, again = plan
+            return self._tipped(ids, rows[-1].seq if rows else base)
         seqs = await self.store.aappend(
             ids.session_id,
-            [row.message for row in again],
+            plan.messages,
             client_id=ids.client_id,
-            token_counts=[row.tokens for row in again],
-            created_at=_dates(again),
-            rewind=back,
+            token_counts=plan.tokens,
+            created_at=plan.dates,
+            rewind=plan.rewind,
         )
-        return seqs[-1] if seqs else back
+        return self._tipped(ids, seqs[-1] if seqs else plan.rewind)
 
     async def abefore_model(
         self, state: Mapping[str, Any], ids: MemoryIds, run: GraphRun, store_new: AStoreNew, defers: Defers
     ) -> dict[str, Any] | None:
         seed: list[BaseMessage] = []
-        head = await self._awithdraw(state, ids)
+        head = await self._areconcile(state, ids)
         if self._unseen(state) and await run.afirst_run():
             view = await self.compactor.aload(ids.session_id, client_id=ids.client_id)
             seed = seeded(view, ids.session_id, self.language)
-            head = view_head(view)
+            head = self._tipped(ids, view_head(view))
         given, state = state, _headed(state, head)
         current = self.read([*seed, *state.get("messages", ())])
         if self._quiet(seed, current, ids) and defers(state, ids):

@@ -304,6 +304,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
                 ids.session_id, messages, client_id=ids.client_id, token_counts=self._counts(messages)
             )
             self._stored(ids)
+            self.keeper.note_tip(ids.session_id, None)  # written past the state's head
 
     async def _aappend_now(self, ids: MemoryIds, messages: Sequence[BaseMessage]) -> None:
         if messages:
@@ -311,6 +312,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
                 ids.session_id, messages, client_id=ids.client_id, token_counts=self._counts(messages)
             )
             self._stored(ids)
+            self.keeper.note_tip(ids.session_id, None)  # written past the state's head
 
     def _write_pending(self, ids: MemoryIds, pending: Pending, fresh: Sequence[BaseMessage] | None) -> None:
         """Append the pending messages now (those of them not stored: `fresh`, or read)."""
@@ -391,8 +393,12 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         batch = None if deferred is None else deferred.batch(new)
         if batch is None or self._head(state) is not None:
             return self._store_new(state, ids)
-        self._append_now(ids, batch)
-        return Stored(new, None)
+        if not batch:
+            return Stored(new, None)
+        seqs = self.store.append(
+            ids.session_id, batch, client_id=ids.client_id, token_counts=self._counts(batch)
+        )
+        return self._stored_at(ids, new, seqs[-1])
 
     async def _astore_after_call(self, state: Mapping[str, Any], ids: MemoryIds) -> Stored:
         new = unpersisted(state)
@@ -400,8 +406,12 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         batch = None if deferred is None else deferred.batch(new)
         if batch is None or self._head(state) is not None:
             return await self._astore_new(state, ids)
-        await self._aappend_now(ids, batch)
-        return Stored(new, None)
+        if not batch:
+            return Stored(new, None)
+        seqs = await self.store.aappend(
+            ids.session_id, batch, client_id=ids.client_id, token_counts=self._counts(batch)
+        )
+        return self._stored_at(ids, new, seqs[-1])
 
     def _request(self, request: ModelRequest[Any], view: list[BaseMessage], memory: str) -> ModelRequest[Any]:
         messages = pair_tool_calls(view)
@@ -447,8 +457,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             seqs = self.store.append(
                 ids.session_id, new, client_id=ids.client_id, token_counts=self._counts(new), rewind=head
             )
-            self._stored(ids)
-            return Stored(new, seqs[-1] if seqs else head)
+            return self._stored_at(ids, new, seqs[-1] if seqs else head)
         if not new:
             return Stored(new, None)
         recent = self.store.read(ids.session_id, limit=len(new), newest=True, client_id=ids.client_id)
@@ -457,14 +466,20 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             seqs = self.store.append(
                 ids.session_id, fresh, client_id=ids.client_id, token_counts=self._counts(fresh)
             )
-            self._stored(ids)
-            return Stored(new, seqs[-1])
+            return self._stored_at(ids, new, seqs[-1])
         return Stored(new, recent[-1].seq if recent else None)
 
     def _stored(self, ids: MemoryIds) -> None:
         """After an append: with ``embeddings=``, its messages are embedded in the background."""
         if self.recaller is not None:
             self.recaller.stored(ids.session_id)
+
+    def _stored_at(self, ids: MemoryIds, new: list[BaseMessage], head: int) -> Stored:
+        """After a write of the state's new messages ending at `head`: the keeper's tip."""
+        self._stored(ids)
+        if GraphRun.current().kept:
+            self.keeper.note_tip(ids.session_id, head)
+        return Stored(new, head)
 
     def _persist(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
         """Append the state's new messages; the persisted-ids update, None if there were none."""
@@ -602,8 +617,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             seqs = await self.store.aappend(
                 ids.session_id, new, client_id=ids.client_id, token_counts=self._counts(new), rewind=head
             )
-            self._stored(ids)
-            return Stored(new, seqs[-1] if seqs else head)
+            return self._stored_at(ids, new, seqs[-1] if seqs else head)
         if not new:
             return Stored(new, None)
         recent = await self.store.aread(ids.session_id, limit=len(new), newest=True, client_id=ids.client_id)
@@ -612,8 +626,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             seqs = await self.store.aappend(
                 ids.session_id, fresh, client_id=ids.client_id, token_counts=self._counts(fresh)
             )
-            self._stored(ids)
-            return Stored(new, seqs[-1])
+            return self._stored_at(ids, new, seqs[-1])
         return Stored(new, recent[-1].seq if recent else None)
 
     async def _apersist(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
