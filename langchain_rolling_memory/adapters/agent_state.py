@@ -4,10 +4,17 @@ Owns what `RollingMemoryMiddleware` does for a run whose state a LangGraph check
 (`GraphRun.kept`): the conversation is the state's messages, the summary its head message
 (`graph_state`), and a due fold replaces the folded messages there, inline before the model
 call or planned in the background between turns and landed at the next one only if it still
-covers a prefix of that turn's state. The store keeps the lossless transcript (written by the
-middleware), the facts and session state; it holds no summary of such a thread. A thread's
-first run starts from the store's view of its session (a session begun by a chain, or by an
-agent without a checkpointer); a fork or a replay never does.
+covers a prefix of that turn's state. The store keeps the branch's whole transcript (written by
+the middleware: the messages in the state and those folded out of it), the facts and session
+state; it holds no summary of such a thread. A thread's first run starts from the store's view
+of its session (a session begun by a chain, or by an agent without a checkpointer); a fork or a
+replay never does.
+
+The store's transcript follows the branch (what recall searches is what the graph holds): the
+state's `HEAD_KEY` is the seq of the branch's newest row, each write rewinds to it (the rows
+past it withdrawn in the append's atomic write), and before a run's first write a state whose
+head this process did not write last, or from which a `RemoveMessage` took stored messages, is
+reconciled: the store's rows after its first unfolded message are read and made the state's.
 
 An erase of the session (`forget`, `clear_session`, `purge`) between planning a fold and
 landing it is seen by the session's erase generation, read before and after: such a fold never

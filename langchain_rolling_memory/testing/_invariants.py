@@ -609,6 +609,7 @@ class RewindChecks(StoreHarness):
             store.append("s1", texts(1, start=9), client_id="alice", rewind=rewind)
         assert [r.seq for r in store.read("s1")] == [1, 2, 3]
 
+    @pytest.mark.asyncio
     async def test_the_async_twins_rewind_as_the_sync_ones(self, store: RollingStore) -> None:
         await store.aappend("s1", texts(4), client_id="alice")
         assert await store.aappend("s1", texts(1, start=9), client_id="alice", rewind=2) == [3]
