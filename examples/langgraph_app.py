@@ -1,8 +1,8 @@
 """A LangGraph agent with rolling memory, everything on PostgreSQL: a small app to copy.
 
 - `create_agent` with `RollingMemoryMiddleware` on our PostgreSQL store: the store keeps every
-  message (for recall, export and erasure); the checkpointed state holds the summary and the
-  recent turns, and that state is what the model is sent.
+  message of the branch the graph follows (for recall, export and erasure); the checkpointed
+  state holds the summary and the recent turns, and that state is what the model is sent.
 - `PostgresSaver` as the checkpointer: each thread's state, bounded however long it runs.
 - `RollingFactsStore` as the graph's store: the `save_fact` tool writes a fact with
   ``runtime.store.put(...)``, and the fact is in the user's later prompts, in every thread.
@@ -181,7 +181,8 @@ class Report:
     """What a run showed (printed by `main`, checked by the test)."""
 
     trip_state_sizes: list[int]  # messages in the trip thread's checkpointed state, turn by turn
-    trip_transcript: int  # messages of the trip thread in our store: every one, of both branches
+    trip_transcript: int  # messages of the trip thread in our store, folded ones included
+    fork_transcript: int  # ... after the fork: the branch the graph follows, nothing it left
     dinner_prompt: list[BaseMessage]  # what the model was sent at the dinner thread's first call
     fork_prompt: list[BaseMessage]  # ... at the fork's first call
     erased: Erased
@@ -196,7 +197,8 @@ def run(app: App) -> Report:
     for text in TRIP_TURNS:
         ask(app, text, trip)
         sizes.append(len(app.agent.get_state(trip).values["messages"]))
-    print(f"  state: {sizes[-1]} messages; our store: {len(app.store.transcript(TRIP))}")
+    transcript = len(app.store.transcript(TRIP))
+    print(f"  state: {sizes[-1]} messages; our store: {transcript}")
 
     # Another thread of the same user: the fact saved in the trip thread is in its prompt.
     print(f"thread {DINNER}:")
@@ -217,10 +219,10 @@ def run(app: App) -> Report:
     fork_prompt = ask(app, "Where do I live?", fork)[0]
 
     # Ana asks to be forgotten: her facts, transcripts, summaries, settings and checkpoints.
-    transcript = len(app.store.transcript(TRIP))
+    forked = len(app.store.transcript(TRIP))
     erased = forget_user(USER, store=app.store, graph_store=app.graph_store, checkpointer=app.checkpointer)
     print(f"forgot {USER}: threads {', '.join(erased.threads)}, {erased.items} graph-store items, our store")
-    return Report(sizes, transcript, dinner_prompt, fork_prompt, erased)
+    return Report(sizes, transcript, forked, dinner_prompt, fork_prompt, erased)
 
 
 @contextlib.contextmanager

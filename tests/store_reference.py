@@ -172,6 +172,28 @@ class Reference:
             self._accept(text, epoch=session.epoch)
         return list(range(start, start + len(texts)))
 
+    def rewind(
+        self, client: str | None, sid: str, back: int, texts: list[str]
+    ) -> list[int] | type[OwnershipError]:
+        """`append(..., rewind=back)`: the rows past `back` (never a summary's) withdrawn, then
+        the append; a withdrawal gives the session a new epoch (generation), which the texts
+        it keeps (rows, summary, state) carry on: the withdrawn ones read as erased."""
+        session = self._writable(client, sid)
+        if not isinstance(session, Session):
+            return session
+        keep = max(back, session.summary.covered if session.summary else 0)
+        if keep < len(session.texts):
+            old = session.epoch
+            kept = set(session.texts[:keep])
+            gone = set(session.texts[keep:])
+            session.texts = session.texts[:keep]
+            session.epoch = next(self._epochs)
+            for text, w in list(self.written.items()):
+                if w.place == sid and w.kind != "fact" and w.epoch == old and text not in gone:
+                    assert w.kind != "message" or text in kept
+                    self._accept(text, epoch=session.epoch)
+        return self.append(client, sid, texts)
+
     def set_state(self, client: str | None, sid: str, text: str) -> type[OwnershipError] | None:
         session = self._writable(client, sid)
         if not isinstance(session, Session):

@@ -1,5 +1,7 @@
 """Property: with a checkpointer, the model is sent the graph state's messages, whatever was done
-to the state before (turns, removals, edits, forks to older checkpoints), inline or background."""
+to the state before (turns, removals, edits, forks to older checkpoints), inline or background;
+and the store's transcript (what recall searches) holds only the branch's messages: those in
+the state and those folded into its summary, never a removed one or one of a branch left."""
 
 from __future__ import annotations
 
@@ -50,8 +52,10 @@ def test_the_model_is_sent_the_states_messages_whatever_was_done_to_it(
     steps: list[tuple[str, int]], background: bool
 ) -> None:
     model = ScriptedChatModel()
+    store = open_store("memory://")
+    edited_away: set[str] = set()  # an edit keeps the id: the store keeps the text it replaced
     memory = RollingMemoryMiddleware(
-        store=open_store("memory://"),
+        store=store,
         summarizer=summarize,
         max_turns=4,
         keep_last=2,
@@ -72,6 +76,13 @@ def test_the_model_is_sent_the_states_messages_whatever_was_done_to_it(
             after = out["messages"]
             # Exactly the state the model call ran on: what the turn left, but its reply.
             assert _said(model.requests[-1]) == _said(after[:-1])
+            on_branch = {m.text for m in after if m.id != SUMMARY_MESSAGE_ID}
+            summary = next((summary_text(m) or "" for m in after if m.id == SUMMARY_MESSAGE_ID), "")
+            for stored in store.transcript("s1"):
+                text = stored.text
+                assert text in on_branch or f" {text}" in summary or f"{text} " in summary or text in edited_away, (
+                    f"the store holds {text!r}, which the branch does not"
+                )
             config = CONFIG
         elif action == "remove" and said:
             config = agent.update_state(
@@ -80,6 +91,7 @@ def test_the_model_is_sent_the_states_messages_whatever_was_done_to_it(
         elif action == "edit" and said:
             target = said[pick % len(said)]
             edited = target.model_copy(update={"content": f"edited at {number}"})
+            edited_away.add(target.text)
             config = agent.update_state(config, {"messages": [edited]})
         elif action == "fork":
             finished = [s for s in agent.get_state_history(config) if not s.next]

@@ -48,12 +48,6 @@ def _recalled(sent: str) -> str:
     return sent[sent.index(head) :] if head in sent else ""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="defect: with a checkpointer and recall on, the recall searches the store's transcript, "
-    "which keeps the turns a fork abandoned: they come back as excerpts",
-)
 def test_a_fork_never_recalls_the_turns_it_abandoned(store: RollingStore) -> None:
     agent, model, _ = build(InMemorySaver(), store, recall_tokens=500)
     three_turns(agent, config())
@@ -64,12 +58,6 @@ def test_a_fork_never_recalls_the_turns_it_abandoned(store: RollingStore) -> Non
     assert "Rome" not in sent, _recalled(sent)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="defect: with a checkpointer and recall on, a message removed from the graph state "
-    "(RemoveMessage) is still in the store's transcript and is recalled",
-)
 def test_a_removed_message_is_never_recalled(store: RollingStore) -> None:
     agent, model, _ = build(InMemorySaver(), store, recall_tokens=500)
     three_turns(agent, config())
@@ -81,12 +69,6 @@ def test_a_removed_message_is_never_recalled(store: RollingStore) -> None:
     assert "Rome" not in sent, _recalled(sent)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="defect: the store keeps a fork's abandoned turns, and the client's recall in any "
-    "other thread finds them (skipping the current session's hits would not be enough)",
-)
 def test_another_thread_never_recalls_a_branch_the_graph_abandoned(store: RollingStore) -> None:
     agent, model, _ = build(InMemorySaver(), store, recall_tokens=500)
     three_turns(agent, config())

@@ -96,7 +96,10 @@ def test_the_checkpointed_state_stays_bounded_while_the_store_keeps_every_messag
     report, _, _ = ran
     bound = 1 + app_module.MAX_TURNS + 2  # the summary, the cap, the turn's new pair
     assert max(report.trip_state_sizes) <= bound, report.trip_state_sizes
-    assert report.trip_transcript > 2 * bound  # both branches, every message: folds did happen
+    # Every message of the branch (each turn's question and answer at least), beyond the state.
+    assert report.trip_transcript >= 2 * len(report.trip_state_sizes) > max(report.trip_state_sizes)
+    # The fork's branch: the turns up to the fork and the fork's own, none it left.
+    assert 0 < report.fork_transcript < report.trip_transcript
 
 
 def test_after_forget_user_nothing_of_the_user_is_left_in_any_table(

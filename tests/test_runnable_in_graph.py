@@ -80,5 +80,5 @@ def test_the_middleware_follows_the_fork_so_the_abandoned_turns_are_not_sent() -
 
     assert fork_humans == [PARIS, WHERE]
     assert conversation(model.requests[-1]) == [("human", PARIS), ("ai", "ok 1"), ("human", WHERE)]
-    # The store still keeps both branches, losslessly, for recall and export.
-    assert [m.text for m in store.transcript("t1") if m.type == "human"] == [PARIS, ROME, WHERE, WHERE]
+    # The store holds the branch the graph follows (the checkpointer's history keeps the other).
+    assert [m.text for m in store.transcript("t1") if m.type == "human"] == [PARIS, WHERE]

@@ -5,7 +5,7 @@ object) with interleaved calls of two clients and of runs naming no client, on t
 that get erased and re-created, often by another client. Every call's answer is compared with
 `store_reference.Reference`, and after every step every view of every client (read, read_turn,
 search, sessions, facts, export: `store_model_views.py`) is checked: no client sees another's
-text, nothing erased is readable or searchable, nothing acknowledged is lost, a summary
+text, nothing erased (or withdrawn by an append's rewind) is readable or searchable, nothing acknowledged is lost, a summary
 install or fact write planned before an erase is refused (False, `StaleWriteError`) and writes
 nothing, and a client's search scores move only when its own data does (defect 5). Facts may
 be written with a ttl: once the clock passes it, no view may show them (issue 24), and
@@ -169,6 +169,28 @@ class StoreMachine(ViewChecks, RuleBasedStateMachine):
         want = session.summary.text if session.summary else None
         if (record.text if record else None) != want:
             raise Violation("model", f"{what}: summary {record!r}, expected {want!r}")
+
+    @rule(
+        via=VIA,
+        client=st.sampled_from(CLIENTS),
+        sid=SIDS,
+        back=st.integers(0, 4),
+        words=st.lists(WORDS, max_size=2),
+    )
+    @checked
+    def rewind(self, via: int, client: str | None, sid: str, back: int, words: list[str]) -> None:
+        """A checkpointed graph's write after a fork or a `RemoveMessage`: the rows past `back`
+        withdrawn (nothing withdrawn may be found again by any view), then the append."""
+        texts = [self.ref.new_text(tag(client), w, "message", sid) for w in words]
+        messages = [(HumanMessage if i % 2 == 0 else AIMessage)(t) for i, t in enumerate(texts)]
+        expected = self.ref.rewind(client, sid, back, texts)
+        what = f"append({sid!r}, client_id={client!r}, rewind={back})"
+        store = self.stores[via]
+        seqs = self.call(
+            what, expected, "ownership", store.append, sid, messages, client_id=client, rewind=back
+        )
+        if seqs is not None and seqs != expected:
+            raise Violation("model", f"{what} returned seqs {seqs}, expected {expected}")
 
     @rule(via=VIA, client=st.sampled_from(CLIENTS), sid=SIDS, word=WORDS)
     @checked

@@ -18,17 +18,25 @@ import dataclasses
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from langchain_rolling_memory.core.framing import SUMMARY_MESSAGE_ID
+from langchain_rolling_memory.core.graph_state import fingerprint
 from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.records import StoredMessage, TurnRead
 from langchain_rolling_memory.errors import ConfigurationError
 
 PERSISTED_KEY = "rolling_memory_persisted"
 """Private state channel: ids of the state's messages already appended to the store."""
+
+HEAD_KEY = "rolling_memory_head"
+"""Private state channel, with a checkpointer: the store seq of the newest row the thread's
+branch holds (written by its runs, or seeded from the store). Rows past it belong to a branch
+the graph left (a fork, a replay) or to a write whose checkpoint never came: the branch's next
+append withdraws them in the same atomic write (`RollingStore.append`'s ``rewind``), so the
+store's transcript (what recall searches) is the branch's."""
 
 THREAD_KEY = "rolling_memory_thread"
 """Private state channel: ``{"client_id": ...}``, the client the thread's runs were made for,
@@ -250,10 +258,74 @@ def unpersisted(state: Mapping[str, Any]) -> list[BaseMessage]:
     ]
 
 
-def persisted_update(state: Mapping[str, Any], new: Sequence[BaseMessage]) -> dict[str, Any]:
+def persisted_update(
+    state: Mapping[str, Any], new: Sequence[BaseMessage], head: int | None = None
+) -> dict[str, Any]:
     # Only ids still in the state are kept, so the channel never outgrows the state.
     done = persisted(state) | {m.id for m in new if m.id is not None}
-    return {PERSISTED_KEY: [m.id for m in state.get("messages", ()) if m.id in done]}
+    update: dict[str, Any] = {PERSISTED_KEY: [m.id for m in state.get("messages", ()) if m.id in done]}
+    if head is not None and head != branch_head(state):
+        update[HEAD_KEY] = head
+    return update
+
+
+def branch_head(state: Mapping[str, Any]) -> int | None:
+    """The state's `HEAD_KEY` (None: not known, a thread begun before it or run without a
+    checkpointer)."""
+    head = state.get(HEAD_KEY)
+    return head if isinstance(head, int) and not isinstance(head, bool) and head >= 0 else None
+
+
+class Stored(NamedTuple):
+    """What a write of a state's new messages did: the messages (stored now or found stored)
+    and the branch's head after it (None: not known)."""
+
+    new: list[BaseMessage]
+    head: int | None
+
+
+def removed(state: Mapping[str, Any]) -> set[str]:
+    """The ids of stored messages the state no longer holds, though no fold of ours removed
+    them (a fold's update drops its ids from `PERSISTED_KEY` with the messages): what a
+    `RemoveMessage` of the graph's took out."""
+    present = {m.id for m in state.get("messages", ())}
+    return {i for i in state.get(PERSISTED_KEY) or () if i not in present}
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """The append that makes the store's rows after some seq the branch's: rewind to
+    `rewind`, then append `messages` (with their stored token counts and dates)."""
+
+    rewind: int
+    messages: list[BaseMessage]
+    tokens: list[int | None]
+    dates: list[float] | None
+
+
+def rewrite(rows: Sequence[StoredMessage], state: Mapping[str, Any], base: int) -> Rewrite | None:
+    """What to write so that the store's rows after `base` (`rows`, ascending) are the
+    branch's stored messages still in `state` (its `PERSISTED_KEY` ids, in order), as the
+    state holds them: the rows they share from the start are kept, the rest is rewound and
+    appended again, with the dates stored for them (None: nothing to do)."""
+    present = {m.id: m for m in state.get("messages", ()) if m.id is not None}
+    target = [present[i] for i in state.get(PERSISTED_KEY) or () if i in present]
+    common = 0
+    while common < min(len(rows), len(target)) and fingerprint(rows[common].message) == fingerprint(
+        target[common]
+    ):
+        common += 1
+    if common == len(rows) == len(target):
+        return None
+    found = {row.message.id: row for row in rows}
+    again = target[common:]
+    dates = [found[m.id].created_at if m.id in found else None for m in again]
+    return Rewrite(
+        rows[common - 1].seq if common else base,
+        again,
+        [found[m.id].tokens if m.id in found else None for m in again],
+        None if any(d is None for d in dates) else [float(d or 0) for d in dates],
+    )
 
 
 def not_stored(new: Sequence[BaseMessage], recent: Sequence[StoredMessage]) -> list[BaseMessage]:

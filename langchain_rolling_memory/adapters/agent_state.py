@@ -4,10 +4,17 @@ Owns what `RollingMemoryMiddleware` does for a run whose state a LangGraph check
 (`GraphRun.kept`): the conversation is the state's messages, the summary its head message
 (`graph_state`), and a due fold replaces the folded messages there, inline before the model
 call or planned in the background between turns and landed at the next one only if it still
-covers a prefix of that turn's state. The store keeps the lossless transcript (written by the
-middleware), the facts and session state; it holds no summary of such a thread. A thread's
-first run starts from the store's view of its session (a session begun by a chain, or by an
-agent without a checkpointer); a fork or a replay never does.
+covers a prefix of that turn's state. The store keeps the branch's whole transcript (written by
+the middleware: the messages in the state and those folded out of it), the facts and session
+state; it holds no summary of such a thread. A thread's first run starts from the store's view
+of its session (a session begun by a chain, or by an agent without a checkpointer); a fork or a
+replay never does.
+
+The store's transcript follows the branch (what recall searches is what the graph holds): the
+state's `HEAD_KEY` is the seq of the branch's newest row, each write rewinds to it (the rows
+past it withdrawn in the append's atomic write), and before a run's first write a state whose
+head this process did not write last, or from which a `RemoveMessage` took stored messages, is
+reconciled: the store's rows after its first unfolded message are read and made the state's.
 
 An erase of the session (`forget`, `clear_session`, `purge`) between planning a fold and
 landing it is seen by the session's erase generation, read before and after: such a fold never
@@ -25,27 +32,47 @@ from typing import Any
 from langchain_core.messages import BaseMessage, RemoveMessage
 
 from langchain_rolling_memory.adapters.agent_run import (
+    HEAD_KEY,
     PERSISTED_KEY,
     THREAD_KEY,
     GraphRun,
     MemoryIds,
+    Stored,
+    branch_head,
     persisted,
+    removed,
+    rewrite,
     thread_client,
 )
 from langchain_rolling_memory.core.graph_state import REMOVE_ALL, Conversation, Fold, conversation, seeded
-from langchain_rolling_memory.core.records import CompactionResult
+from langchain_rolling_memory.core.records import CompactionResult, SessionState
 from langchain_rolling_memory.engine.compaction import Compactor
 from langchain_rolling_memory.stores.api import RollingStore
 
 _HELD = 1024  # background folds held for their next turn, at most (the oldest are dropped)
 
-StoreNew = Callable[[Mapping[str, Any], MemoryIds], list[BaseMessage]]
-"""Writes a state's messages not stored yet (checking the session's owner); returns them."""
+StoreNew = Callable[[Mapping[str, Any], MemoryIds], Stored]
+"""Writes a state's messages not stored yet (checking the session's owner, rewinding to the
+state's branch head when known); returns them and the head after."""
 
-AStoreNew = Callable[[Mapping[str, Any], MemoryIds], Awaitable[list[BaseMessage]]]
+AStoreNew = Callable[[Mapping[str, Any], MemoryIds], Awaitable[Stored]]
 
 Defers = Callable[[Mapping[str, Any], MemoryIds], bool]
 """Leaves a state's new messages for the write after the model call; False: write them now."""
+
+
+def view_head(view: SessionState) -> int:
+    """The newest seq a store session's view holds (0: none): a seeded branch's head."""
+    if view.tail:
+        return view.tail[-1].seq
+    return view.record.covered_seq if view.record is not None else 0
+
+
+def _headed(state: Mapping[str, Any], head: int | None) -> Mapping[str, Any]:
+    """`state` as the hook's writes see it: with the branch head it now has."""
+    if head is None or head == branch_head(state):
+        return state
+    return {**state, HEAD_KEY: head}
 
 
 class StateKeeper:
@@ -57,6 +84,9 @@ class StateKeeper:
         self.background = background
         self.language = compactor.planner.language
         self._held: collections.OrderedDict[str, Fold] = collections.OrderedDict()
+        # Per session, the branch head this process last wrote (`tip`): a state whose head is
+        # another is checked against the store's rows before its next write.
+        self._tips: collections.OrderedDict[str, int] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ shared, pure
@@ -101,9 +131,10 @@ class StateKeeper:
         stored: set[str],
         current: Conversation,
         fold: Fold | None,
+        head: int | None,
     ) -> dict[str, Any] | None:
         """The hook's state update: the thread's record, the messages (seeded, folded), the
-        ids of the stored messages still in the state."""
+        ids of the stored messages still in the state, the branch's head."""
         update: dict[str, Any] = {}
         if THREAD_KEY not in state or (ids.client_id is not None and thread_client(state) != ids.client_id):
             update[THREAD_KEY] = {"client_id": ids.client_id}
@@ -118,6 +149,8 @@ class StateKeeper:
         kept = [m.id for m in messages if m.id in stored]
         if kept != list(state.get(PERSISTED_KEY) or ()):
             update[PERSISTED_KEY] = kept
+        if head is not None and head != branch_head(state):
+            update[HEAD_KEY] = head
         return update or None
 
     @staticmethod
@@ -144,13 +177,70 @@ class StateKeeper:
         client = run.recorded_client() if self._needs_record(ids, state, run) else None
         return ids if client is None else MemoryIds(ids.session_id, client)
 
-    def _stored(self, state: Mapping[str, Any], ids: MemoryIds, store_new: StoreNew) -> set[str]:
-        """Write the state's new messages; the ids of its stored ones. With nothing new, the
-        session's owner is still checked before the model runs."""
-        new = store_new(state, ids)
+    def _stored(
+        self, state: Mapping[str, Any], ids: MemoryIds, store_new: StoreNew
+    ) -> tuple[set[str], int | None]:
+        """Write the state's new messages; the ids of its stored ones and the branch's head.
+        With nothing new, the session's owner is still checked before the model runs."""
+        new, head = store_new(state, ids)
         if not new:
             self.store.last_seq(ids.session_id, client_id=ids.client_id)
-        return persisted(state) | {m.id for m in new if m.id is not None}
+        return persisted(state) | {m.id for m in new if m.id is not None}, head
+
+    # ------------------------------------------------------------------ the branch in the store
+
+    def tip(self, session_id: str) -> int | None:
+        """The head this process last wrote or found for the session (None: not known)."""
+        with self._lock:
+            return self._tips.get(session_id)
+
+    def note_tip(self, session_id: str, head: int | None) -> None:
+        """Record the session's head after a write of ours (None: not known any more)."""
+        with self._lock:
+            if head is None:
+                self._tips.pop(session_id, None)
+                return
+            self._tips[session_id] = head
+            self._tips.move_to_end(session_id)
+            while len(self._tips) > _HELD:
+                self._tips.popitem(last=False)
+
+    def _suspect(self, state: Mapping[str, Any], ids: MemoryIds) -> tuple[int, int] | None:
+        """(head, base) when the store's rows after `base` may not be the branch's: a
+        `RemoveMessage` took stored messages out of the state, or the state's head is not the
+        one this process last wrote (a fork, a replay, another branch written since, a
+        write whose checkpoint never came, another process). None: they are."""
+        head = branch_head(state)
+        if head is None or (not removed(state) and self.tip(ids.session_id) == head):
+            return None
+        return head, max(0, head - len(state.get(PERSISTED_KEY) or ()))
+
+    def _tipped(self, ids: MemoryIds, head: int) -> int:
+        self.note_tip(ids.session_id, head)
+        return head
+
+    def _reconcile(self, state: Mapping[str, Any], ids: MemoryIds) -> int | None:
+        """Make the store's rows the branch's when they may not be (`_suspect`): read the
+        rows after the branch's first stored message in the state, keep what they share with
+        it, rewind the rest and append the state's messages again (as they were stored), in
+        one atomic write; the branch's head after (None: not known)."""
+        suspect = self._suspect(state, ids)
+        if suspect is None:
+            return branch_head(state)
+        _, base = suspect
+        rows = self.store.read(ids.session_id, after_seq=base, newest=False, client_id=ids.client_id)
+        plan = rewrite(rows, state, base)
+        if plan is None:  # the rows are the branch's: its head is the last of them
+            return self._tipped(ids, rows[-1].seq if rows else base)
+        seqs = self.store.append(
+            ids.session_id,
+            plan.messages,
+            client_id=ids.client_id,
+            token_counts=plan.tokens,
+            created_at=plan.dates,
+            rewind=plan.rewind,
+        )
+        return self._tipped(ids, seqs[-1] if seqs else plan.rewind)
 
     def before_model(
         self, state: Mapping[str, Any], ids: MemoryIds, run: GraphRun, store_new: StoreNew, defers: Defers
@@ -159,15 +249,18 @@ class StateKeeper:
         model call when nothing else happens now), land a background fold that still
         applies, else fold inline if due."""
         seed: list[BaseMessage] = []
+        head = self._reconcile(state, ids)
         if self._unseen(state) and run.first_run():
             view = self.compactor.load(ids.session_id, client_id=ids.client_id)
             seed = seeded(view, ids.session_id, self.language)
+            head = self._tipped(ids, view_head(view))
+        given, state = state, _headed(state, head)
         current = self.read([*seed, *state.get("messages", ())])
         if self._quiet(seed, current, ids) and defers(state, ids):
-            return self._update(state, ids, seed, persisted(state), current, None)
-        stored = self._stored(state, ids, store_new)
+            return self._update(given, ids, seed, persisted(state), current, None, head)
+        stored, head = self._stored(state, ids, store_new)
         fold = self._land(current, ids) or self._fold_now(current, ids)
-        return self._update(state, ids, seed, stored, current, fold)
+        return self._update(given, ids, seed, stored, current, fold, head)
 
     def _generation(self, ids: MemoryIds) -> str | None:
         return self.store.read_turn(ids.session_id, limit=0, client_id=ids.client_id).generation
@@ -208,25 +301,49 @@ class StateKeeper:
         client = await run.arecorded_client() if self._needs_record(ids, state, run) else None
         return ids if client is None else MemoryIds(ids.session_id, client)
 
-    async def _astored(self, state: Mapping[str, Any], ids: MemoryIds, store_new: AStoreNew) -> set[str]:
-        new = await store_new(state, ids)
+    async def _astored(
+        self, state: Mapping[str, Any], ids: MemoryIds, store_new: AStoreNew
+    ) -> tuple[set[str], int | None]:
+        new, head = await store_new(state, ids)
         if not new:
             await self.store.alast_seq(ids.session_id, client_id=ids.client_id)
-        return persisted(state) | {m.id for m in new if m.id is not None}
+        return persisted(state) | {m.id for m in new if m.id is not None}, head
+
+    async def _areconcile(self, state: Mapping[str, Any], ids: MemoryIds) -> int | None:
+        suspect = self._suspect(state, ids)
+        if suspect is None:
+            return branch_head(state)
+        _, base = suspect
+        rows = await self.store.aread(ids.session_id, after_seq=base, newest=False, client_id=ids.client_id)
+        plan = rewrite(rows, state, base)
+        if plan is None:
+            return self._tipped(ids, rows[-1].seq if rows else base)
+        seqs = await self.store.aappend(
+            ids.session_id,
+            plan.messages,
+            client_id=ids.client_id,
+            token_counts=plan.tokens,
+            created_at=plan.dates,
+            rewind=plan.rewind,
+        )
+        return self._tipped(ids, seqs[-1] if seqs else plan.rewind)
 
     async def abefore_model(
         self, state: Mapping[str, Any], ids: MemoryIds, run: GraphRun, store_new: AStoreNew, defers: Defers
     ) -> dict[str, Any] | None:
         seed: list[BaseMessage] = []
+        head = await self._areconcile(state, ids)
         if self._unseen(state) and await run.afirst_run():
             view = await self.compactor.aload(ids.session_id, client_id=ids.client_id)
             seed = seeded(view, ids.session_id, self.language)
+            head = self._tipped(ids, view_head(view))
+        given, state = state, _headed(state, head)
         current = self.read([*seed, *state.get("messages", ())])
         if self._quiet(seed, current, ids) and defers(state, ids):
-            return self._update(state, ids, seed, persisted(state), current, None)
-        stored = await self._astored(state, ids, store_new)
+            return self._update(given, ids, seed, persisted(state), current, None, head)
+        stored, head = await self._astored(state, ids, store_new)
         fold = await self._aland(current, ids) or await self._afold_now(current, ids)
-        return self._update(state, ids, seed, stored, current, fold)
+        return self._update(given, ids, seed, stored, current, fold, head)
 
     async def _ageneration(self, ids: MemoryIds) -> str | None:
         turn = await self.store.aread_turn(ids.session_id, limit=0, client_id=ids.client_id)

@@ -37,6 +37,8 @@ from langchain_rolling_memory.adapters.agent_run import (  # noqa: E402
     GraphRun,
     MemoryIds,
     Pending,
+    Stored,
+    branch_head,
     not_stored,
     persisted,
     persisted_update,
@@ -77,6 +79,7 @@ class RollingMemoryState(AgentState[Any]):
 
     rolling_memory_persisted: NotRequired[Annotated[list[str], PrivateStateAttr]]
     rolling_memory_thread: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
+    rolling_memory_head: NotRequired[Annotated[int, PrivateStateAttr]]
 
 
 _OWN = ("store", "summarizer", "client_id", "extractor", "memory_tools", "recall", "compactor", "settings")
@@ -268,6 +271,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     # what it found before. Either way the append after the call reads nothing first.
 
     def _defers(self, state: Mapping[str, Any], ids: MemoryIds) -> bool:
+        if self.recaller is not None and branch_head(state) is not None:
+            return False  # written now, with the branch's rewind, before the search (see `_store_new`)
         return self._writes.defer(ids, unpersisted(state))
 
     def _rows(self, messages: Sequence[BaseMessage]) -> list[tuple[str, int | None]]:
@@ -299,6 +304,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
                 ids.session_id, messages, client_id=ids.client_id, token_counts=self._counts(messages)
             )
             self._stored(ids)
+            self.keeper.note_tip(ids.session_id, None)  # written past the state's head
 
     async def _aappend_now(self, ids: MemoryIds, messages: Sequence[BaseMessage]) -> None:
         if messages:
@@ -306,6 +312,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
                 ids.session_id, messages, client_id=ids.client_id, token_counts=self._counts(messages)
             )
             self._stored(ids)
+            self.keeper.note_tip(ids.session_id, None)  # written past the state's head
 
     def _write_pending(self, ids: MemoryIds, pending: Pending, fresh: Sequence[BaseMessage] | None) -> None:
         """Append the pending messages now (those of them not stored: `fresh`, or read)."""
@@ -326,12 +333,15 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             fresh = not_stored(pending.messages, recent)
         await self._aappend_now(ids, fresh)
 
-    def _settled(self, pending: Pending | None, turn: TurnRead, limit: int) -> list[BaseMessage] | None:
+    def _settled(
+        self, pending: Pending | None, turn: TurnRead, limit: int, state: Mapping[str, Any]
+    ) -> list[BaseMessage] | None:
         """With a checkpointer: the pending messages to append after the call (None: not
-        known from `turn`, append them now)."""
+        known from `turn`, append them now); all of them with a branch head (its append
+        rewinds to it, whatever was stored since)."""
         if pending is None or pending.stored:
             return []
-        fresh = pending.fresh(turn, limit)
+        fresh = list(pending.messages) if branch_head(state) is not None else pending.fresh(turn, limit)
         if fresh is not None:
             self._rows(fresh)  # refused now, before the call, as their append would be
         return fresh
@@ -374,25 +384,34 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             await self._aappend_now(ids, fresh)
         self._writes.restore(ids, pending, stored=written or not fresh)
 
-    def _store_after_call(self, state: Mapping[str, Any], ids: MemoryIds) -> list[BaseMessage]:
+    def _store_after_call(self, state: Mapping[str, Any], ids: MemoryIds) -> Stored:
         """`_store_new` after a model call whose read settled the pending messages: one
-        append, without reading the transcript's end again."""
+        append, without reading the transcript's end again (with a branch head, `_store_new`
+        reads nothing either)."""
         new = unpersisted(state)
         deferred = self._writes.take(ids, state) if new else None
         batch = None if deferred is None else deferred.batch(new)
-        if batch is None:
+        if batch is None or self._head(state) is not None:
             return self._store_new(state, ids)
-        self._append_now(ids, batch)
-        return new
+        if not batch:
+            return Stored(new, None)
+        seqs = self.store.append(
+            ids.session_id, batch, client_id=ids.client_id, token_counts=self._counts(batch)
+        )
+        return self._stored_at(ids, new, seqs[-1])
 
-    async def _astore_after_call(self, state: Mapping[str, Any], ids: MemoryIds) -> list[BaseMessage]:
+    async def _astore_after_call(self, state: Mapping[str, Any], ids: MemoryIds) -> Stored:
         new = unpersisted(state)
         deferred = self._writes.take(ids, state) if new else None
         batch = None if deferred is None else deferred.batch(new)
-        if batch is None:
+        if batch is None or self._head(state) is not None:
             return await self._astore_new(state, ids)
-        await self._aappend_now(ids, batch)
-        return new
+        if not batch:
+            return Stored(new, None)
+        seqs = await self.store.aappend(
+            ids.session_id, batch, client_id=ids.client_id, token_counts=self._counts(batch)
+        )
+        return self._stored_at(ids, new, seqs[-1])
 
     def _request(self, request: ModelRequest[Any], view: list[BaseMessage], memory: str) -> ModelRequest[Any]:
         messages = pair_tool_calls(view)
@@ -415,33 +434,60 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
 
     # ------------------------------------------------------------------ sync hooks
 
-    def _store_new(self, state: Mapping[str, Any], ids: MemoryIds) -> list[BaseMessage]:
-        """Append the state's new messages; return them ([] if there were none).
+    @staticmethod
+    def _head(state: Mapping[str, Any]) -> int | None:
+        """The branch head a write of `state` rewinds to: only a checkpointed thread has one."""
+        head = branch_head(state)
+        return head if head is not None and GraphRun.current().kept else None
 
+    def _store_new(self, state: Mapping[str, Any], ids: MemoryIds) -> Stored:
+        """Append the state's new messages; return them ([] if there were none) and the head.
+
+        With a checkpointer and the branch's head known, the append rewinds to it: what the
+        store holds past it (a branch the graph left, a write whose checkpoint never came) is
+        withdrawn in the same atomic write and the new messages follow the head, so nothing
+        is read first. Without, the transcript's end is read to skip what is stored already.
         Every read and append names the run's client (None included), and the store checks
-        the session's owner in that same read or write: no check-then-act, no extra round trip.
+        the session's owner in that same read or write: no check-then-act.
         """
-        new = unpersisted(state)
+        new, head = unpersisted(state), self._head(state)
+        if head is not None:
+            if not new:
+                return Stored(new, head)
+            seqs = self.store.append(
+                ids.session_id, new, client_id=ids.client_id, token_counts=self._counts(new), rewind=head
+            )
+            return self._stored_at(ids, new, seqs[-1] if seqs else head)
         if not new:
-            return new
+            return Stored(new, None)
         recent = self.store.read(ids.session_id, limit=len(new), newest=True, client_id=ids.client_id)
         fresh = not_stored(new, recent)
         if fresh:
-            self.store.append(
+            seqs = self.store.append(
                 ids.session_id, fresh, client_id=ids.client_id, token_counts=self._counts(fresh)
             )
-            self._stored(ids)
-        return new
+            return self._stored_at(ids, new, seqs[-1])
+        return Stored(new, recent[-1].seq if recent else None)
 
     def _stored(self, ids: MemoryIds) -> None:
         """After an append: with ``embeddings=``, its messages are embedded in the background."""
         if self.recaller is not None:
             self.recaller.stored(ids.session_id)
 
+    def _stored_at(self, ids: MemoryIds, new: list[BaseMessage], head: int) -> Stored:
+        """After a write of the state's new messages ending at `head`: the keeper's tip."""
+        self._stored(ids)
+        if GraphRun.current().kept:
+            self.keeper.note_tip(ids.session_id, head)
+        return Stored(new, head)
+
     def _persist(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
         """Append the state's new messages; the persisted-ids update, None if there were none."""
-        new = self._store_new(state, ids)
-        return persisted_update(state, new) if new else None
+        return self._persisted(state, self._store_new(state, ids))
+
+    def _persisted(self, state: Mapping[str, Any], stored: Stored) -> dict[str, Any] | None:
+        head = stored.head if GraphRun.current().kept else None
+        return persisted_update(state, stored.new, head) if stored.new else None
 
     def _advanced(self, ids: MemoryIds) -> SessionState:
         """The session's state once a due compaction ran (inline) or was handed off.
@@ -477,8 +523,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         """Store the model's message at once (with the turn's new messages before it), so a
         failing tool cannot lose it."""
         ids = self.ids(runtime, state)
-        new = self._store_after_call(state, ids)
-        return persisted_update(state, new) if new else None
+        return self._persisted(state, self._store_after_call(state, ids))
 
     def after_agent(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Store what is left (results of `return_direct` tools); in the background mode,
@@ -508,7 +553,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             view = self.keeper.view(request.messages, ids.session_id)
             limit = 0 if pending is None else len(pending.messages)
             known = self.store.read_memory(ids.session_id, limit=limit, client_id=ids.client_id)
-            settled = self._settled(pending, known.turn, limit)
+            settled = self._settled(pending, known.turn, limit, request.state)
             if settled is None and pending is not None:
                 self._write_pending(ids, pending, None)
             fresh = settled or []
@@ -564,22 +609,28 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
 
     # ------------------------------------------------------------------ async hooks
 
-    async def _astore_new(self, state: Mapping[str, Any], ids: MemoryIds) -> list[BaseMessage]:
-        new = unpersisted(state)
+    async def _astore_new(self, state: Mapping[str, Any], ids: MemoryIds) -> Stored:
+        new, head = unpersisted(state), self._head(state)
+        if head is not None:
+            if not new:
+                return Stored(new, head)
+            seqs = await self.store.aappend(
+                ids.session_id, new, client_id=ids.client_id, token_counts=self._counts(new), rewind=head
+            )
+            return self._stored_at(ids, new, seqs[-1] if seqs else head)
         if not new:
-            return new
+            return Stored(new, None)
         recent = await self.store.aread(ids.session_id, limit=len(new), newest=True, client_id=ids.client_id)
         fresh = not_stored(new, recent)
         if fresh:
-            await self.store.aappend(
+            seqs = await self.store.aappend(
                 ids.session_id, fresh, client_id=ids.client_id, token_counts=self._counts(fresh)
             )
-            self._stored(ids)
-        return new
+            return self._stored_at(ids, new, seqs[-1])
+        return Stored(new, recent[-1].seq if recent else None)
 
     async def _apersist(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
-        new = await self._astore_new(state, ids)
-        return persisted_update(state, new) if new else None
+        return self._persisted(state, await self._astore_new(state, ids))
 
     async def _apersist_checked(self, state: Mapping[str, Any], ids: MemoryIds) -> dict[str, Any] | None:
         if self._defers(state, ids):
@@ -607,8 +658,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     async def aafter_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         # As `after_model`: the turn's owner was checked before the model ran.
         ids = self.ids(runtime, state)
-        new = await self._astore_after_call(state, ids)
-        return persisted_update(state, new) if new else None
+        return self._persisted(state, await self._astore_after_call(state, ids))
 
     async def aafter_agent(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         ids = self.ids(runtime, state)
@@ -634,7 +684,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             view = self.keeper.view(request.messages, ids.session_id)
             limit = 0 if pending is None else len(pending.messages)
             known = await self.store.aread_memory(ids.session_id, limit=limit, client_id=ids.client_id)
-            settled = self._settled(pending, known.turn, limit)
+            settled = self._settled(pending, known.turn, limit, request.state)
             if settled is None and pending is not None:
                 await self._awrite_pending(ids, pending, None)
             fresh = settled or []

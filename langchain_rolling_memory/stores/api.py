@@ -241,6 +241,7 @@ class RollingStore:
         client_id: str | None = None,
         token_counts: Sequence[int | None] | None = None,
         created_at: CreatedAt = None,
+        rewind: int | None = None,
     ) -> list[int]:
         """Append messages to the session's transcript; return their sequence numbers.
 
@@ -253,8 +254,14 @@ class RollingStore:
         `client_id` names whose session it is: the first write naming a client makes the session
         that client's, and from then on an append naming another client, or none, raises
         `OwnershipError` and writes nothing (checked in the same atomic write).
+
+        `rewind` withdraws the session's rows past that seq first, in the same atomic write:
+        the message, its search entry and its vectors, never found again (rows a summary
+        covers are kept). The agent middleware passes it so that the store holds what a
+        checkpointed graph's branch holds, not the turns a fork abandoned or a `RemoveMessage`
+        removed. `messages` may then be empty.
         """
-        batch = self._append_batch(session_id, messages, client_id, token_counts, created_at)
+        batch = self._append_batch(session_id, messages, client_id, token_counts, created_at, rewind)
         return self._sync.append(batch) if batch else []
 
     async def aappend(
@@ -265,8 +272,9 @@ class RollingStore:
         client_id: str | None = None,
         token_counts: Sequence[int | None] | None = None,
         created_at: CreatedAt = None,
+        rewind: int | None = None,
     ) -> list[int]:
-        batch = self._append_batch(session_id, messages, client_id, token_counts, created_at)
+        batch = self._append_batch(session_id, messages, client_id, token_counts, created_at, rewind)
         return await self._async.append(batch) if batch else []
 
     def append_and_summary(
@@ -276,10 +284,11 @@ class RollingStore:
         *,
         client_id: str | None = None,
         token_counts: Sequence[int | None] | None = None,
+        rewind: int | None = None,
     ) -> tuple[list[int], SummaryRecord | None]:
         """`append`, then the session's summary read as `client_id`'s (did a compaction land
         meanwhile?), pipelined: one round trip on PostgreSQL and Redis. What a turn writes."""
-        batch = self._append_batch(session_id, messages, client_id, token_counts, None)
+        batch = self._append_batch(session_id, messages, client_id, token_counts, None, rewind)
         reader = Reader(checks.optional_client(client_id))
         if batch is None:
             return [], self._sync.get_summary(session_id, reader)
@@ -292,8 +301,9 @@ class RollingStore:
         *,
         client_id: str | None = None,
         token_counts: Sequence[int | None] | None = None,
+        rewind: int | None = None,
     ) -> tuple[list[int], SummaryRecord | None]:
-        batch = self._append_batch(session_id, messages, client_id, token_counts, None)
+        batch = self._append_batch(session_id, messages, client_id, token_counts, None, rewind)
         reader = Reader(checks.optional_client(client_id))
         if batch is None:
             return [], await self._async.get_summary(session_id, reader)
@@ -306,16 +316,18 @@ class RollingStore:
         client_id: str | None,
         token_counts: Sequence[int | None] | None,
         created_at: CreatedAt,
+        rewind: int | None = None,
     ) -> AppendBatch | None:
         """What `append` hands the backend, all checked and serialized; None: nothing to write."""
         validate_id(session_id)
         client = checks.optional_client(client_id)
         rows = checks.message_rows(messages, token_counts)
-        if not rows:
+        back = checks.rewind_seq(rewind)
+        if not rows and back is None:
             return None
         now = self._now()
         return AppendBatch(
-            session_id, client, rows, now, dates_of(len(rows), created_at, now), tuple(messages)
+            session_id, client, rows, now, dates_of(len(rows), created_at, now), tuple(messages), back
         )
 
     def read(

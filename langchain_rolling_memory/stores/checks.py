@@ -216,3 +216,13 @@ def state_json(state: Mapping[str, Any]) -> str:
         raise InvalidArgumentError(msg) from exc
     # JSON escapes NUL and control characters, so they round-trip; a lone surrogate cannot.
     return check_storable(text, what="state (as JSON)", allow_nul=True)
+
+
+def rewind_seq(rewind: object) -> int | None:
+    """An append's `rewind` checked: None, or a seq (an int >= 0) past which rows are withdrawn."""
+    if rewind is None:
+        return None
+    if isinstance(rewind, bool) or not isinstance(rewind, int) or rewind < 0:
+        msg = f"rewind must be None or an int >= 0 (the seq past which rows are withdrawn), got {rewind!r}"
+        raise InvalidArgumentError(msg)
+    return rewind

@@ -12,7 +12,9 @@ store's clock (`RollingStore._now`), never reading one itself.
 Data model, per backend:
 
 * transcript: append-only rows ``(session_id, seq, message_json, tokens, created_at)``;
-  ``seq`` is 1, 2, 3... per session, gap-free, assigned atomically by the backend.
+  ``seq`` is 1, 2, 3... per session, gap-free, assigned atomically by the backend. The one
+  exception is an append's *rewind* (`AppendBatch.rewind`, a checkpointed graph's branch):
+  rows past a seq are withdrawn, with everything derived from them, before the append.
 * summary: one row per session ``(text, covered_seq, version, meta_json, updated_at)``;
   replaced only by a compare-and-swap on ``version``.
 * lease: one row per session ``(owner, expires_at)`` so one compactor runs at a time.
@@ -43,6 +45,13 @@ transaction) that reads or writes the rows, never by a look-up before it:
   session that has no row.
 * **statistics per scope**: a search's scores depend only on the entries of its scope, never
   on another client's text.
+* **rewind**: an append with `AppendBatch.rewind` = r first withdraws the session's rows with
+  ``seq > max(r, the summary's covered_seq)`` (a summary's rows are never withdrawn), their
+  index entries (and the statistics counting them) and their vectors, in the same atomic write
+  as the owner check and the append; its rows then follow the last row kept (their seqs are
+  reused), and when a row was withdrawn the session gets a new erase generation, so a write
+  planned before (a vector, a fold) never lands on the rows that replaced them. Nothing
+  withdrawn is found by any read, search or export that starts after the append returns.
 
 Dense vectors (schema 6, issue 23): per message and embedding model, at most one vector
 (`core.dense.pack`'s bytes), written by `put_vectors` only while the message and its
@@ -229,6 +238,9 @@ class AppendBatch:
     now: float
     dates: Sequence[float] | None = None
     messages: Sequence[BaseMessage] | None = None
+    #: None, or withdraw the rows past this seq first (see the module's **rewind** invariant);
+    #: `rows` may then be empty (a withdrawal alone)
+    rewind: int | None = None
 
     def created_at(self) -> list[float]:
         """The date of each row (`now` for a caller that gave none)."""
@@ -289,7 +301,8 @@ class SyncBackend(ABC):
         (writing nothing) if the session belongs to a client other than `batch.client_id`
         (None included: an anonymous append never lands in an owned session), checked in the
         same atomic write. Each row is stored with its entry of `batch.entries()` (date,
-        indexed text)."""
+        indexed text). With `batch.rewind`, the rows past it are withdrawn first, in the same
+        atomic write (the module's **rewind** invariant)."""
 
     @abstractmethod
     def search(

@@ -46,6 +46,7 @@ from langchain_rolling_memory.testing._invariants import (  # noqa: E402
     InstallChecks,
     OwnershipChecks,
     PlannedFactChecks,
+    RewindChecks,
     ScopeScoreChecks,
     StateUpdateChecks,
     TurnReadChecks,
@@ -90,6 +91,7 @@ class StoreInvariantConformance(
     OwnershipChecks,
     ScopeScoreChecks,
     TurnReadChecks,
+    RewindChecks,
 ):
     """The invariants every backend enforces in the atomic step that reads or writes the rows:
     erase generations, the state compared before a write, ownership, scores per scope

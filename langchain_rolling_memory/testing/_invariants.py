@@ -518,3 +518,104 @@ class ScopeScoreChecks(StoreHarness):
         after = ranked()
         assert [key for key, _ in after] == [key for key, _ in before]
         assert [score for _, score in after] == pytest.approx([score for _, score in before], rel=1e-9)
+
+
+def _words(store: RollingStore, query: str, **scope: Any) -> list[tuple[str | None, int | None, float]]:
+    return [(h.session_id, h.seq, h.score) for h in store.search(query, limit=50, **scope)]
+
+
+class RewindChecks(StoreHarness):
+    """An append's rewind (`AppendBatch.rewind`): the rows past it are withdrawn with their index
+    entries and statistics in the same atomic write, never found again; rows a summary covers
+    are kept; the session's generation changes when a row goes; another client's rewind is
+    refused and withdraws nothing."""
+
+    def test_a_rewind_withdraws_the_rows_past_it_and_appends_after_the_last_kept(
+        self, store: RollingStore
+    ) -> None:
+        store.append("s1", [HumanMessage("we met in Rome"), AIMessage("Rome is lovely")], client_id="alice")
+        store.append(
+            "s1", [HumanMessage("the Colosseum at night"), AIMessage("bring a coat")], client_id="alice"
+        )
+        before = _gen(store)
+        assert store.search("colosseum", client_id="alice")  # indexed before the rewind
+        seqs = store.append("s1", [HumanMessage("no, it was Paris")], client_id="alice", rewind=2)
+        assert seqs == [3]
+        assert [r.message.content for r in store.read("s1")] == [
+            "we met in Rome",
+            "Rome is lovely",
+            "no, it was Paris",
+        ]
+        assert store.last_seq("s1") == 3
+        assert _gen(store) not in (None, before)
+        assert store.search("colosseum coat", client_id="alice") == []
+        assert store.search("colosseum coat", session_id="s1", client_id="alice") == []
+        assert [(h.seq) for h in store.search("paris", client_id="alice")] == [3]
+        exported = str(store.export("alice"))
+        assert "Colosseum" not in exported and "coat" not in exported
+
+    def test_a_rewinds_statistics_equal_those_of_the_rows_it_kept(self, store: RollingStore) -> None:
+        kept = [HumanMessage("oscar the cat"), AIMessage("a cat named oscar sleeps")]
+        store.append("s1", kept, client_id="alice")
+        store.append("s1", [HumanMessage("cat cat cat paris paris " * 5)], client_id="alice")
+        store.append("s1", [AIMessage("only paris")], client_id="alice", rewind=2)
+        store.append("t1", [*kept, AIMessage("only paris")], client_id="bob")
+        for query in ("oscar cat", "paris", "cat paris sleeps"):
+            mine = _words(store, query, client_id="alice")
+            theirs = _words(store, query, client_id="bob")
+            assert [seq for _, seq, _ in mine] == [seq for _, seq, _ in theirs]
+            assert [s for _, _, s in mine] == pytest.approx([s for _, _, s in theirs], rel=1e-9)
+            assert _words(store, query, session_id="s1", client_id="alice") == mine
+
+    def test_a_withdrawal_alone_writes_no_row_and_nothing_past_the_last_is_withdrawn(
+        self, store: RollingStore
+    ) -> None:
+        store.append("s1", texts(4), client_id="alice")
+        first = _gen(store)
+        assert store.append("s1", [], client_id="alice", rewind=4) == []
+        assert store.append("s1", [], client_id="alice", rewind=9) == []
+        assert _gen(store) == first  # nothing went: the generation stays
+        assert store.append("s1", [], client_id="alice", rewind=1) == []
+        assert [r.seq for r in store.read("s1")] == [1]
+        assert store.search("m2 m3 m4", client_id="alice") == []
+        assert store.append("s1", texts(1, start=7), client_id="alice") == [2]
+
+    def test_the_rows_a_summary_covers_are_never_withdrawn(self, store: RollingStore) -> None:
+        store.append("s1", texts(5), client_id="alice")
+        assert store.install_summary("s1", "they said m1 to m3", covered_seq=3, expected_version=0)
+        store.append("s1", texts(1, start=9), client_id="alice", rewind=1)
+        assert [r.message.content for r in store.read("s1")] == ["m1", "m2", "m3", "m9"]
+        summary = store.summary("s1")
+        assert summary is not None and summary.covered_seq == 3
+
+    def test_another_clients_rewind_is_refused_and_withdraws_nothing(self, store: RollingStore) -> None:
+        store.append("s1", texts(4), client_id="alice")
+        first = _gen(store)
+        for who in ("bob", None):
+            with pytest.raises(OwnershipError):
+                store.append("s1", texts(1, start=9), client_id=who, rewind=1)
+            with pytest.raises(OwnershipError):
+                store.append("s1", [], client_id=who, rewind=0)
+        assert [r.seq for r in store.read("s1")] == [1, 2, 3, 4]
+        assert _gen(store) == first
+        assert [h.seq for h in store.search("m3", client_id="alice")] == [3]
+
+    @pytest.mark.parametrize("rewind", [-1, True, 2.0, "2"])
+    def test_a_bad_rewind_is_refused_before_anything_is_written(
+        self, store: RollingStore, rewind: Any
+    ) -> None:
+        store.append("s1", texts(3), client_id="alice")
+        with pytest.raises(InvalidArgumentError):
+            store.append("s1", texts(1, start=9), client_id="alice", rewind=rewind)
+        assert [r.seq for r in store.read("s1")] == [1, 2, 3]
+
+    @pytest.mark.asyncio
+    async def test_the_async_twins_rewind_as_the_sync_ones(self, store: RollingStore) -> None:
+        await store.aappend("s1", texts(4), client_id="alice")
+        assert await store.aappend("s1", texts(1, start=9), client_id="alice", rewind=2) == [3]
+        seqs, summary = await store.aappend_and_summary("s1", texts(1, start=11), client_id="alice", rewind=1)
+        assert (seqs, summary) == ([2], None)
+        assert [r.message.content for r in await store.aread("s1")] == ["m1", "m11"]
+        assert await store.asearch("m9 m2 m3", client_id="alice") == []
+        seqs, _ = store.append_and_summary("s1", [], client_id="alice", rewind=0)
+        assert seqs == [] and store.read("s1") == []

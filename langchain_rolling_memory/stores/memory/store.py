@@ -155,6 +155,8 @@ class MemoryBackend(SyncBackend):
         session_id, rows, now = batch.session_id, batch.rows, batch.now
         with self._lock:
             session = self._session(session_id, batch.client_id, now)
+            if batch.rewind is not None:
+                self._withdraw(session_id, session, batch.rewind)
             start = len(session.rows) + 1
             seqs = list(range(start, start + len(rows)))
             session.rows.extend(
@@ -165,6 +167,18 @@ class MemoryBackend(SyncBackend):
                 self._to_index(("m", session_id, seq), payload)
             session.updated_at = now
             return seqs
+
+    def _withdraw(self, session_id: str, session: _Session, after: int) -> None:
+        """Withdraw the rows past `after` (never a summary's), their entries and vectors."""
+        keep = max(after, session.summary.covered_seq if session.summary is not None else 0)
+        gone = session.rows[keep:]
+        if not gone:
+            return
+        del session.rows[keep:]
+        for seq, _, _, _ in gone:
+            self._unindex(("m", session_id, seq))
+        session.vectors = {key: v for key, v in session.vectors.items() if key[0] <= keep}
+        session.generation = new_generation()
 
     def search(
         self, terms: Sequence[str], client_id: str | None, session_id: str | None, limit: int, now: float

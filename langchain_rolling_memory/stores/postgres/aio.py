@@ -9,7 +9,8 @@ twin, so both behave alike, retries included.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import langchain_rolling_memory.stores.contract as contract
@@ -110,10 +111,37 @@ class AsyncPostgres(AsyncBackend):
         params = pg.append_params(self.q, batch, self.search_config)
 
         async def first(conn: Any) -> list[int]:
+            if batch.rewind is not None:
+                async with self._pipeline(conn):
+                    cur = await self._rewind(conn, params)
+                return pg.rewound(await cur.fetchall(), batch)
             cur = await conn.execute(self.q.append, params)
             return pg.appended(await cur.fetchall(), batch)
 
         return await self._arun("append", first, lambda conn: self._append_again(conn, batch, params))
+
+    async def _rewind(self, conn: Any, params: dict[str, Any], *, begin: bool = True) -> Any:
+        """Async twin of `SyncPostgres._rewind`."""
+        if begin:
+            await conn.execute(pg.BEGIN)
+        await conn.execute(self.q.rewind_lock, params)
+        cur = await conn.execute(self.q.rewind, params)
+        if begin:
+            await conn.execute(pg.COMMIT)
+        return cur
+
+    @contextlib.asynccontextmanager
+    async def _pipeline(self, conn: Any) -> AsyncIterator[None]:
+        """Async twin of `SyncPostgres._pipeline`."""
+        psycopg = self.link.psycopg
+        try:
+            async with conn.pipeline():
+                yield
+        except psycopg.Error:
+            if pg.left_open(psycopg, conn):
+                with contextlib.suppress(psycopg.Error):
+                    await conn.execute(pg.ROLLBACK)
+            raise
 
     async def _append_again(self, conn: Any, batch: AppendBatch, params: dict[str, Any]) -> list[int]:
         """Async twin of `SyncPostgres._append_again`."""
@@ -125,6 +153,8 @@ class AsyncPostgres(AsyncBackend):
             if done:
                 tx.force_rollback = True
                 return done
+            if batch.rewind is not None:  # in this transaction
+                return pg.rewound(await (await self._rewind(conn, params, begin=False)).fetchall(), batch)
             cur = await conn.execute(q.append, params)
             return pg.appended(await cur.fetchall(), batch)
 
@@ -136,10 +166,13 @@ class AsyncPostgres(AsyncBackend):
         read, args = postgres_reads.summary_read(self.q, sid, reader)
 
         async def first(conn: Any) -> tuple[list[int], SummaryRecord | None]:
-            async with conn.pipeline():
-                appended = await conn.execute(self.q.append, params)
+            async with self._pipeline(conn):
+                if batch.rewind is None:
+                    appended = await conn.execute(self.q.append, params)
+                else:
+                    appended = await self._rewind(conn, params)
                 summary = await conn.execute(read, args)
-            seqs = pg.appended(await appended.fetchall(), batch)
+            seqs = (pg.appended if batch.rewind is None else pg.rewound)(await appended.fetchall(), batch)
             return seqs, postgres_reads.summary_found(await summary.fetchall(), sid, reader)
 
         async def again(conn: Any) -> tuple[list[int], SummaryRecord | None]:

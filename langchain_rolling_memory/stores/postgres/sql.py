@@ -3,7 +3,8 @@
 Owns text and the pure steps around it (parameters, decoding rows, mapping driver errors),
 with no connection and no driver import: shared by the sync twin in `sync.py` and
 the async one in `aio.py`. Each statement is a single round trip; the ones that must be atomic are one
-statement (data-modifying CTEs run in one snapshot, in autocommit mode).
+statement (data-modifying CTEs run in one snapshot, in autocommit mode), but for an append with
+a rewind: two statements in one transaction, pipelined (one round trip; see `Queries.rewind`).
 
 Erase generation (schema 4): a statement that creates a session row writes a fresh
 `backend.new_generation()` into it; an erase deletes the row, so its id's next row has another.
@@ -212,6 +213,60 @@ class Queries:
             FROM s, unnest(%(msgs)s::text[], %(toks)s::int[], %(ats)s::float8[], %(texts)s::text[])
                 WITH ORDINALITY AS m(message, tokens, at, text, ord)
             RETURNING seq
+        """
+        # An append with a rewind (`AppendBatch.rewind`) is one transaction of two statements,
+        # sent with its BEGIN and COMMIT in one pipeline (one round trip). `rewind_lock` takes
+        # the client's shared lock and the session row's strongest lock (setting the key column,
+        # as an erase's lock does: a summary install or a vector write holding the row FOR KEY
+        # SHARE is waited for), creating the row if there is none (as the append would). Then
+        # `rewind` runs in a snapshot taken once that lock is held, so it sees every write to
+        # the session that committed before it (another rewind's rows, a summary's covered
+        # seq): a single statement would read the rows of a snapshot taken before it waited.
+        # It checks the owner and, only if the owner lets it through, moves the session's last
+        # seq back to the last row kept (past the rewind and the summary's covered seq), gives
+        # the row a new generation if a row goes, deletes the rows past it (their `tsv` with
+        # them, their vectors by the foreign key's cascade; the search's statistics count the
+        # scope's rows by `last_seq`) and, once they are gone (`gone` reads the deletes first),
+        # inserts the new rows after the last kept. Its rows: the new seqs, and one NULL when
+        # the owner check passed (no row: refused).
+        self.rewind_lock = f"""
+            INSERT INTO {p}sessions AS t
+                (session_id, client_id, created_at, updated_at, last_seq, generation)
+            SELECT %(sid)s, %(cid)s, %(now)s, %(now)s, 0, %(gen)s FROM ({client_lock}) AS lock
+            ON CONFLICT (session_id) DO UPDATE SET session_id = excluded.session_id
+        """
+        self.rewind = f"""
+            WITH k AS (
+                SELECT greatest(%(back)s::bigint, coalesce(
+                    (SELECT covered_seq FROM {p}summaries WHERE session_id = %(sid)s), 0)) AS keep
+            ),
+            s AS (
+                UPDATE {p}sessions AS t SET
+                    last_seq = least(t.last_seq, k.keep) + %(n)s,
+                    updated_at = %(now)s,
+                    client_id = COALESCE(t.client_id, %(cid)s::text),
+                    generation = CASE WHEN EXISTS (
+                        SELECT 1 FROM {p}messages WHERE session_id = %(sid)s AND seq > k.keep
+                    ) THEN %(gen)s ELSE t.generation END
+                FROM k
+                WHERE t.session_id = %(sid)s AND (t.client_id IS NULL OR t.client_id = %(cid)s::text)
+                RETURNING t.last_seq, k.keep
+            ),
+            d AS (
+                DELETE FROM {p}messages AS m USING s
+                WHERE m.session_id = %(sid)s AND m.seq > s.keep
+                RETURNING m.seq
+            ),
+            i AS (
+                INSERT INTO {p}messages (session_id, seq, message, tokens, batch, created_at, tsv)
+                SELECT %(sid)s, s.last_seq - %(n)s + m.ord, m.message, m.tokens, %(batch)s, m.at,
+                       to_tsvector(%(cfg)s::regconfig, m.text)
+                FROM s, (SELECT count(*) FROM d) AS gone,
+                    unnest(%(msgs)s::text[], %(toks)s::int[], %(ats)s::float8[], %(texts)s::text[])
+                    WITH ORDINALITY AS m(message, tokens, at, text, ord)
+                RETURNING seq
+            )
+            SELECT seq FROM i UNION ALL SELECT NULL FROM s
         """
         # The retry of an append whose outcome is unknown: lock the session row first (this
         # waits for a still-running first attempt), then look for the batch in a fresh snapshot.
@@ -490,6 +545,20 @@ class Erase(NamedTuple):
     then: list[tuple[str, tuple[Any, ...]]]
 
 
+# An append with a rewind opens its transaction itself, in the pipeline that sends it (psycopg's
+# `transaction()` would sync the pipeline at its start and end: two more round trips).
+BEGIN, COMMIT, ROLLBACK = "BEGIN", "COMMIT", "ROLLBACK"
+
+
+def left_open(psycopg: Any, conn: Any) -> bool:
+    """Whether a failed pipeline left `conn` (still usable) inside the transaction it opened:
+    an error skips the rest of the pipeline, its COMMIT included, so it is rolled back."""
+    status = psycopg.pq.TransactionStatus
+    if conn.closed or conn.broken:
+        return False
+    return conn.info.transaction_status in (status.INTRANS, status.INERROR)
+
+
 def lost(psycopg: Any, exc: BaseException, conn: Any) -> bool:
     """Whether `exc` means the connection died (worth one retry on a fresh one)."""
     return isinstance(exc, psycopg.OperationalError) and (conn is None or conn.closed or conn.broken)
@@ -588,8 +657,9 @@ def vacuum(conn: Any, q: Queries, *, full: bool) -> None:
 
 
 def append_params(q: Queries, batch: AppendBatch, config: str = "simple") -> dict[str, Any]:
-    """The parameters of `Queries.append`; a new batch id marks the rows, so that a retry can
-    tell whether the first attempt landed."""
+    """The parameters of `Queries.append` (and, with the batch's rewind as ``back``, of
+    `Queries.rewind_lock` and `Queries.rewind`); a new batch id marks the rows, so that a retry
+    can tell whether the first attempt landed."""
     entries, rows = batch.entries(), batch.rows
     return {
         "cfg": config,
@@ -604,7 +674,7 @@ def append_params(q: Queries, batch: AppendBatch, config: str = "simple") -> dic
         "lock": q.client_lock(batch.client_id or ""),
         "msgs": [payload for payload, _ in rows],
         "toks": [tokens for _, tokens in rows],
-    }
+    } | ({} if batch.rewind is None else {"back": batch.rewind})
 
 
 def appended(records: list[tuple[Any, ...]], batch: AppendBatch) -> list[int]:
@@ -613,6 +683,13 @@ def appended(records: list[tuple[Any, ...]], batch: AppendBatch) -> list[int]:
     if not seqs:
         raise OwnershipError.for_session(batch.session_id, batch.client_id)
     return seqs
+
+
+def rewound(records: list[tuple[Any, ...]], batch: AppendBatch) -> list[int]:
+    """The seqs `Queries.rewind` returned; no row at all: refused (another client's session)."""
+    if not records:
+        raise OwnershipError.for_session(batch.session_id, batch.client_id)
+    return sorted(int(r[0]) for r in records if r[0] is not None)
 
 
 def rows_of(records: list[tuple[Any, ...]], newest: bool, limit: int | None) -> list[Row]:

@@ -8,7 +8,8 @@ store hands it psycopg.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import langchain_rolling_memory.stores.contract as contract
@@ -84,11 +85,43 @@ class SyncPostgres(SyncBackend):
 
     def append(self, batch: AppendBatch) -> list[int]:
         params = pg.append_params(self.q, batch, self.search_config)
+        if batch.rewind is not None:
+
+            def rewind(conn: Any) -> list[int]:
+                with self._pipeline(conn):
+                    cur = self._rewind(conn, params)
+                return pg.rewound(cur.fetchall(), batch)
+
+            return self._run("append", rewind, lambda conn: self._append_again(conn, batch, params))
         return self._run(
             "append",
             lambda conn: pg.appended(conn.execute(self.q.append, params).fetchall(), batch),
             lambda conn: self._append_again(conn, batch, params),
         )
+
+    def _rewind(self, conn: Any, params: dict[str, Any], *, begin: bool = True) -> Any:
+        """Send an append with a rewind (`Queries.rewind_lock`, `Queries.rewind`) in its own
+        transaction (`begin`: queued in the caller's pipeline) or the caller's; its cursor."""
+        if begin:
+            conn.execute(pg.BEGIN)
+        conn.execute(self.q.rewind_lock, params)
+        cur = conn.execute(self.q.rewind, params)
+        if begin:
+            conn.execute(pg.COMMIT)
+        return cur
+
+    @contextlib.contextmanager
+    def _pipeline(self, conn: Any) -> Iterator[None]:
+        """A pipeline whose transaction (`_rewind`'s) is rolled back if one of its statements failed."""
+        psycopg = self.link.psycopg
+        try:
+            with conn.pipeline():
+                yield
+        except psycopg.Error:
+            if pg.left_open(psycopg, conn):
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute(pg.ROLLBACK)
+            raise
 
     def _append_again(self, conn: Any, batch: AppendBatch, params: dict[str, Any]) -> list[int]:
         """The retry of an append whose outcome is unknown: lock the session row first (this
@@ -100,6 +133,8 @@ class SyncPostgres(SyncBackend):
             if done:  # the first attempt committed before its connection died
                 tx.force_rollback = True
                 return done
+            if batch.rewind is not None:  # in this transaction
+                return pg.rewound(self._rewind(conn, params, begin=False).fetchall(), batch)
             return pg.appended(conn.execute(q.append, params).fetchall(), batch)
 
     def append_and_summary(
@@ -111,10 +146,13 @@ class SyncPostgres(SyncBackend):
         read, args = postgres_reads.summary_read(self.q, sid, reader)
 
         def first(conn: Any) -> tuple[list[int], SummaryRecord | None]:
-            with conn.pipeline():
-                appended = conn.execute(self.q.append, params)
+            with self._pipeline(conn):
+                if batch.rewind is None:
+                    appended = conn.execute(self.q.append, params)
+                else:
+                    appended = self._rewind(conn, params)
                 summary = conn.execute(read, args)
-            seqs = pg.appended(appended.fetchall(), batch)
+            seqs = (pg.appended if batch.rewind is None else pg.rewound)(appended.fetchall(), batch)
             return seqs, postgres_reads.summary_found(summary.fetchall(), sid, reader)
 
         def again(conn: Any) -> tuple[list[int], SummaryRecord | None]:

@@ -3,7 +3,7 @@
 Owns the statements and parameters of `unembedded`, `put_vectors` and `vector_search` for both
 twins (`sync.py`, `aio.py`), with no connection. The vectors table (migration 6 in `sql.py`)
 has a foreign key to its message with ``ON DELETE CASCADE``: every erase, which deletes the
-messages, deletes their vectors in the same statement. A write locks the sessions it writes
+messages, deletes their vectors in the same statement, as does an append's rewind. A write locks the sessions it writes
 for (``FOR KEY SHARE``, as a summary install does) only while they have the generation the
 listing gave, so an erase is wholly before it (nothing written) or after it (erasing it).
 

@@ -91,10 +91,9 @@ class AsyncRedis(AsyncBackend):
         return await self._acall(op, lambda: self.clients.ascripts[name](keys=keys, args=args))
 
     async def append(self, batch: AppendBatch) -> list[int]:
-        keys = self.keys.append(batch.session_id, batch.client_id)
-        args, again = lua.append_args(self.prefix, batch, self._ttl_ms)
+        (name, keys, args), again = lua.append_call(self.prefix, self.keys, batch, self._ttl_ms)
         await self._aclient()
-        script = self.clients.ascripts["append"]
+        script = self.clients.ascripts[name]
         reply = await self._acall(
             "append", lambda: script(keys=keys, args=args), lambda: script(keys=keys, args=again)
         )

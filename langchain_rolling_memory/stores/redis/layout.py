@@ -8,7 +8,8 @@ Keys, for prefix ``p`` (default ``lrm:``)::
     p s:{<sid>}:msgs         list of "<tokens or -> <message json>"; index i is seq i+1
     p s:{<sid>}:sum          hash text, covered_seq, version, meta, updated_at
     p s:{<sid>}:lease        hash owner, expires_at
-    p s:{<sid>}:batches      list of "<batch> <first seq> <count>" (recent appends, for retries)
+    p s:{<sid>}:batches      list of "<batch> <first seq> <count>" (recent appends, for retries;
+                             a rewind cuts a count to the batch's rows it kept)
     p s:{<sid>}:idx          list of "<created_at or -> <search.index_text>"; index i is seq i+1
     p s:{<sid>}:terms        hash, the session's inverted index (issue 23): each term (stemmed,
                              as `Bm25Index(stem=True)` counts) -> its postings "<seq>:<tf>:<len> "
@@ -113,9 +114,17 @@ class Keys:
         """The session's inverted index (`search.py`), written by the append script."""
         return self.part(sid, "terms")
 
+    def vectors(self, sid: str) -> str:
+        """The session's dense vectors (`vectors.py`)."""
+        return self.part(sid, "vec")
+
     def append(self, sid: str, cid: str | None) -> list[str]:
         """KEYS of the append script."""
         return [*self.session(sid), self.client_sessions(cid), self.updated, self.idx(sid), self.terms(sid)]
+
+    def rewind(self, sid: str, cid: str | None) -> list[str]:
+        """KEYS of the append-with-rewind script: the append's, then the vectors it withdraws."""
+        return [*self.append(sid, cid), self.vectors(sid)]
 
     def read(self, sid: str) -> list[str]:
         """KEYS of the read script."""
@@ -169,6 +178,37 @@ end
 local function drop_statistics(ct)
   if redis.call('HEXISTS', ct, '#ttl') == 0 then redis.call('DEL', ct) end
 end
+-- `needle` (' <sid> ') out of `term`'s list in a client's statistics `ct` (its sealed runs
+-- included), the list going with its term once empty.
+local function unlist_term(ct, needle, term)
+  local head = redis.call('HMGET', ct, term, '#b '..term)
+  local names, parts = {term}, {head[1]}
+  local sealed = tonumber(head[2] or '0')
+  if sealed > 0 then
+    for b = 1, sealed do names[b + 1] = term..' '..b end
+    parts = redis.call('HMGET', ct, unpack(names))
+  end
+  local left, changed = false, {}
+  for i = 1, #names do
+    local part = parts[i]
+    if part then
+      local a, b = string.find(part, needle, 1, true)
+      while a do
+        part = string.sub(part, 1, a)..string.sub(part, b + 1)
+        changed[#changed + 1] = i
+        a, b = string.find(part, needle, 1, true)
+      end
+      parts[i] = part
+      if string.find(part, '%S') then left = true end
+    end
+  end
+  if not left then
+    names[#names + 1] = '#b '..term
+    redis.call('HDEL', ct, unpack(names))
+  else
+    for _, i in ipairs(changed) do redis.call('HSET', ct, names[i], parts[i]) end
+  end
+end
 -- A session's share of its client's statistics taken out, and (`terms`: the key of its
 -- index) its id out of its terms' lists, a list left empty going with its term: nothing of
 -- an erased session is left in them.
@@ -184,33 +224,7 @@ local function uncount(ct, sid, terms)
   local needle = ' '..sid..' '
   for _, term in ipairs(redis.call('HKEYS', terms)) do
     if string.sub(term, 1, 1) ~= '#' and not string.find(term, ' ', 1, true) then
-      local head = redis.call('HMGET', ct, term, '#b '..term)
-      local names, parts = {term}, {head[1]}
-      local sealed = tonumber(head[2] or '0')
-      if sealed > 0 then
-        for b = 1, sealed do names[b + 1] = term..' '..b end
-        parts = redis.call('HMGET', ct, unpack(names))
-      end
-      local left, changed = false, {}
-      for i = 1, #names do
-        local part = parts[i]
-        if part then
-          local a, b = string.find(part, needle, 1, true)
-          while a do
-            part = string.sub(part, 1, a)..string.sub(part, b + 1)
-            changed[#changed + 1] = i
-            a, b = string.find(part, needle, 1, true)
-          end
-          parts[i] = part
-          if string.find(part, '%S') then left = true end
-        end
-      end
-      if not left then
-        names[#names + 1] = '#b '..term
-        redis.call('HDEL', ct, unpack(names))
-      else
-        for _, i in ipairs(changed) do redis.call('HSET', ct, names[i], parts[i]) end
-      end
+      unlist_term(ct, needle, term)
     end
   end
 end

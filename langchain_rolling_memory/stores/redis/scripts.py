@@ -6,7 +6,10 @@ scripts in `search.py`. Every primitive that reads-then-writes is one Lua script
 Redis runs it atomically, with its invariants (`stores/contract.py`) checked inside it: the owner, the
 session row's erase generation (``generation`` in the info hash, set when the hash is created;
 a hash written before generations has none and reads as ''), the lease. Reads that need two
-values (summary and tail) are one script too, so a turn is one round trip.
+values (summary and tail) are one script too, so a turn is one round trip. An append with a
+rewind is the append's script with the withdrawal before the new rows (`REWIND`): the owner
+check, the withdrawal and the append are one script, and an append without one runs `APPEND`
+as before.
 
 With a ttl, a session's keys expire together (every write refreshes them) and its client's
 session set expires with the client's newest session; the ids an expiry leaves in `updated`
@@ -176,12 +179,123 @@ end
 """
 )
 
-# KEYS: info msgs sum lease batches csessions updated idx terms
-# ARGV: prefix sid cid now ttl_ms check batch generation payload... entry... terms... (one entry
-# and one terms line per payload)
-APPEND = (
-    _LIB
-    + """
+# The rows past a seq withdrawn (an append's rewind, `stores/contract.py`), in the append's
+# script: `withdraw` below.
+_WITHDRAW = """
+-- A list cut to its first `keep` items (LTRIM 0 -1 would keep them all).
+local function cut(key, keep)
+  if keep == 0 then redis.call('DEL', key) else redis.call('LTRIM', key, 0, keep - 1) end
+end
+-- Term `t`'s postings in the session's index `terms` cut to the seqs up to `keep`: walked back
+-- from its newest run ('<t>', `newest`) through its sealed ones ('<t> k'..'<t> 1', `k` of them),
+-- in seq order; each withdrawn posting's message length goes into `gone` (by seq). The run
+-- holding the cut becomes the newest, the runs after it go. True: no posting of `t` is left.
+local function cut_term(terms, t, newest, k, keep, gone)
+  local i, text, changed = k + 1, newest or '', false
+  while true do
+    local last = string.match(text, '(%d+):%d+:%d+ $')
+    if last and tonumber(last) <= keep then break end
+    changed = true
+    local left = {}
+    for entry, seq, len in string.gmatch(text, '((%d+):%d+:(%d+) )') do
+      if tonumber(seq) <= keep then left[#left + 1] = entry else gone[seq] = tonumber(len) end
+    end
+    text = table.concat(left)
+    if text ~= '' or i == 1 then break end
+    i = i - 1
+    text = redis.call('HGET', terms, t..' '..i) or ''
+  end
+  if not changed then return false end
+  local dead = {'#b '..t}
+  for b = i, k do dead[#dead + 1] = t..' '..b end
+  redis.call('HDEL', terms, unpack(dead))
+  if i == 1 and text == '' then
+    redis.call('HDEL', terms, t)
+    return true
+  end
+  if i > 1 then redis.call('HSET', terms, '#b '..t, i - 1) end
+  redis.call('HSET', terms, t, text)
+  return false
+end
+-- The session's rows past max(`after`, its summary's covered_seq) withdrawn, after `own`
+-- (the owner is `cid`, '' for nobody): messages, search entries, their postings and the
+-- statistics counting them (the session's `#docs`, `#len`; its client's totals and share, and
+-- its id out of the lists of the terms it no longer holds), vectors, and the batch records cut
+-- to the rows they keep (a retry finds its batch and never appends it again). When a row goes
+-- the session gets the erase generation `gen`. An index or statistics that did not match the
+-- messages are dropped instead (the next search builds them again).
+local function withdraw(p, cid, sid, info, msgs, summary, batches, idx, terms, vec, after, gen)
+  local keep = math.max(after, tonumber(redis.call('HGET', summary, 'covered_seq') or '0'))
+  local total = redis.call('LLEN', msgs)
+  if total <= keep then return end
+  local old = redis.call('HGET', info, 'generation') or ''
+  redis.call('HSET', info, 'generation', gen)
+  cut(msgs, keep)
+  cut(idx, keep)
+  local st = redis.call('HMGET', terms, '#docs', '#len', '#gen')
+  local exact = tonumber(st[1] or '0') == total and (st[3] or old) == old
+  local ct, kept = ckey(p, cid, 'terms'), false
+  if cid ~= '' and redis.call('HEXISTS', ct, '#v') == 1 then
+    kept = redis.call('HGET', ct, '@'..sid) == old..' '..total..' '..(st[2] or '0') and exact
+    if not kept then drop_statistics(ct) end
+  end
+  if keep == 0 or not exact then
+    if kept then uncount(ct, sid, terms) end
+    redis.call('DEL', terms)
+  else
+    local names, gone, left = {}, {}, {}
+    for _, f in ipairs(redis.call('HKEYS', terms)) do
+      if string.sub(f, 1, 1) ~= '#' and not string.find(f, ' ', 1, true) then names[#names + 1] = f end
+    end
+    for i = 1, #names, 500 do
+      local chunk = {}
+      for j = i, math.min(i + 499, #names) do
+        chunk[#chunk + 1] = names[j]
+        chunk[#chunk + 1] = '#b '..names[j]
+      end
+      local got = redis.call('HMGET', terms, unpack(chunk))
+      for j = 1, #chunk, 2 do
+        if cut_term(terms, chunk[j], got[j], tonumber(got[j + 1] or '0'), keep, gone) then
+          left[#left + 1] = chunk[j]
+        end
+      end
+    end
+    local len = 0
+    for _, n in pairs(gone) do len = len + n end
+    local docs, length = keep, tonumber(st[2] or '0') - len
+    redis.call('HSET', terms, '#docs', docs, '#len', length, '#gen', gen)
+    if kept then
+      local needle = ' '..sid..' '
+      for _, t in ipairs(left) do unlist_term(ct, needle, t) end
+      redis.call('HSET', ct, '@'..sid, gen..' '..docs..' '..length)
+      redis.call('HINCRBY', ct, '#docs', docs - total)
+      redis.call('HINCRBY', ct, '#len', 0 - len)
+    end
+  end
+  if keep == 0 then
+    redis.call('DEL', vec)
+  else
+    local dead = {}
+    for _, f in ipairs(redis.call('HKEYS', vec)) do
+      if tonumber(string.match(f, '^(%d+) ') or '0') > keep then dead[#dead + 1] = f end
+    end
+    for i = 1, #dead, 1000 do redis.call('HDEL', vec, unpack(dead, i, math.min(i + 999, #dead))) end
+  end
+  local records = redis.call('LRANGE', batches, 0, -1)
+  for i, entry in ipairs(records) do
+    local b, first, n = string.match(entry, '^(%S+) (%d+) (%d+)$')
+    if b and tonumber(first) + tonumber(n) - 1 > keep then
+      local kept_rows = math.max(0, keep - tonumber(first) + 1)
+      redis.call('LSET', batches, i - 1, b..' '..first..' '..kept_rows)
+    end
+  end
+end
+"""
+
+# The append (and the append with rewind): `@H@` is the number of ARGV before the payloads,
+# `@WITHDRAW@` what runs between `own` and the new rows, `@TOTAL@` the list's length before
+# them (an append always has rows: its 0 is never read).
+_APPEND_BODY = """
 local p, sid, cid, now, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local check, batch = ARGV[6], ARGV[7]
 local owner = redis.call('HGET', KEYS[1], 'client_id')
@@ -193,23 +307,43 @@ if check == '1' and redis.call('EXISTS', KEYS[1]) == 1 then
   end
 end
 own(p, KEYS[1], KEYS[6], KEYS[7], sid, cid, now, ARGV[8], ttl)
-local n = (#ARGV - 8) / 3
-local total = 0
-for i = 9, 8 + n, 1000 do
-  total = redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, 8 + n)))
+@WITHDRAW@
+local n = (#ARGV - @H@) / 3
+local total = @TOTAL@
+for i = @H@ + 1, @H@ + n, 1000 do
+  total = redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, @H@ + n)))
 end
-for i = 9 + n, 8 + 2 * n, 1000 do
-  redis.call('RPUSH', KEYS[8], unpack(ARGV, i, math.min(i + 999, 8 + 2 * n)))
+for i = @H@ + 1 + n, @H@ + 2 * n, 1000 do
+  redis.call('RPUSH', KEYS[8], unpack(ARGV, i, math.min(i + 999, @H@ + 2 * n)))
 end
 local first = total - n + 1
-add_terms(p, cid, sid, KEYS[9], KEYS[1], first, ARGV, 9 + 2 * n, n)
+add_terms(p, cid, sid, KEYS[9], KEYS[1], first, ARGV, @H@ + 1 + 2 * n, n)
 redis.call('LPUSH', KEYS[5], batch..' '..first..' '..n)
-redis.call('LTRIM', KEYS[5], 0, """
-    + str(RECENT_BATCHES - 1)
-    + """)
+redis.call('LTRIM', KEYS[5], 0, @RECENT@)
 touch(KEYS[1], {KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[8], KEYS[9]}, ttl)
 return {first, n}
 """
+
+
+def _append_script(head: int, lib: str, withdraw: str, total: str) -> str:
+    body = _APPEND_BODY.replace("@H@", str(head)).replace("@RECENT@", str(RECENT_BATCHES - 1))
+    return _LIB + lib + body.replace("@WITHDRAW@", withdraw).replace("@TOTAL@", total)
+
+
+# KEYS: info msgs sum lease batches csessions updated idx terms
+# ARGV: prefix sid cid now ttl_ms check batch generation payload... entry... terms... (one entry
+# and one terms line per payload)
+APPEND = _append_script(8, "", "", "0")
+
+# KEYS: the append's, then vec; ARGV: the append's with the rewind seq after the generation
+# (the new generation of a session a row is withdrawn from, as of a new one: never both).
+# `rows` may be empty: a withdrawal alone, which creates, claims or is refused as an append.
+REWIND = _append_script(
+    9,
+    _WITHDRAW,
+    "withdraw(p, cid, sid, KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[8], KEYS[9], KEYS[10], "
+    + "tonumber(ARGV[9]), ARGV[8])",
+    "redis.call('LLEN', KEYS[2])",
 )
 
 # The session reads return nothing of a session whose info hash is gone (a key of that id
@@ -381,6 +515,7 @@ return 1
 # name -> Lua source; registered once per client.
 SCRIPTS = {
     "append": APPEND,
+    "rewind": REWIND,
     "read": READ,
     "messages_after": MESSAGES_AFTER,
     "summary_and_tail": SUMMARY_AND_TAIL,
@@ -461,18 +596,23 @@ ScriptCall = tuple[str, list[str], list[Any]]
 """A script's name, KEYS and ARGV."""
 
 
+def append_call(prefix: str, keys: Keys, batch: AppendBatch, ttl_ms: int) -> tuple[ScriptCall, list[Any]]:
+    """The append script for `batch` (with a rewind, the one that withdraws first), and its
+    retry ARGV (the same batch id: it looks for the batch first)."""
+    args, again = append_args(prefix, batch, ttl_ms)
+    sid, cid = batch.session_id, batch.client_id
+    if batch.rewind is None:
+        return ("append", keys.append(sid, cid), args), again
+    return ("rewind", keys.rewind(sid, cid), args), again
+
+
 def append_and_summary_calls(
     prefix: str, keys: Keys, batch: AppendBatch, ttl_ms: int
 ) -> tuple[list[ScriptCall], list[Any]]:
-    """The append and the summary read (summary-and-tail with no tail) sent in one pipeline,
-    and the append's retry ARGV (the same batch id: it looks for the batch first)."""
-    args, again = append_args(prefix, batch, ttl_ms)
-    sid = batch.session_id
-    calls = [
-        ("append", keys.append(sid, batch.client_id), args),
-        ("summary_and_tail", keys.summary_and_tail(sid), [0]),
-    ]
-    return calls, again
+    """The append (`append_call`) and the summary read (summary-and-tail with no tail) sent in
+    one pipeline, and the append's retry ARGV."""
+    append, again = append_call(prefix, keys, batch, ttl_ms)
+    return [append, ("summary_and_tail", keys.summary_and_tail(batch.session_id), [0])], again
 
 
 def unloaded(replies: list[Any], redis: Any) -> list[int]:
@@ -496,7 +636,8 @@ def appended_and_summary(
 
 
 def append_args(prefix: str, batch: AppendBatch, ttl_ms: int) -> tuple[list[Any], list[Any]]:
-    """ARGV of the append script: first try, and retry (which looks for the batch first)."""
+    """ARGV of the append script (with a rewind, of the rewind script): first try, and retry
+    (which looks for the batch first)."""
     from langchain_rolling_memory.stores.contract import new_generation
 
     marker = uuid.uuid4().hex
@@ -505,7 +646,7 @@ def append_args(prefix: str, batch: AppendBatch, ttl_ms: int) -> tuple[list[Any]
     payloads += [idx_entry(entry.created_at, entry.text) for entry in entries]
     payloads += [redis_search.terms_line(entry.text) for entry in entries]
     head = [prefix, batch.session_id, batch.client_id or "", repr(batch.now), ttl_ms]
-    tail = [marker, new_generation(), *payloads]
+    tail = [marker, new_generation(), *([] if batch.rewind is None else [batch.rewind]), *payloads]
     return [*head, 0, *tail], [*head, 1, *tail]
 
 

@@ -83,9 +83,8 @@ class SyncRedis(SyncBackend):
         return self._call(op, lambda: self.clients.scripts[name](keys=keys, args=args))
 
     def append(self, batch: AppendBatch) -> list[int]:
-        keys = self.keys.append(batch.session_id, batch.client_id)
-        args, again = lua.append_args(self.prefix, batch, self._ttl_ms)
-        script = self.clients.scripts["append"]
+        (name, keys, args), again = lua.append_call(self.prefix, self.keys, batch, self._ttl_ms)
+        script = self.clients.scripts[name]
         reply = self._call(
             "append", lambda: script(keys=keys, args=args), lambda: script(keys=keys, args=again)
         )

@@ -2,8 +2,9 @@
 
 Each session's vectors are the hash ``p s:{<sid>}:vec`` (field ``"<seq> <model>"``, value the
 packed float32 bytes of `core.dense.pack`), one of the session's keys: every erase script
-deletes it with them (`layout.LUA`'s `session_keys`), a new session's first write deletes one
-left over, and a write gives it the session's expiry. Three scripts, each with the owner or
+deletes it with them (`layout.LUA`'s `session_keys`), an append's rewind the fields of the seqs
+it withdraws (`scripts.REWIND`), a new session's first write deletes one left over, and a write
+gives it the session's expiry. Three scripts, each with the owner or
 generation check inside it, so the isolation holds without a look-up before:
 
 * the listing of messages without a vector of a model (a session, a client's sessions, or

@@ -22,7 +22,10 @@ nothing for search. Facts, written seldom, are indexed with their row (after the
 appended before them, for the same order).
 
 Every session row carries an erase generation (schema 4), set when the row is created: every
-erase deletes the row, so a session re-created under the same id has a new one.
+erase deletes the row, so a session re-created under the same id has a new one. An append's
+rewind that withdraws a row sets a new one too: it deletes the messages past the seq kept (the
+triggers take their index entries and vectors), lowers the session's `indexed_seq` and
+`indexed_terms` by what was indexed of them, so the statistics are those of the rows kept.
 """
 
 from __future__ import annotations
@@ -233,6 +236,21 @@ class Queries:
             "last_seq = excluded.last_seq, updated_at = excluded.updated_at, "
             f"client_id = COALESCE({p}sessions.client_id, excluded.client_id)"
         )
+        # An append's rewind (`AppendBatch.rewind`): the owner, the last seq and the seq a
+        # summary covers, read in the append's transaction; then the session's statistics lose
+        # the entries past the seq kept (before the delete, whose triggers drop the entries and
+        # vectors) and it gets a new generation; then the messages past it are deleted.
+        self.rewind_head = (
+            "SELECT s.client_id, s.last_seq, coalesce(m.covered_seq, 0) "
+            f"FROM {p}sessions AS s LEFT JOIN {p}summaries AS m ON m.session_id = s.session_id "
+            "WHERE s.session_id = ?"
+        )
+        self.withdraw_indexed = (
+            f"UPDATE {p}sessions SET indexed_terms = indexed_terms - (SELECT coalesce(sum(d.terms), 0) "
+            f"FROM {p}search_docs AS d WHERE d.session_id = {p}sessions.session_id AND d.fact_id IS NULL "
+            "AND d.seq > ?1), indexed_seq = min(indexed_seq, ?1), generation = ?2 WHERE session_id = ?3"
+        )
+        self.withdraw_messages = f"DELETE FROM {p}messages WHERE session_id = ? AND seq > ?"
         self.insert_messages = (
             f"INSERT INTO {p}messages (session_id, seq, message, tokens, created_at) VALUES (?, ?, ?, ?, ?)"
         )

@@ -9,16 +9,20 @@ The contract's checks (`stores/contract.py`) are made inside the transaction tha
 rows: the owner and the erase generation with a turn's read (one read transaction), with a
 summary install and a fact write planned from a read (their write transaction); a search reads
 the owner's postings with a statement that filters by owner, then the best entries' rows, in
-one read transaction (`search.py`).
+one read transaction (`search.py`). An append's rewind reads the owner and the summary's
+`covered_seq`, withdraws the rows past the seq kept and appends, in the append's write
+transaction (`_withdraw`); an append without one runs the statements it always ran.
 
 Erasure leaves no bytes in the database's files: every connection sets ``secure_delete``
 (deleted content is overwritten with zeros, in the file and in free pages), and each erase
 (`forget`, `clear_session`, `purge`) is followed by ``wal_checkpoint(TRUNCATE)``, which copies
 the zeroed pages into the file and empties the WAL. If another process holds a read
 transaction at that moment the checkpoint cannot finish and a warning is logged; `vacuum()`
-runs it again. Copies outside the files (backups, the file system's own journal) are out of
-reach. Driver errors (disk full, read-only file) become `StoreError` naming the file; a
-write-protected file (or ``read_only=True``) is opened read-only, so reads still work.
+runs it again. A rewind is not an erase: its rows are deleted as securely, but no checkpoint
+follows (the next one, SQLite's own or an erase's, copies the zeroed pages). Copies outside
+the files (backups, the file system's own journal) are out of reach. Driver errors (disk full,
+read-only file) become `StoreError` naming the file; a write-protected file (or
+``read_only=True``) is opened read-only, so reads still work.
 """
 
 from __future__ import annotations
@@ -315,13 +319,19 @@ class SQLiteBackend(SyncBackend):
         session_id, client_id, rows, now = batch.session_id, batch.client_id, batch.rows, batch.now
         q = self.q
         with self._write() as conn:
-            row = conn.execute(q.session_head, (session_id,)).fetchone()
-            owner, last = (row[0], int(row[1])) if row else (None, 0)
-            if owner is not None and owner != client_id:  # None: an anonymous write, refused too
-                raise OwnershipError.for_session(session_id, client_id)
+            if batch.rewind is None:
+                row = conn.execute(q.session_head, (session_id,)).fetchone()
+                owner, last = (row[0], int(row[1])) if row else (None, 0)
+                if owner is not None and owner != client_id:  # None: an anonymous write, refused too
+                    raise OwnershipError.for_session(session_id, client_id)
+            else:
+                last = self._withdraw(conn, session_id, client_id, batch.rewind)
             seqs = list(range(last + 1, last + 1 + len(rows)))
-            conn.execute(q.upsert_session, (session_id, client_id, now, now, seqs[-1], new_generation()))
-            conn.executemany(
+            conn.execute(
+                q.upsert_session,
+                (session_id, client_id, now, now, seqs[-1] if seqs else last, new_generation()),
+            )
+            conn.executemany(  # no row (a withdrawal alone): nothing runs
                 q.insert_messages,
                 [
                     (session_id, seq, payload, tokens, at)
@@ -329,6 +339,25 @@ class SQLiteBackend(SyncBackend):
                 ],
             )
         return seqs
+
+    def _withdraw(self, conn: sqlite3.Connection, session_id: str, client_id: str | None, rewind: int) -> int:
+        """An append's rewind, in its write transaction: the owner checked, then the session's
+        rows past ``max(rewind, covered_seq)`` withdrawn with their index entries, the statistics
+        counting them and their vectors (a new generation if one went); the last seq kept."""
+        q = self.q
+        row = conn.execute(q.rewind_head, (session_id,)).fetchone()
+        if row is None:
+            return 0
+        owner, last, covered = row[0], int(row[1]), int(row[2])
+        if owner is not None and owner != client_id:  # None: an anonymous write, refused too
+            raise OwnershipError.for_session(session_id, client_id)
+        keep = max(rewind, covered)
+        if keep >= last:
+            return last
+        # The statistics first: the delete's triggers take the entries they are summed from.
+        conn.execute(q.withdraw_indexed, (keep, new_generation(), session_id))
+        conn.execute(q.withdraw_messages, (session_id, keep))
+        return keep
 
     def _catch_up(self) -> None:
         """Index the messages appended since the last search (schema 3), in one transaction."""
