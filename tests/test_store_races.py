@@ -21,6 +21,7 @@ refused and withdraws nothing. Last, a rewind in a forked child on the store its
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import itertools
 import multiprocessing
@@ -470,14 +471,26 @@ def test_another_clients_rewind_racing_the_owners_appends_is_refused_and_withdra
     assert store.search(_word(10**6), client_id="bob") == []
 
 
-def _rewind_in_child(store: RollingStore, pipe: Any) -> None:
+def _rewind_in_child(store: RollingStore, api: str, pipe: Any) -> None:
     """In a forked child, on the store its parent opened: rewind alice's session past seq 2 and
-    append, then read and search what it wrote; report what it saw, then exit without cleanup."""
+    append (`api`: on the sync or the async API), then read and search what it wrote; report
+    what it saw, then exit without cleanup."""
+
+    async def on_async_api() -> tuple[list[int], list[str], list[tuple[int | None, str]]]:
+        seqs = await store.aappend("s", [HumanMessage("note qxchild")], client_id="alice", rewind=2)
+        rows = [str(r.message.content) for r in await store.aread("s", client_id="alice")]
+        hits = [(h.seq, h.text) for h in await store.asearch("qxchild qxthree", client_id="alice")]
+        return seqs, rows, hits
+
     try:
-        seqs = store.append("s", [HumanMessage("note qxchild")], client_id="alice", rewind=2)
-        rows = [str(r.message.content) for r in store.read("s", client_id="alice")]
-        hits = [(h.seq, h.text) for h in store.search("qxchild qxthree", client_id="alice")]
-        pipe.send(repr((seqs, rows, hits)))  # sent before it returns (a Queue's thread would not be)
+        if api == "async":  # a new loop in a new thread: the fork copied the parent's running one
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                pipe.send(repr(pool.submit(asyncio.run, on_async_api()).result(60)))
+        else:
+            seqs = store.append("s", [HumanMessage("note qxchild")], client_id="alice", rewind=2)
+            rows = [str(r.message.content) for r in store.read("s", client_id="alice")]
+            hits = [(h.seq, h.text) for h in store.search("qxchild qxthree", client_id="alice")]
+            pipe.send(repr((seqs, rows, hits)))  # sent before it returns (a Queue's thread would not be)
     except BaseException as exc:
         pipe.send(f"{type(exc).__name__}: {exc}")
     finally:
@@ -485,8 +498,9 @@ def _rewind_in_child(store: RollingStore, pipe: Any) -> None:
 
 
 @pytest.mark.skipif(FORK is None, reason="this platform has no fork()")
+@pytest.mark.parametrize("api", ["sync", "async"])
 async def test_a_rewind_in_a_forked_child_is_what_the_parent_then_reads_and_rewinds(
-    shared_store: RollingStore,
+    shared_store: RollingStore, api: str
 ) -> None:
     """The parent opened the store and used both APIs (live connections) before the fork, as
     gunicorn --preload does; the child's rewind withdraws the parent's rows; the parent then
@@ -498,7 +512,7 @@ async def test_a_rewind_in_a_forked_child_is_what_the_parent_then_reads_and_rewi
     assert [h.seq for h in await store.asearch("qxthree", client_id="alice")] == [3]
     generation = store.read_turn("s", limit=0, client_id="alice").generation
     receiver, sender = FORK.Pipe(duplex=False)
-    child = FORK.Process(target=_rewind_in_child, args=(store, sender))
+    child = FORK.Process(target=_rewind_in_child, args=(store, api, sender))
     child.start()
     ready = await asyncio.to_thread(receiver.poll, 60)
     child.join(60)
