@@ -9,13 +9,25 @@ script that returns or writes the rows, so no interleaving may leak bob's text t
 a summary planned before an erase on a later session, bring back a fact erased by `forget`, or
 let alice's forget erase bob's session. Bounded by a number of rounds (a second or two on the
 servers), not by time.
+
+The same races with an append's *rewind* (the contract's **rewind** invariant): alice's appends,
+half of them withdrawing the rows past a seq first, race one another and `clear_session` or
+`forget`; each call is timed, and the store at rest must hold a gap-free transcript that agrees
+with every order the calls may have taken (a write no later call could withdraw is kept, one a
+later rewind or erase passed is gone from read, search and export). Another client's rewind is
+refused and withdraws nothing. Last, a rewind in a forked child on the store its parent opened.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import itertools
+import multiprocessing
+import os
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -31,6 +43,7 @@ ROUNDS = 30
 PROBES = 2
 
 Step = Callable[[RollingStore, int], None]
+FORK = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
 
 
 @contextlib.contextmanager
@@ -276,3 +289,257 @@ async def test_the_first_owners_async_forget_never_erases_the_next_owners_sessio
 
     await _arace(store, _checking_bobs_session(changed), probe)
     assert changed == []
+
+
+# ------------------------------------------------------------------ rewinds (an append's branch)
+
+
+def _word(n: int) -> str:
+    """A unique search term for write `n`: letters only, fixed width, so no term is another's
+    prefix and the tokenizer keeps it whole."""
+    letters = ""
+    for _ in range(5):
+        n, digit = divmod(n, 26)
+        letters += chr(ord("a") + digit)
+    return "qx" + letters
+
+
+class _History:
+    """What the racing threads did, each call timed (`time.monotonic_ns`, one clock for the
+    process) from before it started to after it returned: the writes alice's appends
+    acknowledged (word, seq, the rewind they carried) and the erases."""
+
+    def __init__(self) -> None:
+        self._numbers = itertools.count()
+        self.writes: list[tuple[int, int, str, int, int | None]] = []  # start, end, word, seq, rewind
+        self.erases: list[tuple[int, int]] = []
+
+    def append(self, store: RollingStore, *, count: int = 1, rewind: int | None = None) -> None:
+        words = [_word(next(self._numbers)) for _ in range(count)]
+        start = time.monotonic_ns()
+        seqs = store.append("s", [HumanMessage(f"note {w}") for w in words], client_id="alice", rewind=rewind)
+        self._written(start, words, seqs, rewind)
+
+    async def aappend(self, store: RollingStore, *, count: int = 1, rewind: int | None = None) -> None:
+        words = [_word(next(self._numbers)) for _ in range(count)]
+        start = time.monotonic_ns()
+        seqs = await store.aappend(
+            "s", [HumanMessage(f"note {w}") for w in words], client_id="alice", rewind=rewind
+        )
+        self._written(start, words, seqs, rewind)
+
+    def _written(self, start: int, words: list[str], seqs: list[int], rewind: int | None) -> None:
+        end = time.monotonic_ns()
+        assert len(seqs) == len(words), (words, seqs)
+        self.writes.extend((start, end, w, seq, rewind) for w, seq in zip(words, seqs, strict=True))
+        if not words:  # a withdrawal alone: no word, but its rewind counts
+            self.writes.append((start, end, "", 0, rewind))
+
+    def erase(self, store: RollingStore, how: str) -> None:
+        start = time.monotonic_ns()
+        if how == "forget":
+            store.forget("alice")
+        else:
+            store.clear_session("s")
+        self.erases.append((start, time.monotonic_ns()))
+
+    def check(self, store: RollingStore) -> int:
+        """The store at rest against the history; returns how many acknowledged words a later
+        rewind surely withdrew (so a test can tell that its race withdrew anything)."""
+        rows = [(r.seq, str(r.message.content)) for r in store.read("s", client_id="alice")]
+        assert [seq for seq, _ in rows] == list(range(1, len(rows) + 1)), rows  # gap-free from 1
+        where = {w: seq for _, _, w, seq, _ in self.writes if w}
+        kept = {text.removeprefix("note "): seq for seq, text in rows}
+        assert len(kept) == len(rows)
+        for word, seq in kept.items():  # every row is an acknowledged write, at its own seq
+            assert where.get(word) == seq, (word, seq, where.get(word))
+        rewinds = [(start, end, back) for start, end, _, _, back in self.writes if back is not None]
+        withdrawn = 0
+        for start, end, word, seq, _ in self.writes:
+            if not word:
+                continue
+            erased = any(e_start > end for e_start, _ in self.erases)
+            rewound = any(r_start > end and back < seq for r_start, _, back in rewinds)
+            if erased or rewound:  # an erase or rewind that began after it returned: gone
+                assert word not in kept, (word, "came back after an erase" if erased else "rewound")
+                withdrawn += rewound
+            may_go = any(e_end > start for _, e_end in self.erases) or any(
+                r_end > start and back < seq and (r_start, r_end) != (start, end)
+                for r_start, r_end, back in rewinds
+            )
+            if not may_go:  # nothing that may have come after it could withdraw it: kept
+                assert kept.get(word) == seq, (word, seq, "lost")
+        # At rest, a word is found (search, export) exactly when its row is read.
+        exported = str(store.export("alice"))
+        for word in where:
+            found = [h for h in store.search(word, client_id="alice") if word in (h.text or "").split()]
+            assert [(h.session_id, h.seq) for h in found] == ([("s", kept[word])] if word in kept else []), (
+                word
+            )
+            assert (word in exported) == (word in kept), word
+        return withdrawn
+
+
+_ERASES = ["clear_session", "forget", "none"]
+
+
+def _rewinder(history: _History, store: RollingStore) -> Callable[[], None]:
+    """A probe: alice's appends, every other one rewinding one or two rows (or more, past an
+    erase), a withdrawal alone now and then."""
+    calls = itertools.count()
+
+    def probe() -> None:
+        n = next(calls)
+        if n % 2:
+            history.append(store, count=1 + n % 3 // 2)
+            return
+        back = max(0, store.last_seq("s") - 1 - n % 3)
+        history.append(store, count=0 if n % 10 == 4 else 1, rewind=back)
+
+    return probe
+
+
+def _rewind_step(history: _History, how: str) -> Step:
+    """The other side: erase alice's session (or not) and append to it again."""
+
+    def step(other: RollingStore, i: int) -> None:
+        if how != "none":
+            history.erase(other, how)
+        history.append(other, count=2)
+        time.sleep(0.001)  # let the probes' threads (or event loop) in between the steps
+
+    return step
+
+
+@pytest.mark.parametrize("how", _ERASES)
+def test_rewinds_racing_appends_and_erases_withdraw_exactly_the_rows_they_passed(
+    store: RollingStore, how: str
+) -> None:
+    history = _History()
+    history.append(store, count=3)
+    _race(store, _rewind_step(history, how), _rewinder(history, store))
+    assert history.check(store) > 0
+
+
+@pytest.mark.parametrize("how", _ERASES)
+async def test_async_rewinds_racing_appends_and_erases_withdraw_exactly_the_rows_they_passed(
+    store: RollingStore, how: str
+) -> None:
+    history = _History()
+    await history.aappend(store, count=3)
+    calls = itertools.count()
+
+    async def probe() -> None:
+        n = next(calls)
+        if n % 2:
+            await history.aappend(store)
+            return
+        back = max(0, await store.alast_seq("s") - 1 - n % 3)
+        await history.aappend(store, rewind=back)
+
+    await _arace(store, _rewind_step(history, how), probe)
+    assert history.check(store) > 0
+
+
+def test_another_clients_rewind_racing_the_owners_appends_is_refused_and_withdraws_nothing(
+    store: RollingStore,
+) -> None:
+    history = _History()
+    history.append(store, count=3)
+    generation = store.read_turn("s", limit=0, client_id="alice").generation
+    accepted: list[object] = []
+    intruders = itertools.count()
+
+    def step(other: RollingStore, i: int) -> None:
+        word = _word(10**6 + next(intruders))
+        for who, messages in (("bob", [HumanMessage(f"note {word}")]), ("bob", []), (None, [])):
+            for back in (0, max(0, other.last_seq("s") - 1)):
+                try:
+                    if i % 2:
+                        accepted.append(other.append("s", messages, client_id=who, rewind=back))
+                    else:
+                        accepted.append(other.append_and_summary("s", messages, client_id=who, rewind=back))
+                except OwnershipError:
+                    pass
+
+    _race(store, step, lambda: history.append(store))
+    assert accepted == []
+    assert history.check(store) == 0
+    rows = store.read("s", client_id="alice")
+    assert len(rows) == len(history.writes)  # every append of hers kept
+    assert store.read_turn("s", limit=0, client_id="alice").generation == generation  # nothing went
+    assert store.search(_word(10**6), client_id="bob") == []
+
+
+def _rewind_in_child(store: RollingStore, api: str, pipe: Any) -> None:
+    """In a forked child, on the store its parent opened: rewind alice's session past seq 2 and
+    append (`api`: on the sync or the async API), then read and search what it wrote; report
+    what it saw, then exit without cleanup."""
+
+    async def on_async_api() -> tuple[list[int], list[str], list[tuple[int | None, str]]]:
+        seqs = await store.aappend("s", [HumanMessage("note qxchild")], client_id="alice", rewind=2)
+        rows = [str(r.message.content) for r in await store.aread("s", client_id="alice")]
+        hits = [(h.seq, h.text) for h in await store.asearch("qxchild qxthree", client_id="alice")]
+        return seqs, rows, hits
+
+    try:
+        if api == "async":  # a new loop in a new thread: the fork copied the parent's running one
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                pipe.send(repr(pool.submit(asyncio.run, on_async_api()).result(60)))
+        else:
+            seqs = store.append("s", [HumanMessage("note qxchild")], client_id="alice", rewind=2)
+            rows = [str(r.message.content) for r in store.read("s", client_id="alice")]
+            hits = [(h.seq, h.text) for h in store.search("qxchild qxthree", client_id="alice")]
+            pipe.send(repr((seqs, rows, hits)))  # sent before it returns (a Queue's thread would not be)
+    except BaseException as exc:
+        pipe.send(f"{type(exc).__name__}: {exc}")
+    finally:
+        os._exit(0)
+
+
+@pytest.mark.skipif(FORK is None, reason="this platform has no fork()")
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_a_rewind_in_a_forked_child_is_what_the_parent_then_reads_and_rewinds(
+    shared_store: RollingStore, api: str
+) -> None:
+    """The parent opened the store and used both APIs (live connections) before the fork, as
+    gunicorn --preload does; the child's rewind withdraws the parent's rows; the parent then
+    reads and searches exactly the child's result and rewinds and appends itself."""
+    assert FORK is not None
+    store = shared_store
+    store.append("s", [HumanMessage("note qxone"), HumanMessage("note qxtwo")], client_id="alice")
+    await store.aappend("s", [HumanMessage("note qxthree")], client_id="alice")
+    assert [h.seq for h in await store.asearch("qxthree", client_id="alice")] == [3]
+    generation = store.read_turn("s", limit=0, client_id="alice").generation
+    receiver, sender = FORK.Pipe(duplex=False)
+    child = FORK.Process(target=_rewind_in_child, args=(store, api, sender))
+    child.start()
+    ready = await asyncio.to_thread(receiver.poll, 60)
+    child.join(60)
+    if child.exitcode is None:  # a stuck child must fail the test, not hang the run at exit
+        child.kill()
+        child.join()
+    assert ready and child.exitcode == 0, child.exitcode
+    answer = receiver.recv()
+    expected = ["note qxone", "note qxtwo", "note qxchild"]
+    assert answer == repr(([3], expected, [(3, "note qxchild")])), answer
+    # The parent, on the connections it held before the fork, sees exactly the child's result.
+    assert [str(r.message.content) for r in store.read("s", client_id="alice")] == expected
+    assert [str(r.message.content) for r in await store.aread("s", client_id="alice")] == expected
+    assert [(h.seq, h.text) for h in store.search("qxchild qxthree", client_id="alice")] == [
+        (3, "note qxchild")
+    ]
+    assert [h.seq for h in await store.asearch("qxthree qxchild", client_id="alice")] == [3]
+    assert store.read_turn("s", limit=0, client_id="alice").generation not in (None, generation)
+    # ...and rewinds and appends itself, on both APIs.
+    assert store.append("s", [HumanMessage("note qxfour")], client_id="alice", rewind=1) == [2]
+    assert await store.aappend("s", [HumanMessage("note qxfive")], client_id="alice", rewind=2) == [3]
+    assert [str(r.message.content) for r in store.read("s", client_id="alice")] == [
+        "note qxone",
+        "note qxfour",
+        "note qxfive",
+    ]
+    assert store.search("qxtwo qxchild qxthree", client_id="alice") == []
+    assert sorted(h.seq or 0 for h in await store.asearch("qxfour qxfive", client_id="alice")) == [2, 3]
+    exported = str(store.export("alice"))
+    assert "qxchild" not in exported and "qxtwo" not in exported and "qxfive" in exported
