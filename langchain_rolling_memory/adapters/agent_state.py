@@ -42,10 +42,19 @@ from langchain_rolling_memory.adapters.agent_run import (
     persisted,
     removed,
     rewrite,
+    stored_ids,
     thread_client,
 )
 from langchain_rolling_memory.core.framing import SUMMARY_MESSAGE_ID
-from langchain_rolling_memory.core.graph_state import REMOVE_ALL, Conversation, Fold, conversation, seeded
+from langchain_rolling_memory.core.graph_state import (
+    REMOVE_ALL,
+    Conversation,
+    Fold,
+    as_seeded,
+    conversation,
+    is_summary,
+    seeded,
+)
 from langchain_rolling_memory.core.records import CompactionResult, SessionState, StoredMessage
 from langchain_rolling_memory.engine.compaction import Compactor
 from langchain_rolling_memory.stores.api import RollingStore
@@ -170,7 +179,7 @@ class StateKeeper:
             messages = [m for m in messages if m.id not in folded]
         elif seed:
             update["messages"] = [RemoveMessage(id=REMOVE_ALL), *messages]
-        stored = stored | {m.id for m in seed if m.id is not None}
+        stored = stored | {m.id for m in seed if m.id is not None and not is_summary(m)}
         kept = [m.id for m in messages if m.id in stored]
         if kept != list(state.get(PERSISTED_KEY) or ()):
             update[PERSISTED_KEY] = kept
@@ -214,15 +223,17 @@ class StateKeeper:
 
     # ------------------------------------------------------------------ the branch in the store
 
-    def erased(self, state: Mapping[str, Any], rows: Sequence[StoredMessage]) -> frozenset[str]:
+    def erased(
+        self, state: Mapping[str, Any], rows: Sequence[StoredMessage], session_id: str
+    ) -> frozenset[str]:
         """The state's stored messages the store no longer holds, `rows` being the session's
         newest rows (as many as the state has stored messages): those of a conversation
         erased since they were written (`clear_session`, `forget`, `purge`, an expiry; the
         checkpointer still holds them). Only for a state with a branch head."""
         if branch_head(state) is None:
             return frozenset()
-        held = {row.message.id for row in rows}
-        return frozenset(i for i in state.get(PERSISTED_KEY) or () if i not in held)
+        held = {as_seeded(row, session_id).id for row in rows}
+        return frozenset(i for i in stored_ids(state) if i not in held)
 
     def note_erased(self, session_id: str, gone: frozenset[str]) -> None:
         """Leave `gone` (see `erased`) for the state update after the model call."""
@@ -257,7 +268,7 @@ class StateKeeper:
         head = branch_head(state)
         if head is None or (not removed(state) and self.tip(ids.session_id) == head):
             return None
-        return head, max(0, head - len(state.get(PERSISTED_KEY) or ()))
+        return head, max(0, head - len(stored_ids(state)))
 
     def _tipped(self, ids: MemoryIds, head: int) -> int:
         self.note_tip(ids.session_id, head)
@@ -273,7 +284,7 @@ class StateKeeper:
             return branch_head(state)
         _, base = suspect
         rows = self.store.read(ids.session_id, after_seq=base, newest=False, client_id=ids.client_id)
-        plan = rewrite(rows, state, base)
+        plan = rewrite(rows, state, base, ids.session_id)
         if plan is None:  # the rows are the branch's: its head is the last of them
             return self._tipped(ids, rows[-1].seq if rows else base)
         seqs = self.store.append(
@@ -331,7 +342,7 @@ class StateKeeper:
         return turn.generation
 
     def _check_held(self, ids: MemoryIds, done: Sequence[str], rows: Sequence[StoredMessage]) -> None:
-        held = {row.message.id for row in rows}
+        held = {as_seeded(row, ids.session_id).id for row in rows}
         gone = frozenset(i for i in done if i not in held)
         if gone:
             self.note_erased(ids.session_id, gone)
@@ -387,7 +398,7 @@ class StateKeeper:
             return branch_head(state)
         _, base = suspect
         rows = await self.store.aread(ids.session_id, after_seq=base, newest=False, client_id=ids.client_id)
-        plan = rewrite(rows, state, base)
+        plan = rewrite(rows, state, base, ids.session_id)
         if plan is None:
             return self._tipped(ids, rows[-1].seq if rows else base)
         seqs = await self.store.aappend(

@@ -33,7 +33,6 @@ from langchain_core.tools import BaseTool  # noqa: E402
 from typing_extensions import NotRequired  # noqa: E402
 
 from langchain_rolling_memory.adapters.agent_run import (  # noqa: E402
-    PERSISTED_KEY,
     DeferredWrites,
     GraphRun,
     MemoryIds,
@@ -44,6 +43,7 @@ from langchain_rolling_memory.adapters.agent_run import (  # noqa: E402
     persisted,
     persisted_update,
     run_ids,
+    stored_ids,
     unpersisted,
     with_memory,
 )
@@ -582,14 +582,14 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         the state has stored messages (the store must still hold them: `_kept_view`), else
         the pending ones (which of them are stored)."""
         if branch_head(state) is not None:
-            return len(state.get(PERSISTED_KEY) or ())
+            return len(stored_ids(state))
         return 0 if pending is None else len(pending.messages)
 
     def _kept_view(self, request: ModelRequest[Any], ids: MemoryIds, known: MemoryRead) -> list[BaseMessage]:
         """With a checkpointer, the view of the request's messages, without those the store no
         longer holds (an erased conversation the checkpointer kept) nor the summary that
         folded them; the state update after the call removes them (`_without_erased`)."""
-        gone = self.keeper.erased(request.state, known.turn.messages)
+        gone = self.keeper.erased(request.state, known.turn.messages, ids.session_id)
         if not gone:
             return self.keeper.view(request.messages, ids.session_id)
         self.keeper.note_erased(ids.session_id, gone)
