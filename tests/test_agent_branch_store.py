@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from agent_models import ScriptedChatModel
 from langchain.agents import create_agent
-from langchain_core.messages import HumanMessage, RemoveMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from test_agent_graph_state import (
     PARIS,
@@ -31,7 +31,10 @@ from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
 
 def _agent(store: RollingStore, saver: Any, model: Any = None) -> Any:
     memory = RollingMemoryMiddleware(
-        store=store, summarizer=lambda previous, messages: "summary", max_turns=50, memory_tools=()
+        store=store,
+        summarizer=lambda previous, messages: "They talked of " + ", ".join(m.text for m in messages),
+        max_turns=50,
+        memory_tools=(),
     )
     return create_agent(model or ScriptedChatModel(), [], middleware=[memory], checkpointer=saver)
 
@@ -131,3 +134,31 @@ def test_the_async_hooks_store_the_branch(store: RollingStore) -> None:
         assert PARIS not in _stored(store)
 
     asyncio.run(run())
+
+
+def test_a_thread_seeded_from_a_summarized_chain_session_stores_no_summary_and_keeps_its_rows(
+    store: RollingStore,
+) -> None:
+    from langchain_rolling_memory import RollingSummaryChatMessageHistory
+
+    history = RollingSummaryChatMessageHistory(
+        "s1",
+        summarizer=lambda previous, messages: "They talked of " + ", ".join(m.text for m in messages),
+        store=store,
+        client_id="ana",
+        max_turns=4,
+        keep_last=2,
+    )
+    for i in range(3):
+        history.add_messages([HumanMessage(f"chain question {i}"), AIMessage(f"chain answer {i}")])
+    assert store.summary("s1") is not None
+    chain_rows = _stored(store)
+    saver = InMemorySaver()
+    _agent(store, saver).invoke(user("agent question"), config())
+    # Another process (its own memory of the threads) continues the thread.
+    second = _agent(store, saver)
+    second.invoke(user("again"), config())
+    stored = _stored(store)
+    assert stored[: len(chain_rows)] == chain_rows
+    assert stored[len(chain_rows) :] == ["agent question", "ok 1", "again", "ok 1"]
+    assert not any(text.startswith("[Summary") for text in stored)

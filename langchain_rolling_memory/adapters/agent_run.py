@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, TypeVar
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from langchain_rolling_memory.core.framing import SUMMARY_MESSAGE_ID
-from langchain_rolling_memory.core.graph_state import fingerprint
+from langchain_rolling_memory.core.graph_state import as_seeded, fingerprint
 from langchain_rolling_memory.core.ids import validate_id
 from langchain_rolling_memory.core.records import StoredMessage, TurnRead
 from langchain_rolling_memory.errors import ConfigurationError
@@ -239,7 +239,13 @@ class GraphRun:
 
 
 def persisted(state: Mapping[str, Any]) -> set[str]:
-    return set(state.get(PERSISTED_KEY) or ())
+    return set(stored_ids(state))
+
+
+def stored_ids(state: Mapping[str, Any]) -> list[str]:
+    """The state's `PERSISTED_KEY`, in order: the ids of its messages in the store (never the
+    summary message, which a thread seeded before this was checked could list)."""
+    return [i for i in state.get(PERSISTED_KEY) or () if i != SUMMARY_MESSAGE_ID]
 
 
 def unpersisted(state: Mapping[str, Any]) -> list[BaseMessage]:
@@ -289,7 +295,7 @@ def removed(state: Mapping[str, Any]) -> set[str]:
     them (a fold's update drops its ids from `PERSISTED_KEY` with the messages): what a
     `RemoveMessage` of the graph's took out."""
     present = {m.id for m in state.get("messages", ())}
-    return {i for i in state.get(PERSISTED_KEY) or () if i not in present}
+    return {i for i in stored_ids(state) if i not in present}
 
 
 @dataclass(frozen=True)
@@ -303,13 +309,17 @@ class Rewrite:
     dates: list[float] | None
 
 
-def rewrite(rows: Sequence[StoredMessage], state: Mapping[str, Any], base: int) -> Rewrite | None:
+def rewrite(
+    rows: Sequence[StoredMessage], state: Mapping[str, Any], base: int, session_id: str
+) -> Rewrite | None:
     """What to write so that the store's rows after `base` (`rows`, ascending) are the
     branch's stored messages still in `state` (its `PERSISTED_KEY` ids, in order), as the
     state holds them: the rows they share from the start are kept, the rest is rewound and
-    appended again, with the dates stored for them (None: nothing to do)."""
+    appended again, with the dates stored for them (None: nothing to do). A row stored
+    without an id is the message a thread seeded from it holds (`as_seeded`)."""
+    rows = [dataclasses.replace(row, message=as_seeded(row, session_id)) for row in rows]
     present = {m.id: m for m in state.get("messages", ()) if m.id is not None}
-    target = [present[i] for i in state.get(PERSISTED_KEY) or () if i in present]
+    target = [present[i] for i in stored_ids(state) if i in present]
     common = 0
     while common < min(len(rows), len(target)) and fingerprint(rows[common].message) == fingerprint(
         target[common]

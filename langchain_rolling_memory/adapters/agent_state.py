@@ -42,10 +42,20 @@ from langchain_rolling_memory.adapters.agent_run import (
     persisted,
     removed,
     rewrite,
+    stored_ids,
     thread_client,
 )
-from langchain_rolling_memory.core.graph_state import REMOVE_ALL, Conversation, Fold, conversation, seeded
-from langchain_rolling_memory.core.records import CompactionResult, SessionState
+from langchain_rolling_memory.core.framing import SUMMARY_MESSAGE_ID
+from langchain_rolling_memory.core.graph_state import (
+    REMOVE_ALL,
+    Conversation,
+    Fold,
+    as_seeded,
+    conversation,
+    is_summary,
+    seeded,
+)
+from langchain_rolling_memory.core.records import CompactionResult, SessionState, StoredMessage
 from langchain_rolling_memory.engine.compaction import Compactor
 from langchain_rolling_memory.stores.api import RollingStore
 
@@ -68,6 +78,27 @@ def view_head(view: SessionState) -> int:
     return view.record.covered_seq if view.record is not None else 0
 
 
+def without_erased(
+    state: Mapping[str, Any], update: dict[str, Any] | None, gone: frozenset[str]
+) -> dict[str, Any] | None:
+    """`update`, also removing from the state its messages `gone` from the store (an erased
+    conversation the checkpointer kept) and the summary that folded them."""
+    if not gone:
+        return update
+    messages = state.get("messages", ())
+    removed = [RemoveMessage(id=str(m.id)) for m in messages if m.id in gone]
+    if any(m.id == SUMMARY_MESSAGE_ID for m in messages):
+        removed.append(RemoveMessage(id=SUMMARY_MESSAGE_ID))
+    update = dict(update or {})
+    if "messages" in update:  # a fold of what was erased: never landed
+        del update["messages"]
+    done = update.get(PERSISTED_KEY, state.get(PERSISTED_KEY) or ())
+    update[PERSISTED_KEY] = [i for i in done if i not in gone]
+    if removed:
+        update["messages"] = removed
+    return update
+
+
 def _headed(state: Mapping[str, Any], head: int | None) -> Mapping[str, Any]:
     """`state` as the hook's writes see it: with the branch head it now has."""
     if head is None or head == branch_head(state):
@@ -87,6 +118,9 @@ class StateKeeper:
         # Per session, the branch head this process last wrote (`tip`): a state whose head is
         # another is checked against the store's rows before its next write.
         self._tips: collections.OrderedDict[str, int] = collections.OrderedDict()
+        # Per session, the state's messages a model call found erased from the store, for the
+        # state update after it (`erased`).
+        self._erased: dict[str, frozenset[str]] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ shared, pure
@@ -145,7 +179,7 @@ class StateKeeper:
             messages = [m for m in messages if m.id not in folded]
         elif seed:
             update["messages"] = [RemoveMessage(id=REMOVE_ALL), *messages]
-        stored = stored | {m.id for m in seed if m.id is not None}
+        stored = stored | {m.id for m in seed if m.id is not None and not is_summary(m)}
         kept = [m.id for m in messages if m.id in stored]
         if kept != list(state.get(PERSISTED_KEY) or ()):
             update[PERSISTED_KEY] = kept
@@ -189,6 +223,27 @@ class StateKeeper:
 
     # ------------------------------------------------------------------ the branch in the store
 
+    def erased(
+        self, state: Mapping[str, Any], rows: Sequence[StoredMessage], session_id: str
+    ) -> frozenset[str]:
+        """The state's stored messages the store no longer holds, `rows` being the session's
+        newest rows (as many as the state has stored messages): those of a conversation
+        erased since they were written (`clear_session`, `forget`, `purge`, an expiry; the
+        checkpointer still holds them). Only for a state with a branch head."""
+        if branch_head(state) is None:
+            return frozenset()
+        held = {as_seeded(row, session_id).id for row in rows}
+        return frozenset(i for i in stored_ids(state) if i not in held)
+
+    def note_erased(self, session_id: str, gone: frozenset[str]) -> None:
+        """Leave `gone` (see `erased`) for the state update after the model call."""
+        with self._lock:
+            self._erased[session_id] = gone
+
+    def take_erased(self, session_id: str) -> frozenset[str]:
+        with self._lock:
+            return self._erased.pop(session_id, frozenset())
+
     def tip(self, session_id: str) -> int | None:
         """The head this process last wrote or found for the session (None: not known)."""
         with self._lock:
@@ -213,7 +268,7 @@ class StateKeeper:
         head = branch_head(state)
         if head is None or (not removed(state) and self.tip(ids.session_id) == head):
             return None
-        return head, max(0, head - len(state.get(PERSISTED_KEY) or ()))
+        return head, max(0, head - len(stored_ids(state)))
 
     def _tipped(self, ids: MemoryIds, head: int) -> int:
         self.note_tip(ids.session_id, head)
@@ -229,7 +284,7 @@ class StateKeeper:
             return branch_head(state)
         _, base = suspect
         rows = self.store.read(ids.session_id, after_seq=base, newest=False, client_id=ids.client_id)
-        plan = rewrite(rows, state, base)
+        plan = rewrite(rows, state, base, ids.session_id)
         if plan is None:  # the rows are the branch's: its head is the last of them
             return self._tipped(ids, rows[-1].seq if rows else base)
         seqs = self.store.append(
@@ -259,8 +314,16 @@ class StateKeeper:
         if self._quiet(seed, current, ids) and defers(state, ids):
             return self._update(given, ids, seed, persisted(state), current, None, head)
         stored, head = self._stored(state, ids, store_new)
-        fold = self._land(current, ids) or self._fold_now(current, ids)
-        return self._update(given, ids, seed, stored, current, fold, head)
+        fold = self._land(current, ids) or self._fold_now(current, ids, self._done(state, stored, head))
+        update = self._update(given, ids, seed, stored, current, fold, head)
+        return without_erased(given, update, self.take_erased(ids.session_id))
+
+    @staticmethod
+    def _done(state: Mapping[str, Any], stored: set[str], head: int | None) -> list[str] | None:
+        """The state's stored messages in order, with a branch head (None: not known)."""
+        if head is None:
+            return None
+        return [m.id for m in state.get("messages", ()) if m.id is not None and m.id in stored]
 
     def _generation(self, ids: MemoryIds) -> str | None:
         return self.store.read_turn(ids.session_id, limit=0, client_id=ids.client_id).generation
@@ -271,10 +334,30 @@ class StateKeeper:
             return None  # an erase came after it was planned
         return fold
 
-    def _fold_now(self, current: Conversation, ids: MemoryIds) -> Fold | None:
+    def _read_stored(self, ids: MemoryIds, done: Sequence[str]) -> str | None:
+        """The session's generation, read with its newest rows: the state's stored messages
+        (`done`) it no longer holds are left for the hook's update (`note_erased`)."""
+        turn = self.store.read_turn(ids.session_id, limit=len(done), client_id=ids.client_id)
+        self._check_held(ids, done, turn.messages)
+        return turn.generation
+
+    def _check_held(self, ids: MemoryIds, done: Sequence[str], rows: Sequence[StoredMessage]) -> None:
+        held = {as_seeded(row, ids.session_id).id for row in rows}
+        gone = frozenset(i for i in done if i not in held)
+        if gone:
+            self.note_erased(ids.session_id, gone)
+
+    def _fold_now(
+        self, current: Conversation, ids: MemoryIds, kept: Sequence[str] | None = None
+    ) -> Fold | None:
+        """Fold inline if due; never a conversation erased from the store (`kept`: the state's
+        stored messages, checked with the read a fold makes anyway; None: not checked)."""
         if not self._due(current, ids.session_id, inline=True):
             return None
-        planned = self._planned(current, self._generation(ids))
+        generation = self._generation(ids) if kept is None else self._read_stored(ids, kept)
+        if kept is not None and self._erased.get(ids.session_id):
+            return None
+        planned = self._planned(current, generation)
 
         def still(done: CompactionResult) -> bool:
             return self._generation(ids) == done.generation
@@ -315,7 +398,7 @@ class StateKeeper:
             return branch_head(state)
         _, base = suspect
         rows = await self.store.aread(ids.session_id, after_seq=base, newest=False, client_id=ids.client_id)
-        plan = rewrite(rows, state, base)
+        plan = rewrite(rows, state, base, ids.session_id)
         if plan is None:
             return self._tipped(ids, rows[-1].seq if rows else base)
         seqs = await self.store.aappend(
@@ -342,8 +425,11 @@ class StateKeeper:
         if self._quiet(seed, current, ids) and defers(state, ids):
             return self._update(given, ids, seed, persisted(state), current, None, head)
         stored, head = await self._astored(state, ids, store_new)
-        fold = await self._aland(current, ids) or await self._afold_now(current, ids)
-        return self._update(given, ids, seed, stored, current, fold, head)
+        fold = await self._aland(current, ids) or await self._afold_now(
+            current, ids, self._done(state, stored, head)
+        )
+        update = self._update(given, ids, seed, stored, current, fold, head)
+        return without_erased(given, update, self.take_erased(ids.session_id))
 
     async def _ageneration(self, ids: MemoryIds) -> str | None:
         turn = await self.store.aread_turn(ids.session_id, limit=0, client_id=ids.client_id)
@@ -355,10 +441,20 @@ class StateKeeper:
             return None
         return fold
 
-    async def _afold_now(self, current: Conversation, ids: MemoryIds) -> Fold | None:
+    async def _aread_stored(self, ids: MemoryIds, done: Sequence[str]) -> str | None:
+        turn = await self.store.aread_turn(ids.session_id, limit=len(done), client_id=ids.client_id)
+        self._check_held(ids, done, turn.messages)
+        return turn.generation
+
+    async def _afold_now(
+        self, current: Conversation, ids: MemoryIds, kept: Sequence[str] | None = None
+    ) -> Fold | None:
         if not self._due(current, ids.session_id, inline=True):
             return None
-        planned = self._planned(current, await self._ageneration(ids))
+        generation = await self._ageneration(ids) if kept is None else await self._aread_stored(ids, kept)
+        if kept is not None and self._erased.get(ids.session_id):
+            return None
+        planned = self._planned(current, generation)
 
         async def still(done: CompactionResult) -> bool:
             return await self._ageneration(ids) == done.generation

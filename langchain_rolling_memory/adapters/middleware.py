@@ -43,12 +43,13 @@ from langchain_rolling_memory.adapters.agent_run import (  # noqa: E402
     persisted,
     persisted_update,
     run_ids,
+    stored_ids,
     unpersisted,
     with_memory,
 )
-from langchain_rolling_memory.adapters.agent_state import StateKeeper  # noqa: E402
+from langchain_rolling_memory.adapters.agent_state import StateKeeper, without_erased  # noqa: E402
 from langchain_rolling_memory.adapters.memory_tools import TOOL_BUILDERS, UNBOUND, refusing  # noqa: E402
-from langchain_rolling_memory.core.framing import with_summary_ack  # noqa: E402
+from langchain_rolling_memory.core.framing import SUMMARY_MESSAGE_ID, with_summary_ack  # noqa: E402
 from langchain_rolling_memory.core.graph_state import state_summary  # noqa: E402
 from langchain_rolling_memory.core.ids import validate_id  # noqa: E402
 from langchain_rolling_memory.core.records import MemoryRead, SessionState, StoredMessage, TurnRead  # noqa: E402
@@ -523,7 +524,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         """Store the model's message at once (with the turn's new messages before it), so a
         failing tool cannot lose it."""
         ids = self.ids(runtime, state)
-        return self._persisted(state, self._store_after_call(state, ids))
+        update = self._persisted(state, self._store_after_call(state, ids))
+        return self._without_erased(state, ids, update) if GraphRun.current().kept else update
 
     def after_agent(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Store what is left (results of `return_direct` tools); in the background mode,
@@ -550,9 +552,9 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         known: MemoryRead | None
         fresh: list[BaseMessage]
         if GraphRun.current().kept:
-            view = self.keeper.view(request.messages, ids.session_id)
-            limit = 0 if pending is None else len(pending.messages)
+            limit = self._kept_limit(request.state, pending)
             known = self.store.read_memory(ids.session_id, limit=limit, client_id=ids.client_id)
+            view = self._kept_view(request, ids, known)
             settled = self._settled(pending, known.turn, limit, request.state)
             if settled is None and pending is not None:
                 self._write_pending(ids, pending, None)
@@ -573,6 +575,33 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             raise
         self._after_call(ids, pending, fresh, request.state, None)
         return response
+
+    @staticmethod
+    def _kept_limit(state: Mapping[str, Any], pending: Pending | None) -> int:
+        """With a checkpointer, the rows the turn's read takes: with a branch head, as many as
+        the state has stored messages (the store must still hold them: `_kept_view`), else
+        the pending ones (which of them are stored)."""
+        if branch_head(state) is not None:
+            return len(stored_ids(state))
+        return 0 if pending is None else len(pending.messages)
+
+    def _kept_view(self, request: ModelRequest[Any], ids: MemoryIds, known: MemoryRead) -> list[BaseMessage]:
+        """With a checkpointer, the view of the request's messages, without those the store no
+        longer holds (an erased conversation the checkpointer kept) nor the summary that
+        folded them; the state update after the call removes them (`_without_erased`)."""
+        gone = self.keeper.erased(request.state, known.turn.messages, ids.session_id)
+        if not gone:
+            return self.keeper.view(request.messages, ids.session_id)
+        self.keeper.note_erased(ids.session_id, gone)
+        left = [m for m in request.messages if m.id not in gone and m.id != SUMMARY_MESSAGE_ID]
+        return self.keeper.view(left, ids.session_id)
+
+    def _without_erased(
+        self, state: Mapping[str, Any], ids: MemoryIds, update: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """After the model call: `update`, also removing from the state the messages the call
+        found erased from the store (and the summary that folded them)."""
+        return without_erased(state, update, self.keeper.take_erased(ids.session_id))
 
     def _store_view(
         self, request: ModelRequest[Any], ids: MemoryIds, pending: Pending | None
@@ -658,7 +687,8 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     async def aafter_model(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         # As `after_model`: the turn's owner was checked before the model ran.
         ids = self.ids(runtime, state)
-        return self._persisted(state, await self._astore_after_call(state, ids))
+        update = self._persisted(state, await self._astore_after_call(state, ids))
+        return self._without_erased(state, ids, update) if GraphRun.current().kept else update
 
     async def aafter_agent(self, state: RollingMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         ids = self.ids(runtime, state)
@@ -681,9 +711,9 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         known: MemoryRead | None
         fresh: list[BaseMessage]
         if GraphRun.current().kept:
-            view = self.keeper.view(request.messages, ids.session_id)
-            limit = 0 if pending is None else len(pending.messages)
+            limit = self._kept_limit(request.state, pending)
             known = await self.store.aread_memory(ids.session_id, limit=limit, client_id=ids.client_id)
+            view = self._kept_view(request, ids, known)
             settled = self._settled(pending, known.turn, limit, request.state)
             if settled is None and pending is not None:
                 await self._awrite_pending(ids, pending, None)

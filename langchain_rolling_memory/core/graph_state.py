@@ -208,10 +208,15 @@ def seeded(view: SessionState, session_id: str, language: str) -> list[BaseMessa
         )
         lineage = _chained("store", [session_id, str(view.record.version), str(covered)])
         out.append(_head_message(result, lineage, language))
-    for row in rows:
-        message = row.message
-        out.append(message if message.id else message.model_copy(update={"id": f"{session_id}:{row.seq}"}))
+    out.extend(as_seeded(row, session_id) for row in rows)
     return out
+
+
+def as_seeded(row: StoredMessage, session_id: str) -> BaseMessage:
+    """A stored row's message as a thread seeded from it holds it: with an id
+    (``<session>:<seq>`` when it was stored without one)."""
+    message = row.message
+    return message if message.id else message.model_copy(update={"id": f"{session_id}:{row.seq}"})
 
 
 def is_summary(message: BaseMessage) -> bool:
