@@ -19,7 +19,6 @@ from langchain_rolling_memory import RollingStore
 from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
 from langchain_rolling_memory.core.framing import SUMMARY_MESSAGE_ID
 
-
 SUMMARIZED: list[str] = []  # what the summarizer was sent (the memory's own model call)
 
 
