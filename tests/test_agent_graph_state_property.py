@@ -80,9 +80,9 @@ def test_the_model_is_sent_the_states_messages_whatever_was_done_to_it(
             summary = next((summary_text(m) or "" for m in after if m.id == SUMMARY_MESSAGE_ID), "")
             for stored in store.transcript("s1"):
                 text = stored.text
-                assert text in on_branch or f" {text}" in summary or f"{text} " in summary or text in edited_away, (
-                    f"the store holds {text!r}, which the branch does not"
-                )
+                assert (
+                    text in on_branch or f" {text}" in summary or f"{text} " in summary or text in edited_away
+                ), f"the store holds {text!r}, which the branch does not"
             config = CONFIG
         elif action == "remove" and said:
             config = agent.update_state(
