@@ -121,6 +121,9 @@ class StateKeeper:
         # Per session, the state's messages a model call found erased from the store, for the
         # state update after it (`erased`).
         self._erased: dict[str, frozenset[str]] = {}
+        # Per session, the generation under which the state's stored messages were last all
+        # found in the store (`checked`): a model call reads only its rows while it holds.
+        self._checked: dict[str, str] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ shared, pure
@@ -234,6 +237,21 @@ class StateKeeper:
             return frozenset()
         held = {as_seeded(row, session_id).id for row in rows}
         return frozenset(i for i in stored_ids(state) if i not in held)
+
+    def checked(self, session_id: str) -> str | None:
+        """The session's generation under which this process last found the state's stored
+        messages all in the store (None: none): the same generation, nothing erased since."""
+        with self._lock:
+            return self._checked.get(session_id)
+
+    def note_checked(self, session_id: str, generation: str | None) -> None:
+        with self._lock:
+            if generation is None:
+                self._checked.pop(session_id, None)
+                return
+            self._checked[session_id] = generation
+            while len(self._checked) > _HELD:
+                del self._checked[next(iter(self._checked))]
 
     def note_erased(self, session_id: str, gone: frozenset[str]) -> None:
         """Leave `gone` (see `erased`) for the state update after the model call."""

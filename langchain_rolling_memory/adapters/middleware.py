@@ -552,9 +552,13 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         known: MemoryRead | None
         fresh: list[BaseMessage]
         if GraphRun.current().kept:
-            limit = self._kept_limit(request.state, pending)
+            limit = self._kept_limit(request.state, ids, pending)
             known = self.store.read_memory(ids.session_id, limit=limit, client_id=ids.client_id)
-            view = self._kept_view(request, ids, known)
+            rows = self._kept_rows(request.state, ids, known)
+            if rows is None:
+                done = len(stored_ids(request.state))
+                rows = self.store.read_turn(ids.session_id, limit=done, client_id=ids.client_id).messages
+            view = self._kept_view(request, ids, known, rows)
             settled = self._settled(pending, known.turn, limit, request.state)
             if settled is None and pending is not None:
                 self._write_pending(ids, pending, None)
@@ -576,21 +580,43 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         self._after_call(ids, pending, fresh, request.state, None)
         return response
 
-    @staticmethod
-    def _kept_limit(state: Mapping[str, Any], pending: Pending | None) -> int:
-        """With a checkpointer, the rows the turn's read takes: with a branch head, as many as
-        the state has stored messages (the store must still hold them: `_kept_view`), else
-        the pending ones (which of them are stored)."""
-        if branch_head(state) is not None:
-            return len(stored_ids(state))
-        return 0 if pending is None else len(pending.messages)
+    def _kept_limit(self, state: Mapping[str, Any], ids: MemoryIds, pending: Pending | None) -> int:
+        """With a checkpointer, the rows the turn's read takes: the pending messages' (which
+        of them are stored), and the state's stored messages' while this process has not
+        checked the session's generation (`_kept_rows`: then they are checked in this read)."""
+        limit = 0 if pending is None else len(pending.messages)
+        if branch_head(state) is not None and self.keeper.checked(ids.session_id) is None:
+            limit = max(limit, len(stored_ids(state)))
+        return limit
 
-    def _kept_view(self, request: ModelRequest[Any], ids: MemoryIds, known: MemoryRead) -> list[BaseMessage]:
+    def _kept_rows(
+        self, state: Mapping[str, Any], ids: MemoryIds, known: MemoryRead
+    ) -> Sequence[StoredMessage] | None:
+        """With a checkpointer, the store rows to check the state's stored messages against
+        (`_kept_view`): none to check (``[]`` with nothing to check) while the session's
+        generation is the one this process last checked (nothing erased or withdrawn since);
+        else those of the turn's read if it holds enough of them, or None: read them."""
+        generation = known.turn.generation
+        done = stored_ids(state) if branch_head(state) is not None else []
+        if not done or (generation is not None and self.keeper.checked(ids.session_id) == generation):
+            return []
+        if generation is None or len(known.turn.messages) >= len(done):
+            return known.turn.messages
+        return None
+
+    def _kept_view(
+        self, request: ModelRequest[Any], ids: MemoryIds, known: MemoryRead, rows: Sequence[StoredMessage]
+    ) -> list[BaseMessage]:
         """With a checkpointer, the view of the request's messages, without those the store no
-        longer holds (an erased conversation the checkpointer kept) nor the summary that
-        folded them; the state update after the call removes them (`_without_erased`)."""
-        gone = self.keeper.erased(request.state, known.turn.messages, ids.session_id)
+        longer holds (`rows`: its newest; an erased conversation the checkpointer kept) nor
+        the summary that folded them; the state update after the call removes them
+        (`_without_erased`)."""
+        generation = known.turn.generation
+        if not rows and generation is not None and self.keeper.checked(ids.session_id) == generation:
+            return self.keeper.view(request.messages, ids.session_id)
+        gone = self.keeper.erased(request.state, rows, ids.session_id)
         if not gone:
+            self.keeper.note_checked(ids.session_id, generation)
             return self.keeper.view(request.messages, ids.session_id)
         self.keeper.note_erased(ids.session_id, gone)
         left = [m for m in request.messages if m.id not in gone and m.id != SUMMARY_MESSAGE_ID]
@@ -711,9 +737,14 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         known: MemoryRead | None
         fresh: list[BaseMessage]
         if GraphRun.current().kept:
-            limit = self._kept_limit(request.state, pending)
+            limit = self._kept_limit(request.state, ids, pending)
             known = await self.store.aread_memory(ids.session_id, limit=limit, client_id=ids.client_id)
-            view = self._kept_view(request, ids, known)
+            rows = self._kept_rows(request.state, ids, known)
+            if rows is None:
+                done = len(stored_ids(request.state))
+                turn = await self.store.aread_turn(ids.session_id, limit=done, client_id=ids.client_id)
+                rows = turn.messages
+            view = self._kept_view(request, ids, known, rows)
             settled = self._settled(pending, known.turn, limit, request.state)
             if settled is None and pending is not None:
                 await self._awrite_pending(ids, pending, None)
