@@ -60,9 +60,11 @@ TARGETS = {
     "chain, recall on": FLOOR + 3,
     "agent (middleware)": FLOOR + 1,
     "agent (middleware, checkpointer)": FLOOR + 1,
+    "agent (middleware), recall on": FLOOR + 3,
+    "agent (middleware, checkpointer), recall on": FLOOR + 3,
 }
 """The issue's targets: <= 1 round trip beyond the floor, recall on <= 2 more; an agent turn
-(recall off) as a chain turn."""
+as a chain turn."""
 
 
 # ---------------------------------------------------------------- counting at the wire
@@ -345,6 +347,9 @@ SCENARIOS: dict[str, Scenario] = {
     "agent (middleware)": agent_turns,
     "agent (middleware, checkpointer)": lambda store, loop: agent_turns(store, loop, checkpointer=True),
     "agent (middleware), recall on": lambda store, loop: agent_turns(store, loop, recall=True),
+    "agent (middleware, checkpointer), recall on": lambda store, loop: agent_turns(
+        store, loop, checkpointer=True, recall=True
+    ),
 }
 """Each runs sync, and async on a native async driver (`ainvoke`)."""
 

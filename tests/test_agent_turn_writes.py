@@ -164,11 +164,12 @@ def test_deferring_the_turn_writes_changes_nothing_sent_or_stored(
 
 @pytest.mark.parametrize("fail_call", [0, 5], ids=["answers", "a-call-fails"])
 @pytest.mark.parametrize("checkpointer", [False, True], ids=["no-checkpointer", "checkpointer"])
-def test_with_recall_the_turn_input_is_stored_before_the_search_as_before(
+def test_with_recall_deferring_the_turn_input_past_the_search_changes_no_excerpt(
     store: RollingStore, monkeypatch: pytest.MonkeyPatch, checkpointer: bool, fail_call: int
 ) -> None:
-    """The recall searches the store: the turn's input is appended after the read, before the
-    search (not after the model call), and the excerpts found are the same."""
+    """The recall searches the store as the turn's read found it: the turn's input is appended
+    after the model call (as a chain's turn does), and the excerpts found are those found when
+    the input was written before the search."""
 
     def run(session: str) -> Any:
         return _run(

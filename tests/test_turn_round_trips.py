@@ -29,7 +29,8 @@ EXPECTED = {
         "chain, recall on, answers read": 4,
         "agent (middleware)": 2,
         "agent (middleware, checkpointer)": 2,
-        "agent (middleware), recall on": 4,
+        "agent (middleware), recall on": 3,
+        "agent (middleware, checkpointer), recall on": 3,
     },
     # Redis searches in two scripts (the scope's statistics, then the excerpts).
     "redis": {
@@ -38,7 +39,8 @@ EXPECTED = {
         "chain, recall on, answers read": 5,
         "agent (middleware)": 2,
         "agent (middleware, checkpointer)": 2,
-        "agent (middleware), recall on": 5,
+        "agent (middleware), recall on": 4,
+        "agent (middleware, checkpointer), recall on": 4,
     },
 }
 """Round trips per steady turn: the chain's read (view, state, facts) and its write (append,
@@ -46,8 +48,8 @@ summary), the recall's search and, when it recalls questions, one read of their 
 of them: it was one read each); the agent's, as the chain's: its read before the model call
 (view, state, facts, owner; with a checkpointer the state, facts and the transcript's end) and
 one append after it (the user's input with the model's reply); with recall on, one more: the
-input is appended before the search (which finds what it found when the input was stored
-first), then the search."""
+search, on the store as the read found it (before the input's append, as a chain's turn), as
+the chain's."""
 
 
 def _check(counts: list[Count]) -> None:

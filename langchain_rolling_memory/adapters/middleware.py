@@ -94,7 +94,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     appended once to the session's transcript in `store`, which keeps every message: the user's
     input and tool results with the model's reply that follows them, so that a model call costs
     one read before it and one append after it (they are appended before the call when it
-    fails, when a compaction is due with them, or with recall on). The
+    fails or when a compaction is due with them; recall, when on, searches between the two). The
     model is sent the system prompt followed by the client's facts and the session state
     (quoted data), then the summary and the unsummarized messages, as the policy cuts them
     (count or token policy, tool pairs kept together, the latest user message always sent).
@@ -268,12 +268,11 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     # which of them are stored already, and the view is what a read after their append would
     # give (`Planner.extend`). When it cannot tell, when a compaction is due with them or when
     # the model call fails, they are appended before the call returns, as they were before.
-    # With recall on they are appended right after the read, before the search: it must find
-    # what it found before. Either way the append after the call reads nothing first.
+    # With recall on, the search runs on the store as the read found it, before the turn's
+    # input is appended (as a chain's turn does): the view shows the input, and the recall
+    # leaves out what the view shows. Either way the append after the call reads nothing first.
 
     def _defers(self, state: Mapping[str, Any], ids: MemoryIds) -> bool:
-        if self.recaller is not None and branch_head(state) is not None:
-            return False  # written now, with the branch's rewind, before the search (see `_store_new`)
         return self._writes.defer(ids, unpersisted(state))
 
     def _rows(self, messages: Sequence[BaseMessage]) -> list[tuple[str, int | None]]:
@@ -565,9 +564,6 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             fresh = settled or []
         else:
             view, known, fresh = self._store_view(request, ids, pending)
-        if self.recaller is not None:  # the search finds the turn's input stored, as before
-            self._append_now(ids, fresh)
-            fresh = []
         # The query is the question, even when it was folded (pinned).
         query = latest_user_text(view)
         block = self._step().read(ids.client_id, ids.session_id, query=query, view=view, known=known)
@@ -751,9 +747,6 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
             fresh = settled or []
         else:
             view, known, fresh = await self._astore_view(request, ids, pending)
-        if self.recaller is not None:
-            await self._aappend_now(ids, fresh)
-            fresh = []
         block = await self._step().aread(
             ids.client_id, ids.session_id, query=latest_user_text(view), view=view, known=known
         )
