@@ -162,3 +162,16 @@ def test_a_thread_seeded_from_a_summarized_chain_session_stores_no_summary_and_k
     assert stored[: len(chain_rows)] == chain_rows
     assert stored[len(chain_rows) :] == ["agent question", "ok 1", "again", "ok 1"]
     assert not any(text.startswith("[Summary") for text in stored)
+
+
+def test_an_edited_message_is_stored_as_the_state_holds_it(store: RollingStore) -> None:
+    agent = _agent(store, InMemorySaver())
+    three_turns(agent, config())
+    rome = find(agent, config(), ROME)
+    dated = {m.message.id: m.created_at for m in store.read("s1")}
+    agent.update_state(config(), {"messages": [rome.model_copy(update={"content": "I live in Lyon"})]})
+    agent.invoke(user("Still there?"), config())
+    assert _stored(store) == _branch(agent, config())
+    assert ROME not in _stored(store) and "I live in Lyon" in _stored(store)
+    assert store.search("rome", session_id="s1", client_id="ana") == []
+    assert {m.message.id: m.created_at for m in store.read("s1")}[rome.id] == dated[rome.id]

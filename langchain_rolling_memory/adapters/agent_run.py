@@ -16,11 +16,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
-from collections.abc import Callable, Mapping, Sequence
+import zlib
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
 from langchain_rolling_memory.core.framing import SUMMARY_MESSAGE_ID
 from langchain_rolling_memory.core.graph_state import as_seeded, fingerprint
@@ -37,6 +38,11 @@ branch holds (written by its runs, or seeded from the store). Rows past it belon
 the graph left (a fork, a replay) or to a write whose checkpoint never came: the branch's next
 append withdraws them in the same atomic write (`RollingStore.append`'s ``rewind``), so the
 store's transcript (what recall searches) is the branch's."""
+
+DIGEST_KEY = "rolling_memory_digest"
+"""Private state channel, with a checkpointer: a digest of what the state's stored messages
+said when the store was last written (`stored_digest`); a state whose messages say something
+else (an edit that kept a message's id) has the store's rows rewritten before its next write."""
 
 THREAD_KEY = "rolling_memory_thread"
 """Private state channel: ``{"client_id": ...}``, the client the thread's runs were made for,
@@ -269,10 +275,36 @@ def persisted_update(
 ) -> dict[str, Any]:
     # Only ids still in the state are kept, so the channel never outgrows the state.
     done = persisted(state) | {m.id for m in new if m.id is not None}
-    update: dict[str, Any] = {PERSISTED_KEY: [m.id for m in state.get("messages", ()) if m.id in done]}
-    if head is not None and head != branch_head(state):
-        update[HEAD_KEY] = head
+    messages = state.get("messages", ())
+    update: dict[str, Any] = {PERSISTED_KEY: [m.id for m in messages if m.id in done]}
+    if head is not None:
+        if head != branch_head(state):
+            update[HEAD_KEY] = head
+        digest = stored_digest(messages, done)
+        if digest != state.get(DIGEST_KEY):
+            update[DIGEST_KEY] = digest
     return update
+
+
+def stored_digest(messages: Sequence[BaseMessage], ids: Collection[str]) -> int:
+    """What the `messages` whose id is in `ids` say, as one number: the XOR of a CRC-32 of each
+    one's id, kind, content and tool calls (cheap, the same in every process)."""
+    digest = 0
+    for m in messages:
+        if m.id is not None and m.id in ids:
+            calls = m.tool_calls if isinstance(m, AIMessage) else getattr(m, "tool_call_id", None)
+            said = f"{m.id}\x1f{m.type}\x1f{m.content!r}\x1f{calls!r}"
+            digest ^= zlib.crc32(said.encode("utf-8", "surrogatepass"))
+    return digest
+
+
+def edited(state: Mapping[str, Any]) -> bool:
+    """True if the state's stored messages say something else than when the store was last
+    written (`DIGEST_KEY`; False for a state that has none)."""
+    recorded = state.get(DIGEST_KEY)
+    if not isinstance(recorded, int):
+        return False
+    return stored_digest(state.get("messages", ()), set(stored_ids(state))) != recorded
 
 
 def branch_head(state: Mapping[str, Any]) -> int | None:

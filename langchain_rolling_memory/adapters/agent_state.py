@@ -32,6 +32,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, RemoveMessage
 
 from langchain_rolling_memory.adapters.agent_run import (
+    DIGEST_KEY,
     HEAD_KEY,
     PERSISTED_KEY,
     THREAD_KEY,
@@ -39,9 +40,11 @@ from langchain_rolling_memory.adapters.agent_run import (
     MemoryIds,
     Stored,
     branch_head,
+    edited,
     persisted,
     removed,
     rewrite,
+    stored_digest,
     stored_ids,
     thread_client,
 )
@@ -94,6 +97,8 @@ def without_erased(
         del update["messages"]
     done = update.get(PERSISTED_KEY, state.get(PERSISTED_KEY) or ())
     update[PERSISTED_KEY] = [i for i in done if i not in gone]
+    if DIGEST_KEY in state or DIGEST_KEY in update:
+        update[DIGEST_KEY] = stored_digest(messages, set(update[PERSISTED_KEY]))
     if removed:
         update["messages"] = removed
     return update
@@ -186,8 +191,12 @@ class StateKeeper:
         kept = [m.id for m in messages if m.id in stored]
         if kept != list(state.get(PERSISTED_KEY) or ()):
             update[PERSISTED_KEY] = kept
-        if head is not None and head != branch_head(state):
-            update[HEAD_KEY] = head
+        if head is not None:
+            if head != branch_head(state):
+                update[HEAD_KEY] = head
+            digest = stored_digest(messages, set(kept))
+            if digest != state.get(DIGEST_KEY):
+                update[DIGEST_KEY] = digest
         return update or None
 
     @staticmethod
@@ -280,11 +289,11 @@ class StateKeeper:
 
     def _suspect(self, state: Mapping[str, Any], ids: MemoryIds) -> tuple[int, int] | None:
         """(head, base) when the store's rows after `base` may not be the branch's: a
-        `RemoveMessage` took stored messages out of the state, or the state's head is not the
+        `RemoveMessage` took stored messages out of the state, an edit changed one, or the state's head is not the
         one this process last wrote (a fork, a replay, another branch written since, a
         write whose checkpoint never came, another process). None: they are."""
         head = branch_head(state)
-        if head is None or (not removed(state) and self.tip(ids.session_id) == head):
+        if head is None or (not removed(state) and self.tip(ids.session_id) == head and not edited(state)):
             return None
         return head, max(0, head - len(stored_ids(state)))
 

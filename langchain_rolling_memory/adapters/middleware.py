@@ -81,6 +81,7 @@ class RollingMemoryState(AgentState[Any]):
     rolling_memory_persisted: NotRequired[Annotated[list[str], PrivateStateAttr]]
     rolling_memory_thread: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
     rolling_memory_head: NotRequired[Annotated[int, PrivateStateAttr]]
+    rolling_memory_digest: NotRequired[Annotated[int, PrivateStateAttr]]
 
 
 _OWN = ("store", "summarizer", "client_id", "extractor", "memory_tools", "recall", "compactor", "settings")
