@@ -13,6 +13,7 @@ from agent_models import ScriptedChatModel
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from store_kit import reopen
 from test_agent_graph_state import (
     PARIS,
     ROME,
@@ -25,7 +26,7 @@ from test_agent_graph_state import (
     with_client,
 )
 
-from langchain_rolling_memory import RollingStore
+from langchain_rolling_memory import InMemoryRollingStore, RollingStore
 from langchain_rolling_memory.adapters.middleware import RollingMemoryMiddleware
 
 
@@ -67,12 +68,35 @@ def test_another_process_continuing_after_a_fork_stores_the_branch(store: Rollin
     three_turns(first, config())
     fork = end_of_turn(first, config(), 2)
     first.invoke(user("I live in Paris, yes"), with_client(fork.config))
-    # Another process: its own middleware, which never wrote this thread, on the same data.
-    second = _agent(store, saver)
+    # Another process: its own store object and middleware, which never wrote this thread.
+    other = store if isinstance(store, InMemoryRollingStore) else reopen(store)
+    second = _agent(other, saver)
     second.invoke(user("Thanks"), with_client(end_of_turn(first, config(), 6).config))
     assert _stored(store) == _branch(second, config())
     second.invoke(user(WHERE), config())
     assert _stored(store) == _branch(second, config())
+    if other is not store:
+        other.close()
+
+
+def test_a_middleware_built_per_request_reads_no_more_than_one_built_once(
+    store: RollingStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    saver = InMemorySaver()
+    three_turns(_agent(store, saver), config())
+    reads: list[str] = []
+    for name in ("read", "read_turn"):
+        original = getattr(store, name)
+
+        def spy(*args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:
+            reads.append(_name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(store, name, spy)
+    for text in ("again", "and again"):
+        _agent(store, saver).invoke(user(text), config())  # a new middleware each request
+    assert reads == []  # no reconcile, no second read of the stored rows
+    assert _stored(store) == _branch(_agent(store, saver), config())
 
 
 def test_a_removed_message_is_withdrawn_and_the_later_rows_keep_their_dates(store: RollingStore) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -111,6 +112,45 @@ def _headed(state: Mapping[str, Any], head: int | None) -> Mapping[str, Any]:
     return {**state, HEAD_KEY: head}
 
 
+class _Seen:
+    """What this process knows of one store's sessions (bounded, thread-safe): per session,
+    the branch head it last wrote (`tips`) and the generation under which it last found a
+    state's stored messages all in the store (`checked`)."""
+
+    def __init__(self) -> None:
+        self.tips: collections.OrderedDict[str, Any] = collections.OrderedDict()
+        self.checked: collections.OrderedDict[str, Any] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, table: collections.OrderedDict[str, Any], session_id: str) -> Any:
+        with self._lock:
+            return table.get(session_id)
+
+    def put(self, table: collections.OrderedDict[str, Any], session_id: str, value: Any) -> None:
+        with self._lock:
+            if value is None:
+                table.pop(session_id, None)
+                return
+            table[session_id] = value
+            table.move_to_end(session_id)
+            while len(table) > _SEEN:
+                table.popitem(last=False)
+
+
+_SEEN = 16384  # sessions remembered per store, at most (the oldest are dropped)
+_SEEN_BY: weakref.WeakKeyDictionary[RollingStore, _Seen] = weakref.WeakKeyDictionary()
+_SEEN_LOCK = threading.Lock()
+
+
+def _seen_by(store: RollingStore) -> _Seen:
+    """The `_Seen` of `store`, shared by every middleware on it, dropped with it."""
+    with _SEEN_LOCK:
+        seen = _SEEN_BY.get(store)
+        if seen is None:
+            seen = _SEEN_BY[store] = _Seen()
+        return seen
+
+
 class StateKeeper:
     """The state-kept side of the middleware (see the module docstring)."""
 
@@ -120,15 +160,13 @@ class StateKeeper:
         self.background = background
         self.language = compactor.planner.language
         self._held: collections.OrderedDict[str, Fold] = collections.OrderedDict()
-        # Per session, the branch head this process last wrote (`tip`): a state whose head is
-        # another is checked against the store's rows before its next write.
-        self._tips: collections.OrderedDict[str, int] = collections.OrderedDict()
+        # What this process knows of the store's sessions, shared by every middleware on the
+        # same store (one built per request included): the branch heads it last wrote and the
+        # generations under which it last found a state's stored messages (`tip`, `checked`).
+        self._seen = _seen_by(store)
         # Per session, the state's messages a model call found erased from the store, for the
         # state update after it (`erased`).
         self._erased: dict[str, frozenset[str]] = {}
-        # Per session, the generation under which the state's stored messages were last all
-        # found in the store (`checked`): a model call reads only its rows while it holds.
-        self._checked: dict[str, str] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ shared, pure
@@ -250,17 +288,11 @@ class StateKeeper:
     def checked(self, session_id: str) -> str | None:
         """The session's generation under which this process last found the state's stored
         messages all in the store (None: none): the same generation, nothing erased since."""
-        with self._lock:
-            return self._checked.get(session_id)
+        found = self._seen.get(self._seen.checked, session_id)
+        return found if isinstance(found, str) else None
 
     def note_checked(self, session_id: str, generation: str | None) -> None:
-        with self._lock:
-            if generation is None:
-                self._checked.pop(session_id, None)
-                return
-            self._checked[session_id] = generation
-            while len(self._checked) > _HELD:
-                del self._checked[next(iter(self._checked))]
+        self._seen.put(self._seen.checked, session_id, generation)
 
     def note_erased(self, session_id: str, gone: frozenset[str]) -> None:
         """Leave `gone` (see `erased`) for the state update after the model call."""
@@ -273,19 +305,12 @@ class StateKeeper:
 
     def tip(self, session_id: str) -> int | None:
         """The head this process last wrote or found for the session (None: not known)."""
-        with self._lock:
-            return self._tips.get(session_id)
+        found = self._seen.get(self._seen.tips, session_id)
+        return found if isinstance(found, int) else None
 
     def note_tip(self, session_id: str, head: int | None) -> None:
         """Record the session's head after a write of ours (None: not known any more)."""
-        with self._lock:
-            if head is None:
-                self._tips.pop(session_id, None)
-                return
-            self._tips[session_id] = head
-            self._tips.move_to_end(session_id)
-            while len(self._tips) > _HELD:
-                self._tips.popitem(last=False)
+        self._seen.put(self._seen.tips, session_id, head)
 
     def _suspect(self, state: Mapping[str, Any], ids: MemoryIds) -> tuple[int, int] | None:
         """(head, base) when the store's rows after `base` may not be the branch's: a
