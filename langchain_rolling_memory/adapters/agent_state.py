@@ -82,6 +82,13 @@ def view_head(view: SessionState) -> int:
     return view.record.covered_seq if view.record is not None else 0
 
 
+def _missing(done: Sequence[str], rows: Sequence[StoredMessage], session_id: str) -> frozenset[str]:
+    """The ids of `done` that none of `rows` holds (a row stored without an id as a thread
+    seeded from it holds it, `as_seeded`)."""
+    held = {as_seeded(row, session_id).id for row in rows}
+    return frozenset(i for i in done if i not in held)
+
+
 def without_erased(
     state: Mapping[str, Any], update: dict[str, Any] | None, gone: frozenset[str]
 ) -> dict[str, Any] | None:
@@ -282,8 +289,7 @@ class StateKeeper:
         checkpointer still holds them). Only for a state with a branch head."""
         if branch_head(state) is None:
             return frozenset()
-        held = {as_seeded(row, session_id).id for row in rows}
-        return frozenset(i for i in stored_ids(state) if i not in held)
+        return _missing(stored_ids(state), rows, session_id)
 
     def checked(self, session_id: str) -> str | None:
         """The session's generation under which this process last found the state's stored
@@ -312,15 +318,15 @@ class StateKeeper:
         """Record the session's head after a write of ours (None: not known any more)."""
         self._seen.put(self._seen.tips, session_id, head)
 
-    def _suspect(self, state: Mapping[str, Any], ids: MemoryIds) -> tuple[int, int] | None:
-        """(head, base) when the store's rows after `base` may not be the branch's: a
+    def _suspect(self, state: Mapping[str, Any], ids: MemoryIds) -> int | None:
+        """The seq `base` after which the store's rows may not be the branch's: a
         `RemoveMessage` took stored messages out of the state, an edit changed one, or the state's head is not the
         one this process last wrote (a fork, a replay, another branch written since, a
         write whose checkpoint never came, another process). None: they are."""
         head = branch_head(state)
         if head is None or (not removed(state) and self.tip(ids.session_id) == head and not edited(state)):
             return None
-        return head, max(0, head - len(stored_ids(state)))
+        return max(0, head - len(stored_ids(state)))
 
     def _tipped(self, ids: MemoryIds, head: int) -> int:
         self.note_tip(ids.session_id, head)
@@ -331,10 +337,9 @@ class StateKeeper:
         rows after the branch's first stored message in the state, keep what they share with
         it, rewind the rest and append the state's messages again (as they were stored), in
         one atomic write; the branch's head after (None: not known)."""
-        suspect = self._suspect(state, ids)
-        if suspect is None:
+        base = self._suspect(state, ids)
+        if base is None:
             return branch_head(state)
-        _, base = suspect
         rows = self.store.read(ids.session_id, after_seq=base, newest=False, client_id=ids.client_id)
         plan = rewrite(rows, state, base, ids.session_id)
         if plan is None:  # the rows are the branch's: its head is the last of them
@@ -394,8 +399,7 @@ class StateKeeper:
         return turn.generation
 
     def _check_held(self, ids: MemoryIds, done: Sequence[str], rows: Sequence[StoredMessage]) -> None:
-        held = {as_seeded(row, ids.session_id).id for row in rows}
-        gone = frozenset(i for i in done if i not in held)
+        gone = _missing(done, rows, ids.session_id)
         if gone:
             self.note_erased(ids.session_id, gone)
 
@@ -445,10 +449,9 @@ class StateKeeper:
         return persisted(state) | {m.id for m in new if m.id is not None}, head
 
     async def _areconcile(self, state: Mapping[str, Any], ids: MemoryIds) -> int | None:
-        suspect = self._suspect(state, ids)
-        if suspect is None:
+        base = self._suspect(state, ids)
+        if base is None:
             return branch_head(state)
-        _, base = suspect
         rows = await self.store.aread(ids.session_id, after_seq=base, newest=False, client_id=ids.client_id)
         plan = rewrite(rows, state, base, ids.session_id)
         if plan is None:

@@ -554,11 +554,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         if GraphRun.current().kept:
             limit = self._kept_limit(request.state, ids, pending)
             known = self.store.read_memory(ids.session_id, limit=limit, client_id=ids.client_id)
-            rows = self._kept_rows(request.state, ids, known)
-            if rows is None:
-                done = len(stored_ids(request.state))
-                rows = self.store.read_turn(ids.session_id, limit=done, client_id=ids.client_id).messages
-            view = self._kept_view(request, ids, known, rows)
+            view = self._kept_view(request, ids, known, self._rows_to_check(request.state, ids, known))
             settled = self._settled(pending, known.turn, limit, request.state)
             if settled is None and pending is not None:
                 self._write_pending(ids, pending, None)
@@ -580,40 +576,64 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
     def _kept_limit(self, state: Mapping[str, Any], ids: MemoryIds, pending: Pending | None) -> int:
         """With a checkpointer, the rows the turn's read takes: the pending messages' (which
         of them are stored), and the state's stored messages' while this process has not
-        checked the session's generation (`_kept_rows`: then they are checked in this read)."""
+        checked the session's generation (`_rows_to_check`: then they are checked in this read)."""
         limit = 0 if pending is None else len(pending.messages)
         if branch_head(state) is not None and self.keeper.checked(ids.session_id) is None:
             limit = max(limit, len(stored_ids(state)))
         return limit
 
-    def _kept_rows(
+    def _checked(self, ids: MemoryIds, known: MemoryRead) -> bool:
+        """True while the session's generation is the one under which this process last found
+        the state's stored messages in the store: nothing erased or withdrawn since."""
+        generation = known.turn.generation
+        return generation is not None and self.keeper.checked(ids.session_id) == generation
+
+    def _to_read(self, state: Mapping[str, Any], known: MemoryRead) -> int:
+        """How many newest rows a check needs beyond the turn's read (0: it holds them)."""
+        done = len(stored_ids(state)) if branch_head(state) is not None else 0
+        if known.turn.generation is None or len(known.turn.messages) >= done:
+            return 0
+        return done
+
+    def _rows_to_check(
         self, state: Mapping[str, Any], ids: MemoryIds, known: MemoryRead
     ) -> Sequence[StoredMessage] | None:
-        """With a checkpointer, the store rows to check the state's stored messages against
-        (`_kept_view`): none to check (``[]`` with nothing to check) while the session's
-        generation is the one this process last checked (nothing erased or withdrawn since);
-        else those of the turn's read if it holds enough of them, or None: read them."""
-        generation = known.turn.generation
-        done = stored_ids(state) if branch_head(state) is not None else []
-        if not done or (generation is not None and self.keeper.checked(ids.session_id) == generation):
-            return []
-        if generation is None or len(known.turn.messages) >= len(done):
+        """With a checkpointer, the store's newest rows to check the state's stored messages
+        against (`_kept_view`): None while `_checked`, else the turn's read's, or as many
+        as the state has stored messages when it holds fewer (one more read)."""
+        if self._checked(ids, known):
+            return None
+        more = self._to_read(state, known)
+        if not more:
             return known.turn.messages
-        return None
+        return self.store.read_turn(ids.session_id, limit=more, client_id=ids.client_id).messages
+
+    async def _arows_to_check(
+        self, state: Mapping[str, Any], ids: MemoryIds, known: MemoryRead
+    ) -> Sequence[StoredMessage] | None:
+        if self._checked(ids, known):
+            return None
+        more = self._to_read(state, known)
+        if not more:
+            return known.turn.messages
+        return (await self.store.aread_turn(ids.session_id, limit=more, client_id=ids.client_id)).messages
 
     def _kept_view(
-        self, request: ModelRequest[Any], ids: MemoryIds, known: MemoryRead, rows: Sequence[StoredMessage]
+        self,
+        request: ModelRequest[Any],
+        ids: MemoryIds,
+        known: MemoryRead,
+        rows: Sequence[StoredMessage] | None,
     ) -> list[BaseMessage]:
         """With a checkpointer, the view of the request's messages, without those the store no
-        longer holds (`rows`: its newest; an erased conversation the checkpointer kept) nor
-        the summary that folded them; the state update after the call removes them
-        (`_without_erased`)."""
-        generation = known.turn.generation
-        if not rows and generation is not None and self.keeper.checked(ids.session_id) == generation:
+        longer holds (`rows`: its newest, None: nothing to check; an erased conversation the
+        checkpointer kept) nor the summary that folded them; the state update after the call
+        removes them (`_without_erased`)."""
+        if rows is None:
             return self.keeper.view(request.messages, ids.session_id)
         gone = self.keeper.erased(request.state, rows, ids.session_id)
         if not gone:
-            self.keeper.note_checked(ids.session_id, generation)
+            self.keeper.note_checked(ids.session_id, known.turn.generation)
             return self.keeper.view(request.messages, ids.session_id)
         self.keeper.note_erased(ids.session_id, gone)
         left = [m for m in request.messages if m.id not in gone and m.id != SUMMARY_MESSAGE_ID]
@@ -736,11 +756,7 @@ class RollingMemoryMiddleware(AgentMiddleware[RollingMemoryState, Any]):
         if GraphRun.current().kept:
             limit = self._kept_limit(request.state, ids, pending)
             known = await self.store.aread_memory(ids.session_id, limit=limit, client_id=ids.client_id)
-            rows = self._kept_rows(request.state, ids, known)
-            if rows is None:
-                done = len(stored_ids(request.state))
-                turn = await self.store.aread_turn(ids.session_id, limit=done, client_id=ids.client_id)
-                rows = turn.messages
+            rows = await self._arows_to_check(request.state, ids, known)
             view = self._kept_view(request, ids, known, rows)
             settled = self._settled(pending, known.turn, limit, request.state)
             if settled is None and pending is not None:
