@@ -213,6 +213,28 @@ def test_with_rolling_memory_embeds_after_the_turn_and_recalls_by_meaning(store:
     assert "automobile" in sent[-1]  # found by meaning: no word of the question is in it
 
 
+class _Recording(DeterministicFakeEmbedding):
+    seen: ClassVar[list[str]] = []
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.seen.extend(texts)
+        return super().embed_documents(texts)
+
+
+def test_a_message_is_embedded_with_its_speaker_as_the_lexical_index_holds_it() -> None:
+    # "What activities does Melanie do?" is about what Melanie said: the speaker is part of what
+    # a message means, as the lexical index already has it (`message_index_text`).
+    store = open_store("memory://")
+    store.append(
+        "old",
+        [HumanMessage("I took up pottery", name="Melanie"), AIMessage("Nice!"), AIMessage("", name="Bot")],
+        client_id="ana",
+    )
+    model = _Recording(size=8)
+    index_vectors(store, model, client_id="ana")
+    assert model.seen == ["Melanie: I took up pottery", "Nice!"]  # a name alone is nothing to embed
+
+
 def test_the_recall_block_holds_the_dense_hit_end_to_end() -> None:
     store = open_store("memory://")
     store.append("old", [HumanMessage("I bought a new automobile last week")], client_id="ana")

@@ -57,8 +57,21 @@ def model_name(embeddings: Embeddings) -> str:
 
 
 def embedded_text(payload: str) -> str:
-    """What is embedded of a stored message: the start of its text ('' for none)."""
-    return str(loads_message(payload).text)[:EMBED_CHARS].strip()
+    """What is embedded of a stored message: the start of its text, after its speaker's name
+    when it has one (``"Melanie: I took up pottery"``), as the lexical index holds it; '' for
+    a message with no text.
+
+    The speaker is part of what a message means to a question about a person ("what does
+    Melanie do to relax?"). Chosen on the LoCoMo dev split (the held-out one measured after):
+    see `docs/recall.md`.
+    """
+    message = loads_message(payload)
+    text = str(message.text).strip()
+    if not text:
+        return ""
+    name = getattr(message, "name", None)
+    said = f"{name}: {text}" if isinstance(name, str) and name.strip() else text
+    return said[:EMBED_CHARS].strip()
 
 
 def _writes(
