@@ -51,3 +51,22 @@ def search(
         f"WHERE v.model = {ph('model')} AND {size} AND {_scope(ph, client_id, session_id, search=True)} "
         f"ORDER BY score DESC, m.session_id, m.seq LIMIT {ph('limit')}"
     )
+
+
+def scope_vectors(p: str, ph: Placeholder, size: str, client_id: str | None, session_id: str | None) -> str:
+    """The scope's vectors of the model (``model``) for a search ranked by the backend itself
+    (`core.dense.closest`): session id, seq, vector, in no order (sorting 10,000 vectors in SQL
+    copies them all: the caller sorts the keys); `size` is true of the vectors of the query's
+    length. Read in one snapshot with `rows_at`."""
+    return (
+        f"SELECT v.session_id, v.seq, v.vector FROM {p}vectors AS v "
+        f"JOIN {p}sessions AS s ON s.session_id = v.session_id "
+        f"WHERE v.model = {ph('model')} AND {size} AND {_scope(ph, client_id, session_id, search=True)}"
+    )
+
+
+def rows_at(p: str, ph: Placeholder, count: int) -> str:
+    """The JSON and date of `count` messages named by ``sid0``/``seq0``, ``sid1``/``seq1``...:
+    session id, seq, JSON, date (a message gone since is not returned)."""
+    keys = " OR ".join(f"(session_id = {ph(f'sid{i}')} AND seq = {ph(f'seq{i}')})" for i in range(count))
+    return f"SELECT session_id, seq, message, created_at FROM {p}messages WHERE {keys}"

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from langchain_rolling_memory.core.dense import scorer
+from langchain_rolling_memory.core.dense import closest
 from langchain_rolling_memory.core.lexical_search import Bm25Index, index_text, payload_index_text
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
@@ -256,17 +256,20 @@ class MemoryBackend(SyncBackend):
     def vector_search(
         self, model: str, vector: bytes, client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
-        score_of = scorer(vector)
         with self._lock:
-            scored = []
-            for sid, session in self._in_scope(client_id, session_id):
-                for (seq, name), stored in session.vectors.items():
-                    score = score_of(stored) if name == model else None
-                    if score is not None:
-                        _, payload, _, at = session.rows[seq - 1]
-                        scored.append((-score, sid, seq, payload, at))
-            scored.sort(key=lambda row: row[:3])
-            return [(-score, sid, seq, payload, at, None) for score, sid, seq, payload, at in scored[:limit]]
+            found = sorted(
+                (sid, seq, stored, session)
+                for sid, session in self._in_scope(client_id, session_id)
+                for (seq, name), stored in session.vectors.items()
+                if name == model
+            )
+            best = closest(vector, [stored for _, _, stored, _ in found], limit)
+            rows: list[SearchRow] = []
+            for i, score in best:
+                sid, seq, _, session = found[i]
+                _, payload, _, at = session.rows[seq - 1]
+                rows.append((score, sid, seq, payload, at, None))
+            return rows
 
     def _forget_entries(self, session_id: str) -> None:
         """Unindex the session's messages and drop its lease (called by every erase)."""

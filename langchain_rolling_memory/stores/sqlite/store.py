@@ -42,7 +42,7 @@ import langchain_rolling_memory.stores.forks as forks
 import langchain_rolling_memory.stores.sqlite.search as search
 import langchain_rolling_memory.stores.sqlite.sql as sql
 import langchain_rolling_memory.stores.vector_sql as vector_sql
-from langchain_rolling_memory.core.dense import scorer
+from langchain_rolling_memory.core.dense import closest
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
 from langchain_rolling_memory.stores.api import RollingStore
@@ -70,7 +70,9 @@ logger = logging.getLogger("langchain_rolling_memory")
 
 CACHE_KIB = 64 * 1024
 """The page cache of each connection, in KiB (`PRAGMA cache_size`)."""
-_SCORE = "lrm_vector_score"  # `core.dense.scorer` of a search's query, registered for that search
+_ROWS_AT = (
+    100  # messages read per statement after a vector search (2 parameters each: under any SQLite limit)
+)
 
 
 def _named(name: str) -> str:
@@ -612,18 +614,34 @@ class SQLiteBackend(SyncBackend):
     def vector_search(
         self, model: str, vector: bytes, client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
-        # Brute force in one statement (one snapshot), the owner filtered in it: the score is the
-        # query's `core.dense.scorer` (the query unpacked once), registered for this search under
-        # the lock, over the scope's vectors only.
-        statement = vector_sql.search(
-            self.prefix, _named, f"{_SCORE}(v.vector)", "length(v.vector) = :size", client_id, session_id
+        # Brute force in one snapshot, the owner filtered in it: one statement reads the scope's
+        # vectors, ranked here (`core.dense.closest`: numpy when installed), then one reads the
+        # best ones' messages.
+        scope = vector_sql.scope_vectors(
+            self.prefix, _named, "length(v.vector) = :size", client_id, session_id
         )
-        params = {"model": model, "size": len(vector), "cid": client_id, "sid": session_id, "limit": limit}
-        with self._lock, self._errors("read"):
-            conn = self._db()
-            conn.create_function(_SCORE, 1, scorer(vector), deterministic=True)
-            rows = conn.execute(statement, params).fetchall()
-        return [(float(s), str(sid), int(seq), str(m), float(at), None) for s, sid, seq, m, at in rows]
+        params = {"model": model, "size": len(vector), "cid": client_id, "sid": session_id}
+        with self._snapshot() as conn:
+            found = sorted(
+                conn.execute(scope, params).fetchall(), key=lambda row: (row[0], row[1])
+            )  # ties: session, seq
+            best = closest(vector, [blob for _, _, blob in found], limit)
+            records: dict[tuple[str, int], tuple[str, float]] = {}
+            for start in range(0, len(best), _ROWS_AT):
+                chunk = [found[i] for i, _ in best[start : start + _ROWS_AT]]
+                keys = {f"sid{n}": sid for n, (sid, _, _) in enumerate(chunk)}
+                keys.update({f"seq{n}": seq for n, (_, seq, _) in enumerate(chunk)})
+                for sid, seq, message, at in conn.execute(
+                    vector_sql.rows_at(self.prefix, _named, len(chunk)), keys
+                ):
+                    records[(str(sid), int(seq))] = (str(message), float(at))
+        rows: list[SearchRow] = []
+        for i, score in best:
+            sid, seq, _ = found[i]
+            record = records.get((str(sid), int(seq)))
+            if record is not None:
+                rows.append((score, str(sid), int(seq), record[0], record[1], None))
+        return rows
 
 
 class SQLiteRollingStore(RollingStore):
