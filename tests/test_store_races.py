@@ -32,10 +32,13 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.messages import HumanMessage
 from store_kit import backend_name, reopen
 
+from langchain_rolling_memory import index_vectors
 from langchain_rolling_memory.core.records import SessionMark
+from langchain_rolling_memory.engine.dense import model_name
 from langchain_rolling_memory.errors import FactError, OwnershipError, StaleWriteError
 from langchain_rolling_memory.stores import RollingStore
 
@@ -201,6 +204,66 @@ async def test_an_async_read_as_the_first_owner_never_returns_the_next_owners_me
             leaks.extend(_bobs(await _AREADS[how](store)))
 
     await _arace(store, _bob_then_alice, probe)
+    assert leaks == []
+
+
+_EMBED = DeterministicFakeEmbedding(size=8)
+_EMBEDDED = model_name(_EMBED)
+
+
+def _embedded_bob_then_alice(store: RollingStore, i: int) -> None:
+    """`_bob_then_alice` with every message given its vector as soon as it is stored."""
+    _bob_then_alice(store, i, while_bobs=lambda: index_vectors(store, _EMBED, client_id="bob"))
+    index_vectors(store, _EMBED, client_id="alice")
+
+
+def _near(store: RollingStore, **where: Any) -> list[str]:
+    query = _EMBED.embed_query("zebra")
+    return [h.text for h in store.vector_search(query, model=_EMBEDDED, client_id="alice", limit=5, **where)]
+
+
+async def _anear(store: RollingStore, **where: Any) -> list[str]:
+    query = _EMBED.embed_query("zebra")
+    hits = await store.avector_search(query, model=_EMBEDDED, client_id="alice", limit=5, **where)
+    return [h.text for h in hits]
+
+
+@pytest.mark.parametrize("scope", ["session", "client"])
+def test_a_vector_search_as_the_first_owner_never_returns_the_next_owners_messages(
+    store: RollingStore, scope: str
+) -> None:
+    store.append("s", [HumanMessage("zebra alice")], client_id="alice")
+    index_vectors(store, _EMBED, client_id="alice")
+    where = {"session_id": "s"} if scope == "session" else {}
+    leaks: list[str] = []
+    found = 0
+
+    def probe() -> None:
+        nonlocal found
+        with contextlib.suppress(OwnershipError):
+            texts = _near(store, **where)
+            found += len(texts)
+            leaks.extend(_bobs(texts))
+
+    _race(store, _embedded_bob_then_alice, probe)
+    assert leaks == []
+    assert found > 0  # the probes did see alice's messages between the erases
+
+
+@pytest.mark.parametrize("scope", ["session", "client"])
+async def test_an_async_vector_search_as_the_first_owner_never_returns_the_next_owners_messages(
+    store: RollingStore, scope: str
+) -> None:
+    await store.aappend("s", [HumanMessage("zebra alice")], client_id="alice")
+    index_vectors(store, _EMBED, client_id="alice")
+    where = {"session_id": "s"} if scope == "session" else {}
+    leaks: list[str] = []
+
+    async def probe() -> None:
+        with contextlib.suppress(OwnershipError):
+            leaks.extend(_bobs(await _anear(store, **where)))
+
+    await _arace(store, _embedded_bob_then_alice, probe)
     assert leaks == []
 
 
