@@ -1,9 +1,11 @@
 """The SQL of dense vectors shared by the SQLite and PostgreSQL backends: the listing of messages
-without a vector, and the brute-force search, each one statement with the owner filter in it.
+without a vector, and the brute-force search, each with the owner filter in its statement.
 
 Owns statement text only (no driver, no connection); each backend gives its placeholder style
-and its score expression (SQLite: a function its connections register, PostgreSQL: a sum over
-``unnest`` of two ``REAL[]``), and writes vectors with its own statement. The scope is the
+and writes vectors with its own statement. PostgreSQL scores in SQL (`search`, a sum over
+``unnest`` of two ``REAL[]``); SQLite reads the scope's vectors (`scope_vectors`), ranks them in
+the process (`core.dense.closest`) and reads the best ones' messages (`rows_at`), in one
+snapshot. The scope is the
 lexical search's: one session (only if its owner is the searching client, or nobody's for a
 run naming none) or the sessions a client owns; the listing may also span every session.
 """

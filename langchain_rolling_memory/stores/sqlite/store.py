@@ -70,9 +70,8 @@ logger = logging.getLogger("langchain_rolling_memory")
 
 CACHE_KIB = 64 * 1024
 """The page cache of each connection, in KiB (`PRAGMA cache_size`)."""
-_ROWS_AT = (
-    100  # messages read per statement after a vector search (2 parameters each: under any SQLite limit)
-)
+_ROWS_AT = 100
+"""Messages read per statement after a vector search (2 parameters each: under any SQLite limit)."""
 
 
 def _named(name: str) -> str:
