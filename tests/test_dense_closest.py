@@ -1,4 +1,4 @@
-"""`core.dense.closest`, the ranking every in-process vector search uses: with numpy (a float32
+"""`stores.vector_rank.closest`, the ranking every in-process vector search uses: with numpy (a float32
 product, then the few near the cut scored exactly) it returns what the pure-Python scorer returns,
 scores, order and ties included; without numpy it is that scorer."""
 
@@ -9,7 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import langchain_rolling_memory.core.dense as dense
-from langchain_rolling_memory.core.dense import closest, pack, scorer
+import langchain_rolling_memory.stores.vector_rank as rank
+from langchain_rolling_memory.core.dense import pack, scorer
+from langchain_rolling_memory.stores.vector_rank import closest
 
 pytest.importorskip("numpy")  # the dev install has it (the notebooks' plots); CI always runs this
 
@@ -31,12 +33,12 @@ def test_closest_is_the_exact_ranking_with_or_without_numpy(
 ) -> None:
     expected = _reference(query, stored, limit)
     assert closest(query, stored, limit) == expected
-    original = dense._numpy
-    dense._numpy = lambda: None  # type: ignore[assignment]
+    original = rank._numpy
+    rank._numpy = lambda: None  # type: ignore[assignment]
     try:
         assert closest(query, stored, limit) == expected
     finally:
-        dense._numpy = original  # type: ignore[assignment]
+        rank._numpy = original  # type: ignore[assignment]
 
 
 def test_numpy_scores_only_the_vectors_near_the_cut(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,7 +57,7 @@ def test_numpy_scores_only_the_vectors_near_the_cut(monkeypatch: pytest.MonkeyPa
 
         return counted
 
-    monkeypatch.setattr(dense, "scorer", counting)
+    monkeypatch.setattr(rank, "scorer", counting)
     best = closest(pack([1.0, 0.0, 0.0]), stored, 5)
     assert [i for i, _ in best] == [0, 1, 2, 3, 4]
     assert calls <= 50  # the ~30 within `_MARGIN` of the cut, not all 2,000

@@ -4,7 +4,7 @@ without a vector, and the brute-force search, each with the owner filter in its 
 Owns statement text only (no driver, no connection); each backend gives its placeholder style
 and writes vectors with its own statement. PostgreSQL scores in SQL (`search`, a sum over
 ``unnest`` of two ``REAL[]``); SQLite reads the scope's vectors (`scope_vectors`), ranks them in
-the process (`core.dense.closest`) and reads the best ones' messages (`rows_at`), in one
+the process (`stores.vector_rank.closest`) and reads the best ones' messages (`rows_at`), in one
 snapshot. The scope is the
 lexical search's: one session (only if its owner is the searching client, or nobody's for a
 run naming none) or the sessions a client owns; the listing may also span every session.
@@ -57,7 +57,7 @@ def search(
 
 def scope_vectors(p: str, ph: Placeholder, size: str, client_id: str | None, session_id: str | None) -> str:
     """The scope's vectors of the model (``model``) for a search ranked by the backend itself
-    (`core.dense.closest`): session id, seq, vector, in no order (sorting 10,000 vectors in SQL
+    (`stores.vector_rank.closest`): session id, seq, vector, in no order (sorting 10,000 vectors in SQL
     copies them all: the caller sorts the keys); `size` is true of the vectors of the query's
     length. Read in one snapshot with `rows_at`."""
     return (

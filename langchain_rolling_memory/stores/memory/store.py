@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from langchain_rolling_memory.core.dense import closest
 from langchain_rolling_memory.core.lexical_search import Bm25Index, index_text, payload_index_text
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
@@ -38,6 +37,7 @@ from langchain_rolling_memory.stores.contract import (
     new_generation,
 )
 from langchain_rolling_memory.stores.fact_api import FactOptions
+from langchain_rolling_memory.stores.vector_rank import closest
 
 
 @dataclass

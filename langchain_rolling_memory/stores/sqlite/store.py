@@ -42,7 +42,6 @@ import langchain_rolling_memory.stores.forks as forks
 import langchain_rolling_memory.stores.sqlite.search as search
 import langchain_rolling_memory.stores.sqlite.sql as sql
 import langchain_rolling_memory.stores.vector_sql as vector_sql
-from langchain_rolling_memory.core.dense import closest
 from langchain_rolling_memory.core.records import Fact, FactPlan, Row, SessionInfo, SessionMark, SummaryRecord
 from langchain_rolling_memory.errors import OwnershipError, StaleWriteError, StoreError
 from langchain_rolling_memory.stores.api import RollingStore
@@ -65,6 +64,7 @@ from langchain_rolling_memory.stores.contract import (
 )
 from langchain_rolling_memory.stores.fact_api import FactOptions
 from langchain_rolling_memory.stores.lifecycle import not_set_up
+from langchain_rolling_memory.stores.vector_rank import closest
 
 logger = logging.getLogger("langchain_rolling_memory")
 
@@ -614,7 +614,7 @@ class SQLiteBackend(SyncBackend):
         self, model: str, vector: bytes, client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
         # Brute force in one snapshot, the owner filtered in it: one statement reads the scope's
-        # vectors, ranked here (`core.dense.closest`: numpy when installed), then one reads the
+        # vectors, ranked here (`stores.vector_rank.closest`: numpy when installed), then one reads the
         # best ones' messages.
         scope = vector_sql.scope_vectors(
             self.prefix, _named, "length(v.vector) = :size", client_id, session_id
