@@ -5,9 +5,11 @@ unit vector of 384 dimensions (what multilingual-e5-small gives; no model runs h
 search's cost does not depend on where the vectors came from), and a second client with as
 many, which no search of the first may read or pay for. Times ``vector_search(query,
 client_id=..., limit=80)`` (80: the hits a 2,000-token recall asks for) with fresh random
-queries: the brute force each backend runs (SQLite: a Python function over the client's
-BLOBs; PostgreSQL: a sum over ``unnest`` of two ``REAL[]`` in SQL; Redis: dot products in the
-Lua script; memory: Python).
+queries: the brute force each backend runs (memory and SQLite: `stores.vector_rank.closest` in the
+process, numpy when installed; PostgreSQL: a sum over ``unnest`` of two ``REAL[]`` in SQL, or
+pgvector's inner product on a database that has the extension, ``postgresql-pgvector``: a
+database ``lrm_pgvector`` beside the test one, created with the extension if missing; Redis: dot
+products in the Lua script).
 
 Prints p50 and p95 milliseconds and the 10k/1k ratio of the p50; wall clock on a shared
 machine: read the p50.
@@ -24,6 +26,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from langchain_core.messages import HumanMessage
 
@@ -56,12 +59,28 @@ def _fill(store: RollingStore, client: str, start: int, stop: int, rng: random.R
         )
 
 
+def _pgvector_database() -> str:
+    """The URL of a database beside the test one with pgvector in it (created if missing; the
+    server needs pgvector's files: `.ci/run` builds them)."""
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = 'lrm_pgvector'").fetchone() is None:
+            conn.execute("CREATE DATABASE lrm_pgvector")
+    url = urlunsplit(urlsplit(POSTGRES_URL)._replace(path="/lrm_pgvector"))
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    return url
+
+
 def _open(backend: str, folder: Path) -> RollingStore:
     tag = uuid.uuid4().hex[:8]
     if backend == "sqlite":
         return open_store(f"sqlite:///{folder / 'bench.db'}")
     if backend == "postgresql":
         return open_store(f"{POSTGRES_URL}?prefix=vb{tag}_")
+    if backend == "postgresql-pgvector":
+        return open_store(f"{_pgvector_database()}?prefix=vb{tag}_")
     if backend == "redis":
         return open_store(f"{REDIS_URL}?prefix=vb:{tag}:")
     return open_store("memory://")
@@ -96,7 +115,7 @@ def measure(backend: str, queries: int) -> list[list[float]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backends", default="memory,sqlite,postgresql,redis")
+    parser.add_argument("--backends", default="memory,sqlite,postgresql,postgresql-pgvector,redis")
     parser.add_argument("--queries", type=int, default=20)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)

@@ -59,6 +59,8 @@ class AsyncPostgres(AsyncBackend):
         self.search_config, self.statement_timeout = search_config, statement_timeout
         self.migration = Migration(link.psycopg, q, search_config)
         self.failures = pg.Failures(link.psycopg, q.prefix, statement_timeout)
+        self._pgvector: str | None = None  # the schema of the database's pgvector, once probed
+        self._pgvector_probed = False
         self._setup_pending = setup_pending
 
     async def setup(self) -> None:
@@ -371,5 +373,8 @@ class AsyncPostgres(AsyncBackend):
     async def vector_search(
         self, model: str, vector: bytes, client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
-        sql, params = pgv.search(self.prefix, model, vector, client_id, session_id, limit)
+        if not self._pgvector_probed:  # once per backend: which schema holds pgvector, if any
+            self._pgvector = pgv.pgvector_schema(await self._afetch("search", pgv.PGVECTOR_PROBE, None))
+            self._pgvector_probed = True
+        sql, params = pgv.search(self.prefix, model, vector, client_id, session_id, limit, self._pgvector)
         return pgv.search_rows(await self._afetch("search", sql, params))

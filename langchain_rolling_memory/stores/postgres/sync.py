@@ -47,6 +47,8 @@ class SyncPostgres(SyncBackend):
         self.search_config, self.statement_timeout = search_config, statement_timeout
         self.migration = Migration(link.psycopg, q, search_config)
         self.failures = pg.Failures(link.psycopg, q.prefix, statement_timeout)
+        self._pgvector: str | None = None  # the schema of the database's pgvector, once probed
+        self._pgvector_probed = False
 
     def setup(self) -> None:
         self._run("migrate", self.migration.run)
@@ -355,5 +357,8 @@ class SyncPostgres(SyncBackend):
     def vector_search(
         self, model: str, vector: bytes, client_id: str | None, session_id: str | None, limit: int
     ) -> list[SearchRow]:
-        sql, params = pgv.search(self.prefix, model, vector, client_id, session_id, limit)
+        if not self._pgvector_probed:  # once per backend: which schema holds pgvector, if any
+            self._pgvector = pgv.pgvector_schema(self._fetch("search", pgv.PGVECTOR_PROBE, None))
+            self._pgvector_probed = True
+        sql, params = pgv.search(self.prefix, model, vector, client_id, session_id, limit, self._pgvector)
         return pgv.search_rows(self._fetch("search", sql, params))
