@@ -56,7 +56,9 @@ def _prepare(schema: str) -> str:
                     with contextlib.suppress(psycopg.errors.DuplicateDatabase):  # another worker made it
                         conn.execute(f'CREATE DATABASE "{database}"')
             with psycopg.connect(_url(database), autocommit=True, connect_timeout=3) as conn:
-                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+                # IF NOT EXISTS still races another worker doing the same: its error means done.
+                with contextlib.suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateSchema):
+                    conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
                 with contextlib.suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateObject):
                     conn.execute(f'CREATE EXTENSION IF NOT EXISTS vector SCHEMA "{schema}"')
             _READY[schema] = None
