@@ -129,7 +129,9 @@ def _drop_ours(store: RollingStore) -> None:
     if name == "PostgresRollingStore":
         import psycopg
 
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        # The store's own database (`vector_search_cost` opens one beside the test database).
+        conninfo = getattr(getattr(store.backend, "link", None), "conninfo", POSTGRES_URL)
+        with psycopg.connect(conninfo, autocommit=True) as conn:
             for table in ("meta", "sessions", "messages", "summaries", "leases", "facts", "vectors"):
                 conn.execute(f"DROP TABLE IF EXISTS {prefix}{table} CASCADE")
     elif name == "RedisRollingStore":

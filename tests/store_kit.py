@@ -160,7 +160,9 @@ def wipe(store: RollingStore) -> None:
     if name == "postgres":
         import psycopg
 
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        # The store's own database (the pgvector tests use one beside the test database).
+        conninfo = getattr(getattr(store.backend, "link", None), "conninfo", POSTGRES_URL)
+        with psycopg.connect(conninfo, autocommit=True) as conn:
             for table in ("meta", *_SQL_TABLES):
                 conn.execute(f"DROP TABLE IF EXISTS {prefix}{table} CASCADE")
     elif name == "redis":

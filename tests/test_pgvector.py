@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.messages import HumanMessage
+from store_kit import wipe
 from test_store_races import _EMBED, _EMBEDDED, _bobs, _embedded_bob_then_alice, _near, _race
 
 from langchain_rolling_memory import index_vectors
@@ -202,9 +203,10 @@ def _stores() -> Iterator[tuple[RollingStore, RollingStore]]:
     try:
         yield pgv, memory
     finally:
-        pgv.forget("ana")
-        pgv.forget("bob")
-        pgv.close()
+        try:
+            pgv.close()
+        finally:
+            wipe(pgv)  # its tables, in its own database
 
 
 @settings(max_examples=25, deadline=None)
