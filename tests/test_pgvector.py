@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import multiprocessing
 import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -252,3 +253,30 @@ def test_pgvector_ranks_any_vectors_as_the_memory_backend_does(
                 for h in pgv.vector_search(query, model="fixed", client_id=client, limit=limit)
             ]
             _same(got, want)
+
+
+_FORK = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
+
+
+def _forked_search(store: RollingStore, query: list[float]) -> None:
+    # The store was opened, and its pgvector probed, by the parent before the fork.
+    hits = store.vector_search(query, model=_model(), client_id="ana")
+    os._exit(0 if [h.text for h in hits][:1] == ["a tram to Belem"] and _scheme(store) else 1)
+
+
+@pytest.mark.skipif(_FORK is None, reason="this platform has no fork()")
+def test_a_forked_child_searches_through_pgvector_with_a_store_opened_before_the_fork(
+    pgv_store: RollingStore,
+) -> None:
+    assert _FORK is not None
+    _fill([pgv_store], {"s": ("ana", ["Casa Azul in Alfama", "a tram to Belem"])})
+    query = FAKE.embed_query("a tram to Belem")
+    assert pgv_store.vector_search(query, model=_model(), client_id="ana")[0].text == "a tram to Belem"
+    child = _FORK.Process(target=_forked_search, args=(pgv_store, query))
+    child.start()
+    child.join(60)
+    if child.exitcode is None:  # pragma: no cover - a hung child fails the test, not the run
+        child.kill()
+        child.join()
+    assert child.exitcode == 0
+    assert pgv_store.vector_search(query, model=_model(), client_id="ana")[0].text == "a tram to Belem"
