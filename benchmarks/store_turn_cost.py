@@ -130,8 +130,13 @@ def _drop_ours(store: RollingStore) -> None:
         import psycopg
 
         # The store's own database (`vector_search_cost` opens one beside the test database).
+        # Its database only: the host and port are the server's, a store opened through a
+        # test's proxy (gone by now) included.
         conninfo = getattr(getattr(store.backend, "link", None), "conninfo", POSTGRES_URL)
-        with psycopg.connect(conninfo, autocommit=True) as conn:
+        database = psycopg.conninfo.conninfo_to_dict(conninfo).get("dbname")
+        with psycopg.connect(
+            POSTGRES_URL, autocommit=True, **({"dbname": database} if database else {})
+        ) as conn:
             for table in ("meta", "sessions", "messages", "summaries", "leases", "facts", "vectors"):
                 conn.execute(f"DROP TABLE IF EXISTS {prefix}{table} CASCADE")
     elif name == "RedisRollingStore":

@@ -161,8 +161,13 @@ def wipe(store: RollingStore) -> None:
         import psycopg
 
         # The store's own database (the pgvector tests use one beside the test database).
+        # Its database only: the host and port are the server's, a store opened through a
+        # test's proxy (gone by now) included.
         conninfo = getattr(getattr(store.backend, "link", None), "conninfo", POSTGRES_URL)
-        with psycopg.connect(conninfo, autocommit=True) as conn:
+        database = psycopg.conninfo.conninfo_to_dict(conninfo).get("dbname")
+        with psycopg.connect(
+            POSTGRES_URL, autocommit=True, **({"dbname": database} if database else {})
+        ) as conn:
             for table in ("meta", *_SQL_TABLES):
                 conn.execute(f"DROP TABLE IF EXISTS {prefix}{table} CASCADE")
     elif name == "redis":
