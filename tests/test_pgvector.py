@@ -26,11 +26,12 @@ from hypothesis import strategies as st
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.messages import HumanMessage
 from store_kit import wipe
-from test_store_races import _EMBED, _EMBEDDED, _bobs, _embedded_bob_then_alice, _near, _race
+from test_store_races import (
+    test_a_vector_search_as_the_first_owner_never_returns_the_next_owners_messages as _vector_search_race,
+)
 
 from langchain_rolling_memory import index_vectors
 from langchain_rolling_memory.core.dense import pack
-from langchain_rolling_memory.errors import OwnershipError
 from langchain_rolling_memory.stores import InMemoryRollingStore, RollingStore
 from langchain_rolling_memory.stores.contract import VectorWrite
 
@@ -181,18 +182,8 @@ def test_an_erased_message_is_never_found_by_pgvector(pgv_store: RollingStore) -
 def test_a_pgvector_search_racing_erases_never_returns_the_next_owners_messages(
     pgv_store: RollingStore, scope: str
 ) -> None:
-    pgv_store.append("s", [HumanMessage("zebra alice")], client_id="alice")
-    index_vectors(pgv_store, _EMBED, client_id="alice")
-    where = {"session_id": "s"} if scope == "session" else {}
-    leaks: list[str] = []
-
-    def probe() -> None:
-        with contextlib.suppress(OwnershipError):
-            leaks.extend(_bobs(_near(pgv_store, **where)))
-
-    _race(pgv_store, _embedded_bob_then_alice, probe)
-    assert leaks == [] and _scheme(pgv_store) in _DATABASES
-    assert _EMBEDDED  # the race's vectors are the shared fake model's
+    _vector_search_race(pgv_store, scope)  # the four backends' race, on a store with pgvector
+    assert _scheme(pgv_store) in _DATABASES
 
 
 _VALUES = [-1.0, 0.0, 0.5, 1.0]
