@@ -17,7 +17,9 @@ copied backups keep their own. Run ``BGSAVE``/``BGREWRITEAOF`` after an erase if
 must not hold the data; this store does not, as they rewrite the whole server's data.
 
 Search: this backend does not use the RediSearch module (FT.*), which plain Redis lacks, and
-has no code for it (this server has no modules to test it on). Each session keeps an inverted
+has no code for it: the module that Redis Stack ships (2.x, hashes indexed by prefix) is not on
+this machine to test against, and Debian 12's `redis-redisearch` is RediSearch 1.2 (documents
+added with FT.ADD, the model before 2.0). Each session keeps an inverted
 index beside its messages (`layout.py`: term -> "<seq>:<tf>:<length>" postings, its message
 count and summed length), written by the append script in the same script as the messages
 (the terms counted in Python, with `Bm25Index`'s rule), erased and expiring with them. A search
@@ -26,10 +28,11 @@ generation checked in it), ranks them and the client's facts in Python with BM25
 (`lexical_search.bm25_scores`, the scores `Bm25Index(stem=True)` gives), then fetches the hits
 (a second script, which drops a hit whose session changed owner or generation since). Its cost
 grows with the query terms' postings and, by a few microseconds each, with the client's
-sessions, not with their text: measured by `benchmarks/search_cost.py` on this machine (p50 at
-10,000 messages of a client): 16 ms on the synthetic corpus (100 sessions), 39 ms on LoCoMo
-(459 sessions) for a search that read the client's whole index before (324 and 873 ms), and
-unchanged by one 5 MB message. A session written before the index existed (or appended to by
+sessions, not with their text: measured by `benchmarks/search_cost.py` (p50 of search +
+injection at 10,000 messages of a client, a quiet run of 2026-12-04): 4.6 ms on the synthetic
+corpus (100 sessions), 9.9 ms on LoCoMo (459 sessions), 6.0 and 13.4 ms with one 5 MB message
+stored (`benchmarks/results/search_cost.md`); a search that read the client's whole index took
+324 and 873 ms on an earlier machine. A session written before the index existed (or appended to by
 an older release) is indexed at its first search.
 """
 
