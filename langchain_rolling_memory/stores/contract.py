@@ -80,7 +80,7 @@ from langchain_rolling_memory.errors import (
     SchemaVersionError,
 )
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """Version of the data layout; a store written by a newer version is refused.
 2: per-message dates, the search index, pinned facts. 3: SQLite indexes messages at the
 first search after their append (the other backends have nothing to convert). 4: every
@@ -88,7 +88,8 @@ session row carries its erase generation (rows written before read as ``''``). 5
 expiry (facts written before never expire; Redis: their JSON lacks the field). 6: dense vectors
 (a table or a key per session; nothing to convert: a message without one is listed by
 `unembedded`). 7: PostgreSQL's search indexes write each row into the index itself, with no
-pending list (the other backends have nothing to convert)."""
+pending list (the other backends have nothing to convert). 8: SQLite keeps the vectors in a
+rowid table, each on its row's page (the other backends have nothing to convert)."""
 
 
 def new_generation() -> str:

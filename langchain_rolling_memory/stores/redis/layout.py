@@ -429,7 +429,7 @@ def _legacy_msgs(prefix: str, key: Any) -> str | None:
 # never expires, and only a fact written with one needs its client in `expiring`; 6 (dense
 # vectors, a `vec` hash per session) neither: a message without a vector is listed for one; 7
 # is PostgreSQL's alone.
-_STEPS = (None, "backfill", None, "relayout", None, None, None)
+_STEPS = (None, "backfill", None, "relayout", None, None, None, None)
 if len(_STEPS) != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
     raise RuntimeError("one Redis migration per schema version is required")
 
