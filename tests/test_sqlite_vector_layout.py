@@ -4,11 +4,14 @@ opened, and every vector, every search result and every erasure path is what it 
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
 import uuid
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -132,3 +135,39 @@ def test_after_the_conversion_a_vector_is_replaced_in_place_and_erased_with_its_
         assert _rows(path) == []
     finally:
         store.close()
+
+
+FORK = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
+
+
+def _open_and_search(path: str, expected: list[object], done: Any) -> None:
+    store = SQLiteRollingStore(path)
+    try:
+        done.put(_searches(store, ["ana", "ben"]) == expected)
+    finally:
+        store.close()
+
+
+@pytest.mark.skipif(FORK is None, reason="this platform has no fork()")
+def test_processes_opening_a_schema_7_file_at_once_convert_it_once(tmp_path: Path) -> None:
+    assert FORK is not None
+    path = tmp_path / "v.db"
+    store = SQLiteRollingStore(path)
+    for n in range(6):
+        store.append(
+            f"s{n}", [HumanMessage(f"{_WORDS[n]} and {_WORDS[n + 1]}")], client_id=["ana", "ben"][n % 2]
+        )
+    index_vectors(store, LARGE)
+    rows, expected = _rows(path), _searches(store, ["ana", "ben"])
+    store.close()
+    to_schema_7(path)
+    done = FORK.Queue()
+    children = [FORK.Process(target=_open_and_search, args=(str(path), expected, done)) for _ in range(4)]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(60)
+    assert [child.exitcode for child in children] == [0, 0, 0, 0]
+    assert [done.get(timeout=5) for _ in children] == [True] * 4
+    assert _rows(path) == rows
+    assert "WITHOUT ROWID" not in _table_sql(path)
