@@ -3,8 +3,10 @@ client, erased with everything else, computed off the turn path, fused with the 
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
+import struct
 from typing import ClassVar
 
 import pytest
@@ -22,6 +24,7 @@ from langchain_rolling_memory.engine.recaller import Recaller
 from langchain_rolling_memory.errors import ConfigurationError, InvalidArgumentError, OwnershipError
 from langchain_rolling_memory.stores import RollingStore
 from langchain_rolling_memory.stores.contract import VectorWrite
+from langchain_rolling_memory.stores.vector_api import UNIT_TOLERANCE, vector_problem
 from tests.store_kit import leftovers
 
 FAKE = DeterministicFakeEmbedding(size=16)
@@ -87,6 +90,44 @@ def test_a_vector_listed_before_an_erase_is_not_written_after_it(store: RollingS
     writes = [VectorWrite(u.session_id, u.seq, u.generation, pack([1.0, 0.0])) for u in listed]
     assert store.put_vectors(MODEL, writes) == 0
     assert "second owner" in next(u.payload for u in store.unembedded(MODEL, session_id="zz-s"))
+
+
+_NOT_PACKED = {
+    "NaN": struct.pack("<2f", float("nan"), 0.0),
+    "infinity": struct.pack("<2f", float("-inf"), 0.0),
+    "length": struct.pack("<2f", 3.0, 4.0),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_NOT_PACKED))
+async def test_a_vector_not_packed_or_a_message_twice_is_refused_and_nothing_written(
+    store: RollingStore, kind: str
+) -> None:
+    _fill(store)
+    listed = store.unembedded(MODEL, client_id="zz-ana")
+    first, second = (VectorWrite(u.session_id, u.seq, u.generation, pack([0.6, 0.8])) for u in listed)
+    wrong = second._replace(vector=_NOT_PACKED[kind])
+    with pytest.raises(InvalidArgumentError, match=r"not core\.dense\.pack's bytes"):
+        store.put_vectors(MODEL, [first, wrong])
+    with pytest.raises(InvalidArgumentError, match=r"not core\.dense\.pack's bytes"):
+        await store.aput_vectors(MODEL, [first, wrong])
+    with pytest.raises(InvalidArgumentError, match="twice in one call"):
+        store.put_vectors(MODEL, [first, second, first._replace(vector=pack([0.0, 1.0]))])
+    assert store.unembedded(MODEL, client_id="zz-ana") == listed  # nothing was written
+    assert store.put_vectors(MODEL, [first, second]) == 2
+    hits = store.vector_search([0.6, 0.8], model=MODEL, client_id="zz-ana")
+    assert [h.score for h in hits] == pytest.approx([1.0, 1.0], abs=1e-6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(width=32), min_size=1, max_size=12))
+def test_only_finite_unit_vectors_are_stored(values: list[float]) -> None:
+    raw = struct.pack(f"<{len(values)}f", *values)
+    finite = all(math.isfinite(v) for v in values)
+    unit = finite and abs(math.sqrt(math.fsum(v * v for v in values)) - 1.0) <= UNIT_TOLERANCE
+    assert (vector_problem(raw) is None) == unit
+    if finite and any(values):
+        assert vector_problem(pack(values)) is None  # what pack makes of any direction is stored
 
 
 def test_bad_vectors_and_names_are_refused() -> None:

@@ -959,7 +959,10 @@ class RollingStore:
     def put_vectors(self, model: str, items: Sequence[VectorWrite]) -> int:
         """Store each item's vector of `model` (`core.dense.pack`'s bytes), all in one atomic
         step; an item whose message was erased, or whose session was erased and re-created
-        since the listing, is not stored. Returns how many were stored."""
+        since the listing, is not stored. Returns how many were stored.
+
+        Raises `InvalidArgumentError`, and writes nothing, for a vector that is not finite
+        float32 of length 1 (`vector_api.vector_problem`) or a message given twice."""
         model, writes = check_model(model), check_writes(items)
         return self._sync.put_vectors(model, writes) if writes else 0
 

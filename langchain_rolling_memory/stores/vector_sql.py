@@ -28,30 +28,41 @@ def _scope(ph: Placeholder, client_id: str | None, session_id: str | None, *, se
     return "1 = 1"
 
 
-def unembedded(p: str, ph: Placeholder, client_id: str | None, session_id: str | None) -> str:
+def unembedded(
+    p: str, ph: Placeholder, client_id: str | None, session_id: str | None, collate: str = ""
+) -> str:
     """Messages with no vector of the model (``model``), in the scope, by session then seq
-    (``limit``): session id, seq, the session's generation, the stored JSON."""
+    (``limit``): session id, seq, the session's generation, the stored JSON. `collate` follows
+    the session id in the order (PostgreSQL's ``' COLLATE "C"'``: code point order, as every
+    backend, whatever the database's collation)."""
     return (
         f"SELECT m.session_id, m.seq, s.generation, m.message FROM {p}messages AS m "
         f"JOIN {p}sessions AS s ON s.session_id = m.session_id "
         f"WHERE {_scope(ph, client_id, session_id, search=False)} AND NOT EXISTS (SELECT 1 FROM {p}vectors AS v "
         f"WHERE v.session_id = m.session_id AND v.seq = m.seq AND v.model = {ph('model')}) "
-        f"ORDER BY m.session_id, m.seq LIMIT {ph('limit')}"
+        f"ORDER BY m.session_id{collate}, m.seq LIMIT {ph('limit')}"
     )
 
 
 def search(
-    p: str, ph: Placeholder, score: str, size: str, client_id: str | None, session_id: str | None
+    p: str,
+    ph: Placeholder,
+    score: str,
+    size: str,
+    client_id: str | None,
+    session_id: str | None,
+    collate: str = "",
 ) -> str:
     """The ``limit`` messages of the scope closest to the query: `score` computes a vector's
     cosine with it, `size` is true of the vectors of its length; rows as `contract.SearchRow`
-    less the fact (score, session id, seq, JSON, date), best first, ties by session and seq."""
+    less the fact (score, session id, seq, JSON, date), best first, ties by session (`collate`
+    after it, as in `unembedded`) and seq."""
     return (
         f"SELECT {score} AS score, m.session_id, m.seq, m.message, m.created_at FROM {p}vectors AS v "
         f"JOIN {p}sessions AS s ON s.session_id = v.session_id "
         f"JOIN {p}messages AS m ON m.session_id = v.session_id AND m.seq = v.seq "
         f"WHERE v.model = {ph('model')} AND {size} AND {_scope(ph, client_id, session_id, search=True)} "
-        f"ORDER BY score DESC, m.session_id, m.seq LIMIT {ph('limit')}"
+        f"ORDER BY score DESC, m.session_id{collate}, m.seq LIMIT {ph('limit')}"
     )
 
 

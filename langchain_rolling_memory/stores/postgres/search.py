@@ -163,7 +163,7 @@ def search_statement(p: str, scope: str, wide: bool = False) -> str:
         FROM top
         LEFT JOIN {p}messages AS m ON top.fact_id IS NULL AND m.ctid = top.tid
         LEFT JOIN {p}facts AS f ON f.id = top.fact_id
-        ORDER BY top.score DESC, m.session_id, m.seq, f.id LIMIT %(limit)s
+        ORDER BY top.score DESC, m.session_id COLLATE "C", m.seq, f.id COLLATE "C" LIMIT %(limit)s
     """
 
 

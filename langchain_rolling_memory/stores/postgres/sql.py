@@ -353,7 +353,7 @@ class Queries:
             (SELECT 3, NULL, state, NULL, NULL, NULL, {no_fact} FROM {p}sessions
              WHERE session_id = %(sid)s AND state IS NOT NULL AND (SELECT yes FROM ok))
             UNION ALL
-            (SELECT 4, row_number() OVER (ORDER BY created_at, id), text, NULL, id, updated_at, key,
+            (SELECT 4, row_number() OVER (ORDER BY created_at, id COLLATE "C"), text, NULL, id, updated_at, key,
                     source, created_at, pinned, expires_at
              FROM {p}facts WHERE client_id = %(cid)s AND (expires_at IS NULL OR expires_at > %(now)s))
         """
@@ -391,7 +391,9 @@ class Queries:
         )
         self.release = f"DELETE FROM {p}leases WHERE session_id = %s AND owner = %s"
         self.get_session = f"SELECT client_id, created_at, updated_at FROM {p}sessions WHERE session_id = %s"
-        self.list_sessions = f"SELECT session_id FROM {p}sessions WHERE client_id = %s ORDER BY session_id"
+        self.list_sessions = (
+            f'SELECT session_id FROM {p}sessions WHERE client_id = %s ORDER BY session_id COLLATE "C"'
+        )
         self.get_state = f"SELECT state FROM {p}sessions WHERE session_id = %s"
         self.set_state = (
             f"INSERT INTO {p}sessions AS t (session_id, client_id, created_at, updated_at, state, generation) "
@@ -457,7 +459,7 @@ class Queries:
         # The live facts at the store's clock (the second parameter): an expired one is left out.
         self.list_facts = (
             f"SELECT {FACT_COLUMNS} FROM {p}facts WHERE client_id = %s "
-            "AND (expires_at IS NULL OR expires_at > %s) ORDER BY created_at, id"
+            'AND (expires_at IS NULL OR expires_at > %s) ORDER BY created_at, id COLLATE "C"'
         )
         self.delete_expired_facts = f"DELETE FROM {p}facts WHERE expires_at <= %s"
         self.delete_facts = f"DELETE FROM {p}facts WHERE client_id = %s"

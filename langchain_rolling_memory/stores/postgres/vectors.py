@@ -53,10 +53,15 @@ def _named(name: str) -> str:
     return f"%({name})s"
 
 
+BYTE_ORDER = ' COLLATE "C"'
+"""Session ids ordered by code point, as every other backend orders them, whatever the
+database's default collation (an ICU or ``en_US`` one puts ``_x`` before ``A``)."""
+
+
 def unembedded(
     prefix: str, model: str, client_id: str | None, session_id: str | None, limit: int
 ) -> tuple[str, dict[str, Any]]:
-    sql = vector_sql.unembedded(prefix, _named, client_id, session_id)
+    sql = vector_sql.unembedded(prefix, _named, client_id, session_id, BYTE_ORDER)
     return sql, {"model": model, "cid": client_id, "sid": session_id, "limit": limit}
 
 
@@ -99,7 +104,7 @@ def search(
 ) -> tuple[str, dict[str, Any]]:
     """The search statement: scored by pgvector in `pgvector` (its schema), or by ``unnest``."""
     score = _SCORE if pgvector is None else _pgvector_score(pgvector)
-    sql = vector_sql.search(prefix, _named, score, _SIZE, client_id, session_id)
+    sql = vector_sql.search(prefix, _named, score, _SIZE, client_id, session_id, BYTE_ORDER)
     query = list(unpack(vector))
     params = {
         "model": model,
