@@ -66,6 +66,35 @@ def search(
     )
 
 
+def search_rescored(
+    p: str,
+    ph: Placeholder,
+    approx: str,
+    exact: str,
+    size: str,
+    margin: str,
+    client_id: str | None,
+    session_id: str | None,
+    collate: str = "",
+) -> str:
+    """`search`, ranked first by a fast `approx` score (pgvector's, summed in float32), then by the
+    `exact` one over the vectors whose fast score is within `margin` of the ``limit``-th best: the
+    same hits, scores and ties as `search` with `exact`, in one statement that filters by owner
+    once (the vectors' keys and fast scores are kept; the vectors themselves are read again only
+    for the few rescored)."""
+    return (
+        f"WITH approx AS MATERIALIZED (SELECT v.session_id, v.seq, {approx} AS a FROM {p}vectors AS v "
+        f"JOIN {p}sessions AS s ON s.session_id = v.session_id "
+        f"WHERE v.model = {ph('model')} AND {size} AND {_scope(ph, client_id, session_id, search=True)}), "
+        f"cut AS (SELECT a FROM approx ORDER BY a DESC OFFSET {ph('limit')} - 1 LIMIT 1) "
+        f"SELECT {exact} AS score, m.session_id, m.seq, m.message, m.created_at FROM approx AS x "
+        f"JOIN {p}vectors AS v ON v.session_id = x.session_id AND v.seq = x.seq AND v.model = {ph('model')} "
+        f"JOIN {p}messages AS m ON m.session_id = x.session_id AND m.seq = x.seq "
+        f"WHERE x.a >= coalesce((SELECT a FROM cut), '-Infinity'::float8) - {margin} "
+        f"ORDER BY score DESC, m.session_id{collate}, m.seq LIMIT {ph('limit')}"
+    )
+
+
 def scope_vectors(p: str, ph: Placeholder, size: str, client_id: str | None, session_id: str | None) -> str:
     """The scope's vectors of the model (``model``) for a search ranked by the backend itself
     (`stores.vector_rank.closest`): session id, seq, vector, in no order (sorting 10,000 vectors in SQL

@@ -12,9 +12,11 @@ statement that filters by owner. When the database has the pgvector extension (`
 EXTENSION vector``, by its administrator: never by this package), each ``REAL[]`` is cast to
 pgvector's type and scored by its inner product operator, in C: ~30x faster (10,000 vectors of
 384 dimensions: ~17 ms against ~490 ms). Without it, a sum over ``unnest`` of the two arrays. The
-backend asks once which schema holds the extension (`PGVECTOR_PROBE`). Both give the cosine of
-the same float32 vectors (within 1e-7) and the same ties (by session, seq). No pgvector index is
-built: the search stays exact, and the table's layout is unchanged.
+backend asks once which schema holds the extension (`PGVECTOR_PROBE`). pgvector sums in float32
+(within about 1e-7 of the exact cosine), so it only ranks: the vectors whose score is within
+`rescore_margin` of the ``limit``-th are scored again by ``unnest``, in the same statement, and
+the hits, scores and ties are the plain statement's exactly. No pgvector index is built: the
+search stays exact, and the table's layout is unchanged.
 """
 
 from __future__ import annotations
@@ -43,7 +45,15 @@ def _pgvector_score(schema: str) -> str:
     # Qualified, so that a schema off the search_path works; the operator's result is the negative
     # inner product, the cosine of unit vectors.
     name = '"' + schema.replace('"', '""') + '"'
-    return f"(-(v.vector::{name}.vector OPERATOR({name}.<#>) %(q)s::{name}.vector))"
+    return f"(-(v.vector::{name}.vector OPERATOR({name}.<#>) %(qv)s::{name}.vector))"
+
+
+def rescore_margin(dims: int) -> float:
+    """How far below the ``limit``-th fast score a vector may be and still be among the exact best:
+    pgvector sums ``dims`` float32 products of unit vectors, each sum within ``dims`` units of
+    float32 rounding (2**-24) of the exact one, taken twice (the cut's score and the vector's),
+    plus the in-process ranking's margin (`stores.vector_rank`)."""
+    return 1e-4 + 2 * dims * 2.0**-24
 
 
 _SIZE = "cardinality(v.vector) = %(dim)s"
@@ -102,18 +112,28 @@ def search(
     limit: int,
     pgvector: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The search statement: scored by pgvector in `pgvector` (its schema), or by ``unnest``."""
-    score = _SCORE if pgvector is None else _pgvector_score(pgvector)
-    sql = vector_sql.search(prefix, _named, score, _SIZE, client_id, session_id, BYTE_ORDER)
+    """The search statement: by ``unnest`` (exact), or, with pgvector in `pgvector` (its schema),
+    ranked by its operator and the vectors near the cut rescored by ``unnest``: either way the
+    exact scores, hits and ties."""
     query = list(unpack(vector))
+    if pgvector is None:
+        sql = vector_sql.search(prefix, _named, _SCORE, _SIZE, client_id, session_id, BYTE_ORDER)
+    else:
+        margin = repr(rescore_margin(len(query)))
+        approx = _pgvector_score(pgvector)
+        sql = vector_sql.search_rescored(
+            prefix, _named, approx, _SCORE, _SIZE, margin, client_id, session_id, BYTE_ORDER
+        )
     params = {
         "model": model,
-        "q": query if pgvector is None else "[" + ",".join(map(repr, query)) + "]",
+        "q": query,
         "dim": len(query),
         "cid": client_id,
         "sid": session_id,
         "limit": limit,
     }
+    if pgvector is not None:
+        params["qv"] = "[" + ",".join(map(repr, query)) + "]"
     return sql, params
 
 
